@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs every Debian package capsweep needs to build, test and run.
+# Idempotent: packages already present are skipped; quiet unless something fails.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config
+  libboost1.81-dev libboost-url1.81-dev libboost-json1.81-dev
+  nlohmann-json3-dev libsqlite3-dev sqlite3 libfmt-dev catch2
+  libvalijson-dev libssl-dev libcli11-dev
+  clang libclang-rt-14-dev
+  curl procps
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  sudo_cmd=(sudo)
+fi
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+echo "install-deps: installing ${missing[*]}"
+if ! { "${sudo_cmd[@]}" apt-get update -q && \
+       DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
+  cat "$log" >&2
+  echo "install-deps: apt-get failed (see above)" >&2
+  exit 1
+fi

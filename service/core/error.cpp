@@ -1,0 +1,31 @@
+#include "core/error.hpp"
+
+#include <utility>
+
+namespace capsweep {
+
+std::string_view to_string(errc code) noexcept {
+  switch (code) {
+    case errc::invalid_argument: return "invalid_argument";
+    case errc::parse_error: return "parse_error";
+    case errc::not_found: return "not_found";
+    case errc::conflict: return "conflict";
+    case errc::forbidden: return "forbidden";
+    case errc::unavailable: return "unavailable";
+  }
+  return "unknown";
+}
+
+Error invalid(std::string field, std::string message) {
+  return Error{errc::invalid_argument, std::move(message), std::move(field)};
+}
+
+ErrorException::ErrorException(Error e) : error_(std::move(e)) {
+  what_ = error_.field.empty() ? error_.message : error_.field + ": " + error_.message;
+}
+
+void throw_exception_from_error(const Error& e, const boost::source_location&) {
+  throw ErrorException(e);
+}
+
+}  // namespace capsweep

@@ -1,0 +1,175 @@
+#include "core/metrics.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace capsweep {
+namespace {
+
+double per_second(std::uint64_t n, double seconds) {
+  return seconds > 0 ? static_cast<double>(n) / seconds : 0.0;
+}
+
+}  // namespace
+
+std::string percentile_key(double q) {
+  if (q == std::floor(q)) return fmt::format("p{}", static_cast<long long>(q));
+  return fmt::format("p{}", q);
+}
+
+double StepMetrics::error_rate() const noexcept {
+  return measured ? static_cast<double>(failed()) / static_cast<double>(measured) : 0.0;
+}
+double StepMetrics::request_throughput() const noexcept {
+  return per_second(completions_in_window, duration_s());
+}
+double StepMetrics::output_throughput() const noexcept {
+  return per_second(output_tokens_in_window, duration_s());
+}
+double StepMetrics::total_token_throughput() const noexcept {
+  return per_second(output_tokens_in_window + input_tokens_in_window, duration_s());
+}
+double StepMetrics::request_goodput() const noexcept {
+  return per_second(good_in_window, duration_s());
+}
+double StepMetrics::achieved_rate_rps() const noexcept {
+  return per_second(sent_in_window, duration_s());
+}
+double StepMetrics::goodput_attainment() const noexcept {
+  return measured ? static_cast<double>(good) / static_cast<double>(measured) : 0.0;
+}
+
+nlohmann::json StepMetrics::summary(const std::vector<double>& percentiles) const {
+  nlohmann::json j;
+  j["duration_s"] = duration_s();
+  j["measured"] = measured;
+  j["completed"] = completed;
+  j["failed"] = failed();
+  j["error_rate"] = error_rate();
+  j["total_input_tokens"] = total_input_tokens;
+  j["total_output_tokens"] = total_output_tokens;
+  j["output_tokens_estimated"] = output_tokens_estimated;
+  j["request_throughput"] = request_throughput();
+  j["output_throughput"] = output_throughput();
+  j["total_token_throughput"] = total_token_throughput();
+  j["request_goodput"] = request_goodput();
+  j["goodput_attainment_pct"] = 100.0 * goodput_attainment();
+  // JSON has no infinity: an all_at_once step's offered rate is reported as null.
+  j["offered_rate_rps"] = std::isfinite(offered_rate_rps) ? nlohmann::json(offered_rate_rps)
+                                                          : nlohmann::json(nullptr);
+  j["achieved_rate_rps"] = achieved_rate_rps();
+  nlohmann::json errors = nlohmann::json::object();
+  for (std::size_t i = 1; i < kOutcomeCount; ++i) {
+    if (outcomes[i]) errors[std::string(to_string(static_cast<Outcome>(i)))] = outcomes[i];
+  }
+  j["errors"] = std::move(errors);
+  j["incomplete"] = outcomes[static_cast<std::size_t>(Outcome::incomplete)];
+
+  auto put = [&](const char* name, const SampleSet& s) {
+    j[fmt::format("mean_{}_ms", name)] = s.mean();
+    j[fmt::format("median_{}_ms", name)] = s.percentile(50);
+    j[fmt::format("std_{}_ms", name)] = s.stddev();
+    for (double q : percentiles) j[fmt::format("{}_{}_ms", percentile_key(q), name)] = s.percentile(q);
+  };
+  put("ttft", ttft_ms);
+  put("tpot", tpot_ms);
+  put("itl", itl_ms);
+  put("e2el", e2el_ms);
+  put("ttft_sent", ttft_sent_ms);
+  put("e2el_sent", e2el_sent_ms);
+  j["itl_samples"] = itl_ms.count();
+  j["p50_schedule_lag_ms"] = schedule_lag_ms.percentile(50);
+  j["p99_schedule_lag_ms"] = schedule_lag_ms.percentile(99);
+  j["max_schedule_lag_ms"] = schedule_lag_ms.max();
+  j["mean_client_queue_ms"] = client_queue_ms.mean();
+  j["p99_client_queue_ms"] = client_queue_ms.percentile(99);
+  return j;
+}
+
+StepAccumulator::StepAccumulator(StepWindow window, GoodputBounds goodput)
+    : window_(window), goodput_(goodput) {
+  m_.window_start = window_.warmup;
+  m_.offered_rate_rps = window_.offered_rate_rps;
+}
+
+bool StepAccumulator::is_good(const RequestRecord& r, const GoodputBounds& b) {
+  if (r.outcome != Outcome::ok || r.chunks.empty()) return false;
+  if (b.ttft && *r.first_token() - r.scheduled > *b.ttft) return false;
+  if (b.e2el && *r.last_token() - r.scheduled > *b.e2el) return false;
+  if (b.tpot && r.output_tokens >= 2) {
+    // Compare (last - first) / (n - 1) <= bound without rounding: (last - first) <= bound * (n - 1).
+    if ((*r.last_token() - *r.first_token()) > *b.tpot * (r.output_tokens - 1)) return false;
+  }
+  return true;
+}
+
+void StepAccumulator::add(const RequestRecord& r) {
+  const bool ok = r.outcome == Outcome::ok && !r.chunks.empty();
+  const bool measured = r.scheduled >= window_.warmup && (!window_.end || r.scheduled < *window_.end);
+  const bool good = measured && is_good(r, goodput_);
+
+  // Events of successful requests inside the window count toward throughput, whichever
+  // request they belong to (a warm-up request finishing in the window is real work done).
+  if (ok) {
+    for (const Chunk& c : r.chunks) {
+      if (in_window(c.arrival)) {
+        m_.output_tokens_in_window += c.tokens;
+        last_event_ = std::max(last_event_, c.arrival);
+      }
+    }
+  }
+  if (ok && in_window(*r.last_token())) {
+    ++m_.completions_in_window;
+    m_.input_tokens_in_window += r.input_tokens;
+    if (good) ++m_.good_in_window;
+  }
+  if (!measured) return;
+
+  ++m_.measured;
+  if (in_window(r.scheduled)) ++m_.scheduled_in_window;
+  ++m_.outcomes[static_cast<std::size_t>(ok ? Outcome::ok
+                                            : (r.outcome == Outcome::ok ? Outcome::empty_stream
+                                                                        : r.outcome))];
+  if (r.outcome != Outcome::cancelled) {
+    if (in_window(r.sent)) ++m_.sent_in_window;
+    m_.schedule_lag_ms.add(to_ms(r.dispatched - r.scheduled));
+    m_.client_queue_ms.add(to_ms(r.sent - r.dispatched));
+  }
+  if (r.outcome == Outcome::incomplete) {
+    const double elapsed = to_ms(window_.drain_end - r.scheduled);
+    m_.incomplete_elapsed_ms.push_back(elapsed);
+    if (r.chunks.empty()) m_.incomplete_without_first_token_ms.push_back(elapsed);
+  }
+  if (!ok) return;
+
+  ++m_.completed;
+  if (good) ++m_.good;
+  if (r.output_tokens_estimated) ++m_.output_tokens_estimated;
+  m_.total_input_tokens += r.input_tokens;
+  m_.total_output_tokens += r.output_tokens;
+
+  const Nanos first = *r.first_token(), last = *r.last_token();
+  m_.ttft_ms.add(to_ms(first - r.scheduled));
+  m_.ttft_sent_ms.add(to_ms(first - r.sent));
+  m_.e2el_ms.add(to_ms(last - r.scheduled));
+  m_.e2el_sent_ms.add(to_ms(last - r.sent));
+  if (r.output_tokens >= 2) {
+    m_.tpot_ms.add(to_ms(last - first) / static_cast<double>(r.output_tokens - 1));
+  }
+  // ITL: a chunk of k tokens after a gap g gives k samples of g / k. The first chunk's extra
+  // tokens arrived with the first token: they belong to TTFT, not to any gap.
+  for (std::size_t i = 1; i < r.chunks.size(); ++i) {
+    const std::uint32_t k = std::max<std::uint32_t>(r.chunks[i].tokens, 1);
+    const double gap = to_ms(r.chunks[i].arrival - r.chunks[i - 1].arrival) / k;
+    for (std::uint32_t t = 0; t < k; ++t) m_.itl_ms.add(gap);
+  }
+}
+
+StepMetrics StepAccumulator::finish() && {
+  m_.window_end = window_.end ? *window_.end : std::max(last_event_, window_.warmup);
+  return std::move(m_);
+}
+
+}  // namespace capsweep

@@ -1,0 +1,125 @@
+#pragma once
+// Per-step metrics, exactly as DESIGN.md section 3 defines them. The load engine feeds each
+// finished request to a StepAccumulator (which keeps only bounded per-request numbers, never
+// the chunk lists), then asks for the StepMetrics and the vLLM-keyed summary.
+
+#include "core/record.hpp"
+#include "core/stats.hpp"
+#include "core/time.hpp"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace capsweep {
+
+// The measured window of a step and what was offered in it.
+struct StepWindow {
+  // Requests scheduled before `warmup` are excluded; the measured window starts here.
+  Nanos warmup{0};
+  // End of the measured window (the schedule's duration). When absent (count-based steps such
+  // as all_at_once) the window ends at the last token received after the warm-up.
+  std::optional<Nanos> end;
+  // When the drain timeout abandoned in-flight requests; an `incomplete` request was still
+  // running then, so its TTFT / E2EL are known to be at least drain_end - scheduled.
+  Nanos drain_end{0};
+  // Offered request rate (+inf for all_at_once, 0 when unknown such as concurrency mode).
+  double offered_rate_rps = 0;
+};
+
+// Per-request goodput bounds (vLLM's --goodput): a request is good when it succeeded and
+// every given bound holds, inclusive. TTFT and E2EL are measured from the schedule.
+struct GoodputBounds {
+  std::optional<Nanos> ttft;
+  std::optional<Nanos> tpot;
+  std::optional<Nanos> e2el;
+};
+
+// The default percentiles of a summary (vLLM's 50/90/95/99 plus 99.9).
+inline const std::vector<double> kDefaultPercentiles{50, 90, 95, 99, 99.9};
+
+// Everything measured in one step. Latency samples are in milliseconds.
+struct StepMetrics {
+  // Per-request samples over measured, successful requests.
+  SampleSet ttft_ms;       // first token - scheduled
+  SampleSet ttft_sent_ms;  // first token - sent (vLLM's TTFT)
+  SampleSet e2el_ms;       // last token - scheduled
+  SampleSet e2el_sent_ms;  // last token - sent
+  SampleSet tpot_ms;       // (last - first) / (output tokens - 1), requests with >= 2 tokens
+  SampleSet itl_ms;        // one sample per token gap, pooled over the step
+  // Over every measured request the generator took up (all outcomes but `cancelled`).
+  SampleSet schedule_lag_ms;  // dispatched - scheduled
+  SampleSet client_queue_ms;  // sent - dispatched (concurrency cap waits)
+  // Incomplete requests: elapsed time since scheduled at drain end (lower bounds).
+  std::vector<double> incomplete_without_first_token_ms;  // no first token: TTFT censored here
+  std::vector<double> incomplete_elapsed_ms;               // every incomplete: E2EL censored
+
+  std::uint64_t measured = 0;    // requests scheduled inside the window
+  std::uint64_t completed = 0;   // measured requests that succeeded
+  std::uint64_t good = 0;        // measured, succeeded, every goodput bound held
+  std::array<std::uint64_t, kOutcomeCount> outcomes{};  // measured requests by outcome
+  std::uint64_t output_tokens_estimated = 0;  // completed requests without server usage
+  std::uint64_t total_input_tokens = 0;   // over completed measured requests
+  std::uint64_t total_output_tokens = 0;  // over completed measured requests
+
+  // Counted by time of occurrence inside the window, whichever request it belongs to:
+  std::uint64_t completions_in_window = 0;    // successful last tokens
+  std::uint64_t good_in_window = 0;           // good measured requests finishing in the window
+  std::uint64_t output_tokens_in_window = 0;  // tokens of successful requests' chunks in it
+  std::uint64_t input_tokens_in_window = 0;   // prompts of requests finishing in the window
+  std::uint64_t sent_in_window = 0;           // measured requests sent in the window
+  std::uint64_t scheduled_in_window = 0;
+
+  Nanos window_start{0};
+  Nanos window_end{0};
+  double offered_rate_rps = 0;
+
+  double duration_s() const noexcept { return to_s(window_end - window_start); }
+  std::uint64_t failed() const noexcept { return measured - completed; }
+  // Failed or incomplete measured requests over measured requests (0 when none measured).
+  double error_rate() const noexcept;
+  double request_throughput() const noexcept;  // successful completions in window per second
+  double output_throughput() const noexcept;   // output tokens in window per second
+  double total_token_throughput() const noexcept;
+  double request_goodput() const noexcept;     // good completions in window per second
+  double achieved_rate_rps() const noexcept;   // measured requests sent per second
+  double goodput_attainment() const noexcept;  // good / measured, 0..1
+
+  // The step summary with vLLM's key names ("p95_ttft_ms", "mean_tpot_ms", ...), plus
+  // offered/achieved rate, schedule lag and error counts by class.
+  nlohmann::json summary(const std::vector<double>& percentiles = kDefaultPercentiles) const;
+};
+
+// Key of a percentile as vLLM writes it: 95 -> "p95", 99.9 -> "p99.9".
+std::string percentile_key(double q);
+
+class StepAccumulator {
+ public:
+  explicit StepAccumulator(StepWindow window, GoodputBounds goodput = {});
+
+  // Folds one finished, failed or abandoned request into the step. Records may arrive in
+  // any order. The record's chunk list is read, not kept.
+  void add(const RequestRecord& r);
+
+  // Closes the window (resolving an open end) and returns the metrics.
+  StepMetrics finish() &&;
+
+  // Whether a successful request met every goodput bound.
+  static bool is_good(const RequestRecord& r, const GoodputBounds& bounds);
+
+ private:
+  bool in_window(Nanos t) const noexcept {
+    return t >= window_.warmup && (!window_.end || t < *window_.end);
+  }
+
+  StepWindow window_;
+  GoodputBounds goodput_;
+  StepMetrics m_;
+  Nanos last_event_{0};  // latest in-window event, closes an open-ended window
+};
+
+}  // namespace capsweep

@@ -1,0 +1,57 @@
+#pragma once
+// What the load engine records for one request: monotonic time points as offsets from the
+// step's origin, the arrival and token count of every content chunk, and the outcome.
+
+#include "core/time.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace capsweep {
+
+// Outcome of a request. `incomplete` is a request still running when the drain timeout ended.
+enum class Outcome : std::uint8_t {
+  ok,
+  connect,       // could not connect
+  tls,           // TLS handshake or certificate failure
+  timeout,       // a connect/read deadline expired
+  http_4xx,
+  http_5xx,
+  stream_error,  // malformed stream, or an {"error": ...} event mid-stream, or a dropped stream
+  empty_stream,  // the stream ended without a content token
+  cancelled,     // the step was cancelled while the request ran
+  incomplete,    // still running when the drain timeout ended
+};
+inline constexpr std::size_t kOutcomeCount = 10;
+
+std::string_view to_string(Outcome o) noexcept;
+
+// One content chunk: when it arrived and how many tokens it carried (>= 1).
+struct Chunk {
+  Nanos arrival{0};
+  std::uint32_t tokens = 1;
+};
+
+struct RequestRecord {
+  Nanos scheduled{0};   // from the schedule: when the user wanted to send it
+  Nanos dispatched{0};  // when the generator took it up (= sent unless a concurrency cap queued it)
+  Nanos sent{0};        // first byte written
+  std::vector<Chunk> chunks;  // content chunks in arrival order (first = first token)
+  std::uint32_t input_tokens = 0;
+  std::uint32_t output_tokens = 0;  // from the server's usage, else counted
+  bool output_tokens_estimated = false;
+  Outcome outcome = Outcome::ok;
+
+  std::optional<Nanos> first_token() const {
+    if (chunks.empty()) return std::nullopt;
+    return chunks.front().arrival;
+  }
+  std::optional<Nanos> last_token() const {
+    if (chunks.empty()) return std::nullopt;
+    return chunks.back().arrival;
+  }
+};
+
+}  // namespace capsweep

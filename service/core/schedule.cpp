@@ -1,0 +1,97 @@
+#include "core/schedule.hpp"
+
+#include "core/random.hpp"
+
+#include <cmath>
+#include <fmt/format.h>
+
+namespace capsweep {
+
+std::string_view to_string(ArrivalProcess p) noexcept {
+  switch (p) {
+    case ArrivalProcess::constant: return "constant";
+    case ArrivalProcess::poisson: return "poisson";
+    case ArrivalProcess::gamma: return "gamma";
+    case ArrivalProcess::all_at_once: return "all_at_once";
+  }
+  return "unknown";
+}
+
+Result<ArrivalProcess> parse_arrival_process(std::string_view text, const std::string& field) {
+  for (auto p : {ArrivalProcess::constant, ArrivalProcess::poisson, ArrivalProcess::gamma,
+                 ArrivalProcess::all_at_once}) {
+    if (text == to_string(p)) return p;
+  }
+  return invalid(field, fmt::format("unknown arrival process '{}' (expected constant, poisson, "
+                                    "gamma or all_at_once)",
+                                    text));
+}
+
+namespace {
+
+bool positive_finite(double x) { return std::isfinite(x) && x > 0; }
+
+}  // namespace
+
+Result<Schedule> make_schedule(const ArrivalSpec& spec, const ScheduleLimit& limit,
+                               std::uint64_t seed) {
+  if (!limit.duration && !limit.count) {
+    return invalid("", "a schedule needs a duration or a request count");
+  }
+  Schedule out{spec, {}};
+  if (spec.process == ArrivalProcess::all_at_once) {
+    if (!limit.count) return invalid("/requests", "all_at_once arrival needs a request count");
+    if (*limit.count > kMaxScheduledRequests) {
+      return invalid("/requests", fmt::format("at most {} requests", kMaxScheduledRequests));
+    }
+    out.send_times.assign(*limit.count, Nanos{0});
+    return out;
+  }
+  if (!positive_finite(spec.rate_rps)) {
+    return invalid("/rate_rps", fmt::format("rate must be a positive finite number of "
+                                            "requests per second (got {})",
+                                            spec.rate_rps));
+  }
+  if (spec.process == ArrivalProcess::gamma && !positive_finite(spec.burstiness)) {
+    return invalid("/burstiness", fmt::format("burstiness must be a positive finite number "
+                                              "(got {})",
+                                              spec.burstiness));
+  }
+  const double duration_s = limit.duration ? to_s(*limit.duration) : INFINITY;
+  const double expected = std::min(duration_s * spec.rate_rps,
+                                   limit.count ? static_cast<double>(*limit.count) : INFINITY);
+  if (expected > static_cast<double>(kMaxScheduledRequests)) {
+    return invalid("/rate_rps", fmt::format("rate x duration would schedule {:.0f} requests, "
+                                            "more than {}",
+                                            expected, kMaxScheduledRequests));
+  }
+  const std::uint64_t max_count = limit.count ? *limit.count : kMaxScheduledRequests;
+  out.send_times.reserve(static_cast<std::size_t>(std::min(expected * 1.1 + 16, 1e7)));
+
+  Rng rng(seed);
+  const double mean_gap_s = 1.0 / spec.rate_rps;
+  double t_s = 0;  // accumulated in double seconds; converted once per request
+  for (std::uint64_t i = 0; i < max_count; ++i) {
+    switch (spec.process) {
+      case ArrivalProcess::constant:
+        t_s = static_cast<double>(i) * mean_gap_s;  // no accumulated rounding drift
+        break;
+      case ArrivalProcess::poisson:
+        t_s += rng.exponential() * mean_gap_s;
+        break;
+      case ArrivalProcess::gamma:
+        t_s += rng.gamma(spec.burstiness) * mean_gap_s / spec.burstiness;
+        break;
+      case ArrivalProcess::all_at_once:
+        break;
+    }
+    if (t_s >= duration_s) break;
+    out.send_times.push_back(Nanos(static_cast<Nanos::rep>(std::llround(t_s * 1e9))));
+    if (out.send_times.size() > kMaxScheduledRequests) {
+      return invalid("/rate_rps", "schedule exceeds the maximum number of requests");
+    }
+  }
+  return out;
+}
+
+}  // namespace capsweep

@@ -1,0 +1,255 @@
+#include "core/slo.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+namespace capsweep {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr LatencyMetric kMetrics[] = {LatencyMetric::ttft,      LatencyMetric::tpot,
+                                      LatencyMetric::itl,       LatencyMetric::e2el,
+                                      LatencyMetric::ttft_sent, LatencyMetric::e2el_sent};
+
+const SampleSet& samples_of(const StepMetrics& m, LatencyMetric metric) {
+  switch (metric) {
+    case LatencyMetric::ttft: return m.ttft_ms;
+    case LatencyMetric::tpot: return m.tpot_ms;
+    case LatencyMetric::itl: return m.itl_ms;
+    case LatencyMetric::e2el: return m.e2el_ms;
+    case LatencyMetric::ttft_sent: return m.ttft_sent_ms;
+    case LatencyMetric::e2el_sent: return m.e2el_sent_ms;
+  }
+  return m.ttft_ms;
+}
+
+// Incomplete requests known to exceed `bound_ms` for this metric.
+std::uint64_t censored_above(const StepMetrics& m, LatencyMetric metric, double bound_ms) {
+  const std::vector<double>* elapsed = nullptr;
+  if (metric == LatencyMetric::ttft) elapsed = &m.incomplete_without_first_token_ms;
+  if (metric == LatencyMetric::e2el) elapsed = &m.incomplete_elapsed_ms;
+  if (!elapsed) return 0;
+  return static_cast<std::uint64_t>(
+      std::count_if(elapsed->begin(), elapsed->end(), [&](double e) { return e > bound_ms; }));
+}
+
+// Inverse of the standard normal upper tail, by bisection (z with P(Z > z) = tail).
+double normal_upper_quantile(double tail) {
+  double lo = 0, hi = 40;
+  for (int i = 0; i < 100; ++i) {
+    const double mid = (lo + hi) / 2;
+    (0.5 * std::erfc(mid / std::sqrt(2.0)) > tail ? lo : hi) = mid;
+  }
+  return hi;
+}
+
+Result<double> parse_percentile_key(std::string_view key, const std::string& field) {
+  if (key == "median") return 50.0;
+  double q = 0;
+  if (key.size() >= 2 && key.front() == 'p') {
+    auto [ptr, ec] = std::from_chars(key.data() + 1, key.data() + key.size(), q);
+    if (ec == std::errc() && ptr == key.data() + key.size() && q > 0 && q < 100) return q;
+  }
+  return invalid(field, fmt::format("'{}' is not a percentile: use mean, median or pNN with "
+                                    "0 < NN < 100 (p95, p99.9)",
+                                    key));
+}
+
+nlohmann::json finite_or_null(double x) {
+  return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr);
+}
+
+}  // namespace
+
+std::string_view to_string(Verdict v) noexcept {
+  switch (v) {
+    case Verdict::pass: return "pass";
+    case Verdict::fail: return "fail";
+    case Verdict::inconclusive: return "inconclusive";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(LatencyMetric m) noexcept {
+  switch (m) {
+    case LatencyMetric::ttft: return "ttft_ms";
+    case LatencyMetric::tpot: return "tpot_ms";
+    case LatencyMetric::itl: return "itl_ms";
+    case LatencyMetric::e2el: return "e2el_ms";
+    case LatencyMetric::ttft_sent: return "ttft_sent_ms";
+    case LatencyMetric::e2el_sent: return "e2el_sent_ms";
+  }
+  return "unknown";
+}
+
+Result<SloSpec> parse_slo(const nlohmann::json& j, const std::string& field) {
+  if (!j.is_object()) return invalid(field, "must be an object");
+  SloSpec slo;
+  auto positive = [&](const nlohmann::json& v, const std::string& f) -> Result<double> {
+    if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>())) {
+      return invalid(f, "must be a positive number");
+    }
+    return v.get<double>();
+  };
+  for (const auto& [key, value] : j.items()) {
+    const std::string f = field + "/" + key;
+    auto metric = std::find_if(std::begin(kMetrics), std::end(kMetrics),
+                               [&](LatencyMetric m) { return to_string(m) == key; });
+    if (metric != std::end(kMetrics)) {
+      if (!value.is_object() || value.empty()) {
+        return invalid(f, "must be an object of bounds such as {\"p95\": 800}");
+      }
+      for (const auto& [stat, bound] : value.items()) {
+        auto b = positive(bound, f + "/" + stat);
+        if (!b) return b.error();
+        LatencyBound lb{*metric, std::nullopt, *b};
+        if (stat != "mean") {
+          auto q = parse_percentile_key(stat, f + "/" + stat);
+          if (!q) return q.error();
+          lb.percentile = *q;
+        }
+        slo.latency.push_back(lb);
+      }
+    } else if (key == "max_error_rate") {
+      if (!value.is_number() || value.get<double>() < 0 || value.get<double>() > 1) {
+        return invalid(f, "must be a number between 0 and 1");
+      }
+      slo.max_error_rate = value.get<double>();
+    } else if (key == "min_goodput_rps") {
+      if (!value.is_number() || !(value.get<double>() >= 0) ||
+          !std::isfinite(value.get<double>())) {
+        return invalid(f, "must be a number >= 0");
+      }
+      slo.min_goodput_rps = value.get<double>();
+    } else if (key == "confidence") {
+      if (!value.is_number() || !(value.get<double>() >= 0.5) || !(value.get<double>() < 1)) {
+        return invalid(f, "must be a number in [0.5, 1)");
+      }
+      slo.confidence = value.get<double>();
+    } else if (key == "goodput") {
+      if (!value.is_object()) return invalid(f, "must be an object such as {\"ttft_ms\": 800}");
+      for (const auto& [gk, gv] : value.items()) {
+        const std::string gf = f + "/" + gk;
+        auto b = positive(gv, gf);
+        if (!b) return b.error();
+        auto d = duration_from_ms(*b, gf);
+        if (!d) return d.error();
+        if (gk == "ttft_ms") slo.goodput.ttft = *d;
+        else if (gk == "tpot_ms") slo.goodput.tpot = *d;
+        else if (gk == "e2el_ms") slo.goodput.e2el = *d;
+        else return invalid(gf, "unknown goodput bound (expected ttft_ms, tpot_ms or e2el_ms)");
+      }
+    } else {
+      return invalid(f, "unknown SLO field (expected ttft_ms, tpot_ms, itl_ms, e2el_ms, "
+                        "ttft_sent_ms, e2el_sent_ms, max_error_rate, min_goodput_rps, goodput "
+                        "or confidence)");
+    }
+  }
+  return slo;
+}
+
+double CriterionResult::severity() const noexcept {
+  if (upper_bound) return bound > 0 ? measured / bound : kInf;
+  return measured > 0 ? bound / measured : kInf;
+}
+
+const CriterionResult* SloEvaluation::limiting() const noexcept {
+  const CriterionResult* best = nullptr;
+  auto rank = [](Verdict v) { return v == Verdict::fail ? 2 : v == Verdict::inconclusive ? 1 : 0; };
+  for (const auto& c : criteria) {
+    if (!best || rank(c.verdict) > rank(best->verdict) ||
+        (rank(c.verdict) == rank(best->verdict) && c.severity() > best->severity())) {
+      best = &c;
+    }
+  }
+  return best;
+}
+
+nlohmann::json SloEvaluation::to_json() const {
+  nlohmann::json j;
+  j["verdict"] = to_string(verdict);
+  j["generator_limited"] = generator_limited;
+  auto& list = j["criteria"] = nlohmann::json::array();
+  for (const auto& c : criteria) {
+    list.push_back({{"name", c.name},
+                    {"bound", c.bound},
+                    {"comparison", c.upper_bound ? "<=" : ">="},
+                    {"measured", finite_or_null(c.measured)},
+                    {"ci_lower", finite_or_null(c.ci_lower)},
+                    {"ci_upper", finite_or_null(c.ci_upper)},
+                    {"samples", c.samples},
+                    {"verdict", to_string(c.verdict)}});
+  }
+  const auto* lim = limiting();
+  j["limiting_metric"] = lim ? nlohmann::json(lim->name) : nlohmann::json(nullptr);
+  return j;
+}
+
+SloEvaluation evaluate_slo(const SloSpec& slo, const StepMetrics& m, bool generator_limited) {
+  SloEvaluation ev;
+  ev.generator_limited = generator_limited;
+  for (const auto& lb : slo.latency) {
+    const SampleSet& s = samples_of(m, lb.metric);
+    CriterionResult c;
+    c.bound = lb.bound_ms;
+    const std::string metric_name(to_string(lb.metric));
+    const std::uint64_t extra = censored_above(m, lb.metric, lb.bound_ms);
+    c.samples = s.count() + extra;
+    if (lb.percentile) {
+      c.name = fmt::format("{}_{}", percentile_key(*lb.percentile), metric_name);
+      c.measured = s.percentile(*lb.percentile, extra);
+      const auto ci = s.percentile_interval(*lb.percentile, slo.confidence, extra);
+      c.ci_lower = ci.lower;
+      c.ci_upper = ci.upper;
+    } else {
+      c.name = "mean_" + metric_name;
+      c.measured = extra ? kInf : s.mean();
+      const double half = s.count() > 1 ? normal_upper_quantile((1 - slo.confidence) / 2) *
+                                              s.stddev() / std::sqrt(double(s.count() - 1))
+                                        : kInf;
+      c.ci_lower = extra ? c.measured : c.measured - half;
+      c.ci_upper = extra ? c.measured : c.measured + half;
+    }
+    if (c.samples == 0) c.verdict = Verdict::inconclusive;
+    else if (c.ci_upper <= c.bound) c.verdict = Verdict::pass;
+    else if (c.ci_lower > c.bound) c.verdict = Verdict::fail;
+    else c.verdict = Verdict::inconclusive;
+    ev.criteria.push_back(std::move(c));
+  }
+  if (slo.max_error_rate) {
+    CriterionResult c;
+    c.name = "error_rate";
+    c.bound = *slo.max_error_rate;
+    c.measured = c.ci_lower = c.ci_upper = m.error_rate();
+    c.samples = m.measured;
+    c.verdict = m.measured == 0 ? Verdict::inconclusive
+                : c.measured <= c.bound ? Verdict::pass : Verdict::fail;
+    ev.criteria.push_back(std::move(c));
+  }
+  if (slo.min_goodput_rps) {
+    CriterionResult c;
+    c.name = "request_goodput";
+    c.upper_bound = false;
+    c.bound = *slo.min_goodput_rps;
+    c.measured = c.ci_lower = c.ci_upper = m.request_goodput();
+    c.samples = m.measured;
+    c.verdict = m.measured == 0 ? Verdict::inconclusive
+                : c.measured >= c.bound ? Verdict::pass : Verdict::fail;
+    ev.criteria.push_back(std::move(c));
+  }
+  bool any_fail = false, any_inconclusive = false;
+  for (const auto& c : ev.criteria) {
+    any_fail |= c.verdict == Verdict::fail;
+    any_inconclusive |= c.verdict == Verdict::inconclusive;
+  }
+  ev.verdict = any_fail ? Verdict::fail
+               : (any_inconclusive || generator_limited) ? Verdict::inconclusive
+                                                         : Verdict::pass;
+  return ev;
+}
+
+}  // namespace capsweep

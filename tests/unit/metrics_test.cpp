@@ -1,0 +1,175 @@
+#include "core/metrics.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+using namespace capsweep;
+using namespace std::chrono_literals;
+
+namespace {
+
+RequestRecord ok_request(Nanos scheduled, Nanos first, Nanos gap, int tokens) {
+  RequestRecord r;
+  r.scheduled = r.dispatched = r.sent = scheduled;
+  for (int i = 0; i < tokens; ++i) r.chunks.push_back({first + gap * i, 1});
+  r.input_tokens = 10;
+  r.output_tokens = static_cast<std::uint32_t>(tokens);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("percentile keys are written as vLLM writes them") {
+  CHECK(percentile_key(95) == "p95");
+  CHECK(percentile_key(50) == "p50");
+  CHECK(percentile_key(99.9) == "p99.9");
+  CHECK(percentile_key(99.99) == "p99.99");
+}
+
+TEST_CASE("warm-up excludes requests by scheduled time - not by completion") {
+  StepAccumulator acc({5s, 10s, 12s, 1.0});
+  acc.add(ok_request(4900ms, 5100ms, 10ms, 3));  // scheduled in warm-up, finishes after
+  acc.add(ok_request(5000ms, 5200ms, 10ms, 3));  // scheduled at the warm-up's end: measured
+  auto m = std::move(acc).finish();
+  CHECK(m.measured == 1);
+  CHECK(m.ttft_ms.count() == 1);
+  CHECK(m.ttft_ms.mean() == Approx(200));
+  CHECK(m.completions_in_window == 2);  // both finished inside the window
+}
+
+TEST_CASE("a chunk of k tokens gives k ITL samples of gap / k") {
+  StepAccumulator acc({0s, 10s, 10s, 1.0});
+  RequestRecord r = ok_request(0ms, 100ms, 0ms, 0);
+  r.chunks = {{100ms, 1}, {140ms, 4}, {150ms, 1}};
+  r.output_tokens = 6;
+  acc.add(r);
+  auto m = std::move(acc).finish();
+  CHECK(m.itl_ms.count() == 5);
+  CHECK(m.itl_ms.percentile(0) == Approx(10));
+  CHECK(m.itl_ms.percentile(100) == Approx(10));
+  CHECK(m.tpot_ms.mean() == Approx(10));  // (150 - 100) / (6 - 1)
+  CHECK(m.output_tokens_in_window == 6);
+}
+
+TEST_CASE("a first chunk of several tokens adds no ITL samples") {
+  StepAccumulator acc({0s, 10s, 10s, 1.0});
+  RequestRecord r = ok_request(0ms, 100ms, 0ms, 0);
+  r.chunks = {{100ms, 3}, {130ms, 1}};
+  r.output_tokens = 4;
+  acc.add(r);
+  auto m = std::move(acc).finish();
+  CHECK(m.itl_ms.count() == 1);
+  CHECK(m.itl_ms.mean() == Approx(30));
+  CHECK(m.tpot_ms.mean() == Approx(10));  // 30 / 3
+}
+
+TEST_CASE("a generator that falls behind never makes the server look faster") {
+  // The same server behaviour (200 ms to first token after sending), once sent on time and
+  // once 300 ms late: TTFT from the schedule includes the lag, TTFT from sending does not.
+  StepAccumulator acc({0s, 10s, 10s, 1.0});
+  RequestRecord late = ok_request(1000ms, 1500ms, 10ms, 2);
+  late.dispatched = late.sent = 1300ms;
+  acc.add(late);
+  auto m = std::move(acc).finish();
+  CHECK(m.ttft_ms.mean() == Approx(500));
+  CHECK(m.ttft_sent_ms.mean() == Approx(200));
+  CHECK(m.schedule_lag_ms.max() == Approx(300));
+}
+
+TEST_CASE("an ok outcome without content counts as an empty stream") {
+  StepAccumulator acc({0s, 10s, 10s, 1.0});
+  RequestRecord r;
+  r.scheduled = r.dispatched = r.sent = 1s;
+  acc.add(r);
+  auto m = std::move(acc).finish();
+  CHECK(m.completed == 0);
+  CHECK(m.outcomes[size_t(Outcome::empty_stream)] == 1);
+  CHECK(m.error_rate() == 1.0);
+}
+
+TEST_CASE("cancelled requests have no schedule lag and are not sent") {
+  StepAccumulator acc({0s, 10s, 10s, 1.0});
+  RequestRecord r;
+  r.scheduled = 1s;
+  r.outcome = Outcome::cancelled;
+  acc.add(r);
+  auto m = std::move(acc).finish();
+  CHECK(m.measured == 1);
+  CHECK(m.schedule_lag_ms.count() == 0);
+  CHECK(m.sent_in_window == 0);
+}
+
+TEST_CASE("an open-ended window ends at the last token after warm-up") {
+  StepWindow w;
+  w.warmup = 0s;
+  w.offered_rate_rps = std::numeric_limits<double>::infinity();
+  StepAccumulator acc(w);
+  for (int i = 0; i < 4; ++i) acc.add(ok_request(0ms, Nanos(std::chrono::milliseconds(100 * (i + 1))), 100ms, 11));
+  auto m = std::move(acc).finish();
+  // last token of the last request: 400 ms + 10 x 100 ms = 1.4 s
+  CHECK(m.duration_s() == Approx(1.4));
+  CHECK(m.request_throughput() == Approx(4 / 1.4));
+  CHECK(m.output_throughput() == Approx(44 / 1.4));
+  CHECK(m.summary().at("offered_rate_rps").is_null());
+}
+
+TEST_CASE("goodput bounds are inclusive and TPOT-free for one-token requests") {
+  GoodputBounds b;
+  b.ttft = 200ms;
+  b.tpot = 10ms;
+  b.e2el = 300ms;
+  RequestRecord exact = ok_request(0ms, 200ms, 10ms, 11);  // TTFT 200, TPOT 10, E2EL 300
+  CHECK(StepAccumulator::is_good(exact, b));
+  RequestRecord slow_first = ok_request(0ms, 201ms, 5ms, 2);
+  CHECK_FALSE(StepAccumulator::is_good(slow_first, b));
+  RequestRecord slow_tokens = ok_request(0ms, 100ms, 11ms, 3);
+  CHECK_FALSE(StepAccumulator::is_good(slow_tokens, b));
+  RequestRecord long_total = ok_request(0ms, 100ms, 10ms, 22);  // E2EL 310
+  CHECK_FALSE(StepAccumulator::is_good(long_total, b));
+  RequestRecord one_token = ok_request(0ms, 150ms, 0ms, 1);
+  CHECK(StepAccumulator::is_good(one_token, b));
+  RequestRecord failed = exact;
+  failed.outcome = Outcome::http_5xx;
+  CHECK_FALSE(StepAccumulator::is_good(failed, b));
+  CHECK(StepAccumulator::is_good(slow_first, GoodputBounds{}));  // no bounds: success is good
+}
+
+TEST_CASE("a saturated step's throughput counts completions inside the window only") {
+  // Offered 10/s for 10 s, but the server completes one request every 200 ms (5/s): the
+  // rest finish during the drain. Request throughput must say 5/s, not 10/s.
+  StepAccumulator acc({0s, 10s, 30s, 10.0});
+  for (int i = 0; i < 100; ++i) {
+    const Nanos sched = 100ms * i;
+    const Nanos done = 200ms * (i + 1);
+    RequestRecord r;
+    r.scheduled = r.dispatched = r.sent = sched;
+    r.chunks = {{done - 1ms, 1}, {done, 1}};
+    r.output_tokens = 2;
+    acc.add(r);
+  }
+  auto m = std::move(acc).finish();
+  CHECK(m.completed == 100);
+  CHECK(m.request_throughput() == Approx(4.9));  // 49 completions before 10 s
+  CHECK(m.achieved_rate_rps() == Approx(10));
+  CHECK(m.offered_rate_rps == 10);
+}
+
+TEST_CASE("summary carries every vLLM key for each latency metric") {
+  StepAccumulator acc({0s, 10s, 10s, 2.0});
+  acc.add(ok_request(0ms, 100ms, 10ms, 5));
+  auto s = std::move(acc).finish().summary({50, 99.9});
+  for (const char* metric : {"ttft", "tpot", "itl", "e2el", "ttft_sent", "e2el_sent"}) {
+    for (const char* stat : {"mean", "median", "std", "p50", "p99.9"}) {
+      const std::string key = std::string(stat) + "_" + metric + "_ms";
+      INFO(key);
+      CHECK(s.contains(key));
+    }
+  }
+  CHECK_FALSE(s.contains("p95_ttft_ms"));  // only the percentiles asked for
+  for (const char* key : {"request_throughput", "output_throughput", "request_goodput", "completed",
+                          "total_input_tokens", "total_output_tokens", "duration_s",
+                          "offered_rate_rps", "achieved_rate_rps", "p99_schedule_lag_ms"}) {
+    INFO(key);
+    CHECK(s.contains(key));
+  }
+}
