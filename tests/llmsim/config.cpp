@@ -1,0 +1,89 @@
+#include "llmsim/config.hpp"
+
+#include <cmath>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace capsweep::llmsim {
+namespace {
+
+template <class T>
+Result<T> get(const nlohmann::json& v, const std::string& key) {
+  const std::string field = "/" + key;
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!v.is_boolean()) return invalid(field, "must be true or false");
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    if (!v.is_string()) return invalid(field, "must be a string");
+  } else if constexpr (std::is_integral_v<T>) {
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 0) {
+      return invalid(field, "must be a non-negative integer");
+    }
+  } else {
+    if (!v.is_number()) return invalid(field, "must be a number");
+  }
+  return v.get<T>();
+}
+
+bool probability(double p) { return std::isfinite(p) && p >= 0 && p <= 1; }
+
+}  // namespace
+
+Result<SimConfig> apply_json(SimConfig cfg, const nlohmann::json& j) {
+  if (!j.is_object()) return invalid("", "the configuration must be a JSON object");
+  for (const auto& [key, v] : j.items()) {
+#define CAPSWEEP_SIM_KEY(name, member, type)  \
+  if (key == name) {                          \
+    auto r = get<type>(v, key);               \
+    if (!r) return r.error();                 \
+    member = static_cast<decltype(member)>(*r); \
+    continue;                                 \
+  }
+    CAPSWEEP_SIM_KEY("listen", cfg.listen, std::string)
+    CAPSWEEP_SIM_KEY("model", cfg.model, std::string)
+    CAPSWEEP_SIM_KEY("max_num_seqs", cfg.engine.max_num_seqs, std::uint64_t)
+    CAPSWEEP_SIM_KEY("kv_cache_tokens", cfg.engine.kv_cache_tokens, std::uint64_t)
+    CAPSWEEP_SIM_KEY("max_model_len", cfg.engine.max_model_len, std::uint64_t)
+    CAPSWEEP_SIM_KEY("decode_base_ms", cfg.engine.decode_base_ms, double)
+    CAPSWEEP_SIM_KEY("decode_per_seq_ms", cfg.engine.decode_per_seq_ms, double)
+    CAPSWEEP_SIM_KEY("prefill_ms_per_token", cfg.engine.prefill_ms_per_token, double)
+    CAPSWEEP_SIM_KEY("tokens_per_chunk", cfg.tokens_per_chunk, std::uint64_t)
+    CAPSWEEP_SIM_KEY("events_per_write", cfg.events_per_write, std::uint64_t)
+    CAPSWEEP_SIM_KEY("load_time_s", cfg.load_time_s, double)
+    CAPSWEEP_SIM_KEY("ready_lies", cfg.ready_lies, bool)
+    CAPSWEEP_SIM_KEY("error_rate", cfg.error_rate, double)
+    CAPSWEEP_SIM_KEY("disconnect_rate", cfg.disconnect_rate, double)
+    CAPSWEEP_SIM_KEY("stall_ms", cfg.stall_ms, double)
+    CAPSWEEP_SIM_KEY("stall_rate", cfg.stall_rate, double)
+    CAPSWEEP_SIM_KEY("seed", cfg.seed, std::uint64_t)
+    CAPSWEEP_SIM_KEY("drain_s", cfg.drain_s, double)
+#undef CAPSWEEP_SIM_KEY
+    if (key == "cold_start_mode") {
+      auto r = get<std::string>(v, key);
+      if (!r) return r.error();
+      if (*r == "refuse") cfg.cold_start_mode = ColdStartMode::refuse;
+      else if (*r == "503") cfg.cold_start_mode = ColdStartMode::unavailable;
+      else return invalid("/cold_start_mode", "must be \"refuse\" or \"503\"");
+      continue;
+    }
+    return invalid("/" + key, "unknown setting");
+  }
+  return cfg;
+}
+
+Result<SimConfig> validate(const SimConfig& cfg) {
+  if (auto e = validate(cfg.engine); !e) return e.error();
+  if (cfg.model.empty()) return invalid("/model", "must not be empty");
+  if (cfg.tokens_per_chunk < 1) return invalid("/tokens_per_chunk", "must be >= 1");
+  if (cfg.events_per_write < 1 || cfg.events_per_write > 4096) {
+    return invalid("/events_per_write", "must be in [1, 4096]");
+  }
+  if (!std::isfinite(cfg.load_time_s) || cfg.load_time_s < 0) return invalid("/load_time_s", "must be >= 0");
+  if (!probability(cfg.error_rate)) return invalid("/error_rate", "must be a probability in [0, 1]");
+  if (!probability(cfg.disconnect_rate)) return invalid("/disconnect_rate", "must be a probability in [0, 1]");
+  if (!probability(cfg.stall_rate)) return invalid("/stall_rate", "must be a probability in [0, 1]");
+  if (!std::isfinite(cfg.stall_ms) || cfg.stall_ms < 0) return invalid("/stall_ms", "must be >= 0");
+  if (!std::isfinite(cfg.drain_s) || cfg.drain_s < 0) return invalid("/drain_s", "must be >= 0");
+  return cfg;
+}
+
+}  // namespace capsweep::llmsim

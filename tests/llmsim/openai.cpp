@@ -1,0 +1,257 @@
+#include "llmsim/openai.hpp"
+
+#include <array>
+#include <charconv>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace capsweep::llmsim {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::array<std::string_view, 64> kWords{
+    " the", " of", " and", " to", " in", " is", " that", " for", " it", " as", " with", " on",
+    " was", " be", " by", " at", " this", " from", " are", " or", " an", " have", " not", " which",
+    " one", " all", " can", " their", " there", " been", " has", " more", " will", " would",
+    " about", " into", " time", " only", " other", " new", " some", " could", " these", " two",
+    " may", " first", " then", " any", " like", " such", " over", " model", " token", " batch",
+    " cache", " queue", " server", " request", " latency", " stream", " load", " rate",
+    " capacity", " sweep"};
+
+std::uint64_t mix(std::uint64_t x) noexcept {  // splitmix64 finaliser
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+std::uint64_t hash_text(std::string_view s) noexcept {  // FNV-1a
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+void append_uint(std::string& out, std::uint64_t v) {
+  char buf[24];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, end);
+}
+
+std::optional<CompletionRequest> fail(ApiError& error, std::string param, std::string message,
+                                      unsigned status = 400) {
+  error.status = status;
+  error.param = std::move(param);
+  error.message = std::move(message);
+  error.type = status == 404 ? "NotFoundError" : "BadRequestError";
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string error_body(const ApiError& e) {
+  json j{{"error",
+          {{"message", e.message},
+           {"type", e.type},
+           {"param", e.param.empty() ? json(nullptr) : json(e.param)},
+           {"code", e.status}}}};
+  return j.dump();
+}
+
+std::uint32_t count_words(std::string_view text) noexcept {
+  std::uint32_t n = 0;
+  bool in_word = false;
+  for (char c : text) {
+    const bool space = c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v';
+    if (!space && !in_word) ++n;
+    in_word = !space;
+  }
+  return n;
+}
+
+std::string_view token_text(std::uint64_t seed, std::uint32_t index) noexcept {
+  return kWords[mix(seed ^ (std::uint64_t{index} * 0x9e3779b97f4a7c15ull)) % kWords.size()];
+}
+
+std::optional<CompletionRequest> parse_completion_request(std::string_view body, Api api,
+                                                          std::string_view served_model,
+                                                          std::uint64_t server_seed,
+                                                          ApiError& error) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return fail(error, "", "request body is not valid JSON");
+  if (!j.is_object()) return fail(error, "", "request body must be a JSON object");
+  CompletionRequest req;
+  req.api = api;
+
+  auto model = j.find("model");
+  if (model == j.end() || !model->is_string()) return fail(error, "model", "'model' is required");
+  req.model = model->get<std::string>();
+  if (req.model != served_model) {
+    return fail(error, "model", fmt::format("The model `{}` does not exist.", req.model), 404);
+  }
+
+  std::uint64_t text_hash = 0;
+  if (api == Api::completions) {
+    auto prompt = j.find("prompt");
+    if (prompt == j.end()) return fail(error, "prompt", "'prompt' is required");
+    if (prompt->is_string()) {
+      const auto& s = prompt->get_ref<const std::string&>();
+      req.prompt_tokens = count_words(s);
+      text_hash = hash_text(s);
+    } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number_integer()) {
+      for (const auto& t : *prompt) {
+        if (!t.is_number_integer()) return fail(error, "prompt", "token ids must be integers");
+        text_hash = mix(text_hash ^ t.get<std::uint64_t>());
+      }
+      req.prompt_tokens = static_cast<std::uint32_t>(prompt->size());
+    } else {
+      return fail(error, "prompt", "'prompt' must be a string or an array of token ids");
+    }
+  } else {
+    auto messages = j.find("messages");
+    if (messages == j.end() || !messages->is_array() || messages->empty()) {
+      return fail(error, "messages", "'messages' must be a non-empty array");
+    }
+    for (std::size_t i = 0; i < messages->size(); ++i) {
+      const auto& m = (*messages)[i];
+      const std::string param = fmt::format("messages[{}]", i);
+      if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+        return fail(error, param, "each message needs a 'role'");
+      }
+      auto content = m.find("content");
+      if (content == m.end() || content->is_null()) continue;
+      if (content->is_string()) {
+        req.prompt_tokens += count_words(content->get_ref<const std::string&>());
+        text_hash = mix(text_hash ^ hash_text(content->get_ref<const std::string&>()));
+      } else if (content->is_array()) {
+        for (const auto& part : *content) {
+          if (part.is_object() && part.contains("text") && part["text"].is_string()) {
+            req.prompt_tokens += count_words(part["text"].get_ref<const std::string&>());
+            text_hash = mix(text_hash ^ hash_text(part["text"].get_ref<const std::string&>()));
+          }
+        }
+      } else {
+        return fail(error, param + ".content", "'content' must be a string or an array of parts");
+      }
+    }
+  }
+  if (req.prompt_tokens == 0) {
+    return fail(error, api == Api::chat ? "messages" : "prompt", "the prompt is empty");
+  }
+
+  const char* max_key = nullptr;
+  for (const char* key : {"max_completion_tokens", "max_tokens"}) {
+    if (j.contains(key) && !j[key].is_null()) {
+      max_key = key;
+      break;
+    }
+  }
+  if (max_key) {
+    const auto& v = j[max_key];
+    if (!v.is_number_integer() || v.get<std::int64_t>() <= 0 ||
+        v.get<std::int64_t>() > std::int64_t{UINT32_MAX}) {
+      return fail(error, max_key, fmt::format("'{}' must be a positive integer", max_key));
+    }
+    req.max_tokens = static_cast<std::uint32_t>(v.get<std::int64_t>());
+  } else {
+    req.max_tokens = api == Api::chat ? 256 : 16;
+  }
+
+  auto flag = [&](const json& obj, const char* key, bool& out) -> bool {
+    auto it = obj.find(key);
+    if (it == obj.end() || it->is_null()) return true;
+    if (!it->is_boolean()) return false;
+    out = it->get<bool>();
+    return true;
+  };
+  if (!flag(j, "stream", req.stream)) return fail(error, "stream", "'stream' must be a boolean");
+  if (!flag(j, "ignore_eos", req.ignore_eos)) {
+    return fail(error, "ignore_eos", "'ignore_eos' must be a boolean");
+  }
+  if (auto so = j.find("stream_options"); so != j.end() && !so->is_null()) {
+    if (!so->is_object()) return fail(error, "stream_options", "'stream_options' must be an object");
+    if (!flag(*so, "include_usage", req.include_usage)) {
+      return fail(error, "stream_options.include_usage", "must be a boolean");
+    }
+    if (!flag(*so, "continuous_usage_stats", req.continuous_usage)) {
+      return fail(error, "stream_options.continuous_usage_stats", "must be a boolean");
+    }
+  }
+  std::uint64_t seed = server_seed;
+  if (auto s = j.find("seed"); s != j.end() && s->is_number_integer()) {
+    seed = mix(seed ^ s->get<std::uint64_t>());
+  }
+  req.text_seed = mix(seed ^ text_hash);
+  return req;
+}
+
+ChunkFormatter::ChunkFormatter(const CompletionRequest& req, std::string_view id,
+                               std::int64_t created)
+    : req_(req), id_(id), created_(created) {
+  head_ = fmt::format(R"(data: {{"id":"{}","object":"{}","created":{},"model":{},"choices":[)",
+                      id, req.api == Api::chat ? "chat.completion.chunk" : "text_completion",
+                      created, json(req.model).dump());
+}
+
+void ChunkFormatter::append_role(std::string& out) const {
+  out += head_;
+  out += R"({"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]})";
+  out += "\n\n";
+}
+
+void ChunkFormatter::append_usage_object(std::string& out, std::uint32_t completion_tokens) const {
+  out += R"("usage":{"prompt_tokens":)";
+  append_uint(out, req_.prompt_tokens);
+  out += R"(,"total_tokens":)";
+  append_uint(out, std::uint64_t{req_.prompt_tokens} + completion_tokens);
+  out += R"(,"completion_tokens":)";
+  append_uint(out, completion_tokens);
+  out += '}';
+}
+
+void ChunkFormatter::append_tokens(std::string& out, std::uint32_t first, std::uint32_t count,
+                                   std::uint32_t completion_tokens, bool finished) const {
+  out += head_;
+  out += req_.api == Api::chat ? R"({"index":0,"delta":{"content":")" : R"({"index":0,"text":")";
+  for (std::uint32_t i = 0; i < count; ++i) out += token_text(req_.text_seed, first + i);
+  out += req_.api == Api::chat ? R"("},"logprobs":null,"finish_reason":)"
+                               : R"(","logprobs":null,"finish_reason":)";
+  out += finished ? R"("length","stop_reason":null}])" : R"(null,"stop_reason":null}])";
+  if (req_.continuous_usage) {
+    out += ',';
+    append_usage_object(out, completion_tokens);
+  }
+  out += "}\n\n";
+}
+
+void ChunkFormatter::append_usage(std::string& out, std::uint32_t completion_tokens) const {
+  out += head_;
+  out += "],";
+  append_usage_object(out, completion_tokens);
+  out += "}\n\n";
+}
+
+void ChunkFormatter::append_done(std::string& out) { out += "data: [DONE]\n\n"; }
+
+std::string ChunkFormatter::full_response(std::uint32_t completion_tokens) const {
+  std::string text;
+  for (std::uint32_t i = 0; i < completion_tokens; ++i) text += token_text(req_.text_seed, i);
+  json j;
+  j["id"] = id_;
+  j["created"] = created_;
+  j["object"] = req_.api == Api::chat ? "chat.completion" : "text_completion";
+  j["model"] = req_.model;
+  if (req_.api == Api::chat) {
+    j["choices"] = json::array({{{"index", 0},
+                                 {"message", {{"role", "assistant"}, {"content", text}}},
+                                 {"finish_reason", "length"}}});
+  } else {
+    j["choices"] = json::array({{{"index", 0}, {"text", text}, {"finish_reason", "length"}}});
+  }
+  j["usage"] = {{"prompt_tokens", req_.prompt_tokens},
+                {"completion_tokens", completion_tokens},
+                {"total_tokens", req_.prompt_tokens + completion_tokens}};
+  return j.dump();
+}
+
+}  // namespace capsweep::llmsim

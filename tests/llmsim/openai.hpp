@@ -1,0 +1,80 @@
+#pragma once
+// The OpenAI-compatible surface of capsweep-llmsim: parsing completion / chat requests and
+// formatting their responses and SSE chunks the way vLLM does. Prompt tokens are counted as
+// whitespace-separated words; generated text is one word per token, deterministic per seed.
+
+#include "core/error.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace capsweep::llmsim {
+
+enum class Api { completions, chat };
+
+struct CompletionRequest {
+  Api api = Api::completions;
+  std::string model;
+  std::uint32_t prompt_tokens = 0;
+  std::uint32_t max_tokens = 16;
+  bool stream = false;
+  bool include_usage = false;     // stream_options.include_usage
+  bool continuous_usage = false;  // stream_options.continuous_usage_stats
+  bool ignore_eos = false;        // accepted; the simulator always generates max_tokens
+  std::uint64_t text_seed = 0;    // mixes the request's seed and its prompt
+};
+
+// An OpenAI-style error: HTTP status and the body's message / type / param.
+struct ApiError {
+  unsigned status = 400;
+  std::string message;
+  std::string type = "BadRequestError";
+  std::string param;  // the request field at fault, "" when none
+};
+// {"error": {"message", "type", "param", "code"}}
+std::string error_body(const ApiError& e);
+
+// Number of whitespace-separated words of `text`.
+std::uint32_t count_words(std::string_view text) noexcept;
+
+// Parses a /v1/completions or /v1/chat/completions body. `served_model` is the one model
+// served; `default_max_tokens` applies when the request gives none (completions: 16).
+std::optional<CompletionRequest> parse_completion_request(std::string_view body, Api api,
+                                                          std::string_view served_model,
+                                                          std::uint64_t server_seed,
+                                                          ApiError& error);
+
+// The word generated as token `index` of a request with text seed `seed` (with its space).
+std::string_view token_text(std::uint64_t seed, std::uint32_t index) noexcept;
+
+// Formats SSE chunks of one streamed response into caller-owned buffers without allocating
+// per token once the buffer has grown.
+class ChunkFormatter {
+ public:
+  ChunkFormatter(const CompletionRequest& req, std::string_view id, std::int64_t created);
+
+  // Chat only: the role-only first chunk ({"delta": {"role": "assistant", "content": ""}}).
+  void append_role(std::string& out) const;
+  // A content chunk carrying tokens [first, first + count); `completion_tokens` is the total
+  // generated so far (for continuous usage); `finished` sets finish_reason "length".
+  void append_tokens(std::string& out, std::uint32_t first, std::uint32_t count,
+                     std::uint32_t completion_tokens, bool finished) const;
+  // The usage-only chunk (choices empty) sent last when include_usage is set.
+  void append_usage(std::string& out, std::uint32_t completion_tokens) const;
+  // "data: [DONE]\n\n"
+  static void append_done(std::string& out);
+
+  // The non-streaming response body for a finished request.
+  std::string full_response(std::uint32_t completion_tokens) const;
+
+ private:
+  void append_usage_object(std::string& out, std::uint32_t completion_tokens) const;
+  const CompletionRequest& req_;
+  std::string id_;
+  std::int64_t created_;
+  std::string head_;  // 'data: {"id":...,"model":...,"choices":[{"index":0,'
+};
+
+}  // namespace capsweep::llmsim

@@ -1,0 +1,482 @@
+#include "llmsim/sim_server.hpp"
+
+#include "core/random.hpp"
+#include "core/stats.hpp"
+#include "http/server.hpp"
+#include "llmsim/openai.hpp"
+#include "llmsim/prometheus_text.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+
+#include <array>
+#include <charconv>
+#include <cctype>
+#include <chrono>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace capsweep::llmsim {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+
+namespace {
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+const std::vector<double> kLatencyBuckets{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25,
+                                          0.5,   0.75,  1.0,  2.5,  5.0,  7.5,  10.0, 20.0, 40.0,
+                                          80.0,  160.0, 640.0, 2560.0};
+const std::vector<double> kItlBuckets{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
+                                      0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
+
+constexpr std::string_view kStreamHeader =
+    "HTTP/1.1 200 OK\r\n"
+    "Server: capsweep-llmsim\r\n"
+    "Content-Type: text/event-stream; charset=utf-8\r\n"
+    "Cache-Control: no-cache\r\n"
+    "Transfer-Encoding: chunked\r\n"
+    "\r\n";
+
+}  // namespace
+
+struct SimServer::Impl : std::enable_shared_from_this<Impl> {
+  struct Stream;
+
+  Impl(asio::io_context& io_context, SimConfig c)
+      : io(io_context),
+        cfg(std::move(c)),
+        engine(cfg.engine),
+        server(io.get_executor(),
+               [this](http::Request& req, beast::tcp_stream& s) { return handle(req, s); },
+               http::ServerOptions{1 << 20, std::chrono::milliseconds(30'000),
+                                   std::chrono::milliseconds(120'000), "capsweep-llmsim"}),
+        wake(io),
+        iteration_timer(io),
+        shutdown_timer(io),
+        rng(cfg.seed ^ 0x5eedull),
+        ttft(kLatencyBuckets),
+        e2e(kLatencyBuckets),
+        itl(kItlBuckets),
+        lateness_hist({0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.1}) {
+    labels = fmt::format("model_name={}", json(cfg.model).dump());
+  }
+
+  asio::io_context& io;
+  SimConfig cfg;
+  Engine engine;
+  http::Server server;
+  asio::steady_timer wake;             // wakes the idle engine loop on a submission
+  asio::steady_timer iteration_timer;  // the iteration clock
+  asio::steady_timer shutdown_timer;
+  Rng rng;                             // fault decisions
+  bool loading = false;
+  bool stopping = false;
+  std::uint64_t next_request = 1;
+  std::size_t active_streams = 0;
+  std::vector<Emission> emissions;
+  Clock::time_point drain_deadline{};
+
+  // Metrics.
+  std::string labels;
+  Histogram ttft, e2e, itl, lateness_hist;
+  SampleSet lateness_ms;
+  std::uint64_t prompt_tokens_total = 0, generation_tokens_total = 0;
+  std::uint64_t success_total = 0, errors_total = 0, aborted_total = 0;
+
+  // One request in the engine; owned by its connection's coroutine (and in-flight writes).
+  struct Stream : std::enable_shared_from_this<Stream> {
+    Stream(Impl& s, beast::tcp_stream& c, CompletionRequest r, std::string response_id)
+        : sim(s), conn(c), req(std::move(r)), formatter(req, response_id, created_now()), done_timer(s.io),
+          stall_timer(s.io) {
+      done_timer.expires_at(Clock::time_point::max());
+    }
+    static std::int64_t created_now() {
+      return std::chrono::duration_cast<std::chrono::seconds>(
+                 std::chrono::system_clock::now().time_since_epoch())
+          .count();
+    }
+
+    Impl& sim;
+    beast::tcp_stream& conn;
+    CompletionRequest req;
+    ChunkFormatter formatter;
+    SeqId id = 0;
+    Clock::time_point arrival = Clock::now(), last_token{};
+    asio::steady_timer done_timer;
+    asio::steady_timer stall_timer;
+    std::string pending, writing;
+    std::uint32_t pending_events = 0;
+    std::uint32_t emitted = 0;       // tokens produced by the engine so far
+    std::uint32_t formatted = 0;     // tokens already put into chunks
+    std::uint32_t disconnect_at = UINT32_MAX;
+    std::uint32_t stall_at = UINT32_MAX;
+    Clock::time_point stall_until{};
+    bool write_in_flight = false;
+    bool finished = false;  // the engine produced the last token
+    bool terminal_written = false;
+    bool failed = false;
+    bool done = false;
+    bool drop_after_write = false;
+    std::array<char, 16> chunk_header{};
+
+    void on_token(const Emission& e, Clock::time_point now) {
+      emitted = e.index + 1;
+      ++sim.generation_tokens_total;
+      if (e.index == 0) sim.ttft.observe(seconds(now - arrival));
+      else sim.itl.observe(seconds(now - last_token));
+      last_token = now;
+      if (e.finished) {
+        finished = true;
+        ++sim.success_total;
+        sim.e2e.observe(seconds(now - arrival));
+      }
+      if (!req.stream) {
+        if (finished) finish();
+        return;
+      }
+      const std::uint32_t unformatted = emitted - formatted;
+      if (e.index == 0 || unformatted >= sim.cfg.tokens_per_chunk || finished ||
+          e.index >= disconnect_at) {
+        formatter.append_tokens(pending, formatted, unformatted, emitted, finished);
+        formatted = emitted;
+        ++pending_events;
+        if (finished) {
+          if (req.include_usage) formatter.append_usage(pending, emitted);
+          ChunkFormatter::append_done(pending);
+        }
+      }
+      if (e.index == stall_at) {
+        stall_until = now + std::chrono::microseconds(static_cast<long>(sim.cfg.stall_ms * 1000));
+        stall_timer.expires_at(stall_until);
+        stall_timer.async_wait([self = shared_from_this()](beast::error_code ec) {
+          if (!ec) self->maybe_write();
+        });
+      }
+      if (e.index >= disconnect_at && !finished) {
+        drop_after_write = true;
+        sim.engine.cancel(id);  // the server drops the stream: no more tokens
+      }
+      maybe_write();
+    }
+
+    // Starts a socket write when one is due and none is in flight.
+    void maybe_write() {
+      if (write_in_flight || failed || done || pending.empty()) return;
+      if (Clock::now() < stall_until) return;  // the stall timer calls again
+      if (pending_events < sim.cfg.events_per_write && !finished && !drop_after_write) return;
+      std::swap(pending, writing);
+      pending.clear();
+      pending_events = 0;
+      const bool last = finished && !drop_after_write;
+      auto [end, ec] = std::to_chars(chunk_header.data(), chunk_header.data() + 12, writing.size(), 16);
+      *end++ = '\r';
+      *end++ = '\n';
+      const std::size_t header_len = static_cast<std::size_t>(end - chunk_header.data());
+      static constexpr std::string_view kEnd = "\r\n";
+      static constexpr std::string_view kLast = "\r\n0\r\n\r\n";
+      const std::string_view trailer = last ? kLast : kEnd;
+      terminal_written = last;
+      std::array<asio::const_buffer, 3> buffers{asio::buffer(chunk_header.data(), header_len),
+                                                asio::buffer(writing),
+                                                asio::buffer(trailer.data(), trailer.size())};
+      write_in_flight = true;
+      asio::async_write(conn.socket(), buffers,
+                        [self = shared_from_this()](beast::error_code wec, std::size_t) {
+                          self->on_written(wec);
+                        });
+    }
+
+    void on_written(beast::error_code ec) {
+      write_in_flight = false;
+      if (ec) {
+        fail_stream();
+        return;
+      }
+      if (drop_after_write && pending.empty()) {  // the injected mid-stream disconnect
+        beast::error_code ignored;
+        conn.socket().close(ignored);
+        fail_stream();
+        return;
+      }
+      if (terminal_written && pending.empty()) {
+        finish();
+        return;
+      }
+      maybe_write();
+    }
+
+    void fail_stream() {
+      if (!finished) {
+        sim.engine.cancel(id);
+        ++sim.aborted_total;
+      }
+      failed = true;
+      finish();
+    }
+
+    void finish() {
+      if (done) return;
+      done = true;
+      stall_timer.cancel();
+      done_timer.cancel();
+    }
+  };
+
+  // --- the iteration clock --------------------------------------------------------------
+
+  asio::awaitable<void> engine_loop() {
+    auto self = shared_from_this();
+    Clock::time_point next_start = Clock::now();
+    for (;;) {
+      if (engine.idle()) {
+        wake.expires_at(Clock::time_point::max());
+        co_await wake.async_wait(use_tuple);
+        if (stopping && engine.idle() && active_streams == 0) co_return;
+        next_start = Clock::now();
+        continue;
+      }
+      const Engine::Plan plan = engine.begin_iteration();
+      const Clock::time_point now = Clock::now();
+      // Deadlines are absolute: a late wake-up is caught up by the next iteration; only when
+      // more than a whole iteration late does the clock re-anchor at now.
+      if (now - next_start > plan.duration) next_start = now;
+      const Clock::time_point deadline = next_start + plan.duration;
+      iteration_timer.expires_at(deadline);
+      co_await iteration_timer.async_wait(use_tuple);
+      const Clock::time_point woke = Clock::now();
+      const double late_ms = std::chrono::duration<double, std::milli>(woke - deadline).count();
+      lateness_ms.add(late_ms);
+      lateness_hist.observe(late_ms / 1000);
+      emissions.clear();
+      engine.end_iteration(emissions);
+      for (const Emission& e : emissions) reinterpret_cast<Stream*>(e.user)->on_token(e, woke);
+      next_start = deadline;
+    }
+  }
+
+  // --- HTTP -------------------------------------------------------------------------------
+
+  http::Reply error_reply(http::Request& req, const ApiError& e, bool count = true) {
+    if (count) ++errors_total;
+    return {http::json_response(req, static_cast<bhttp::status>(e.status), error_body(e)), true};
+  }
+
+  asio::awaitable<http::Reply> handle(http::Request& req, beast::tcp_stream& conn) {
+    std::string_view target = req.target();
+    target = target.substr(0, target.find('?'));
+    const auto method = req.method();
+    auto only = [&](bhttp::verb v) -> std::optional<http::Reply> {
+      if (method == v) return std::nullopt;
+      ApiError e{405, fmt::format("method {} not allowed on {}", std::string(req.method_string()), target),
+                 "MethodNotAllowed", ""};
+      auto r = error_reply(req, e, false);
+      r.response->set(bhttp::field::allow, std::string(bhttp::to_string(v)));
+      return r;
+    };
+    if (target == "/health") {
+      if (auto r = only(bhttp::verb::get)) co_return *r;
+      const bool ok = !loading || cfg.ready_lies;
+      http::Response res{ok ? bhttp::status::ok : bhttp::status::service_unavailable, req.version()};
+      co_return http::Reply{std::move(res), true};
+    }
+    if (target == "/metrics") {
+      if (auto r = only(bhttp::verb::get)) co_return *r;
+      http::Response res{bhttp::status::ok, req.version()};
+      res.set(bhttp::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+      res.body() = render_metrics();
+      co_return http::Reply{std::move(res), true};
+    }
+    const bool known = target == "/v1/models" || target == "/tokenize" ||
+                       target == "/v1/completions" || target == "/v1/chat/completions";
+    if (!known) {
+      co_return error_reply(req, {404, fmt::format("no route for {}", target), "NotFoundError", ""}, false);
+    }
+    if (loading) {
+      co_return error_reply(req, {503, "the model is still loading", "ServiceUnavailableError", ""});
+    }
+    if (target == "/v1/models") {
+      if (auto r = only(bhttp::verb::get)) co_return *r;
+      json j{{"object", "list"},
+             {"data", json::array({{{"id", cfg.model},
+                                    {"object", "model"},
+                                    {"created", Stream::created_now()},
+                                    {"owned_by", "capsweep-llmsim"},
+                                    {"max_model_len", cfg.engine.max_model_len}}})}};
+      co_return http::Reply{http::json_response(req, bhttp::status::ok, j.dump()), true};
+    }
+    if (auto r = only(bhttp::verb::post)) co_return *r;
+    if (target == "/tokenize") co_return tokenize(req);
+    co_return co_await complete(req, conn,
+                                target == "/v1/chat/completions" ? Api::chat : Api::completions);
+  }
+
+  http::Reply tokenize(http::Request& req) {
+    json j = json::parse(req.body(), nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+      return error_reply(req, {400, "request body is not a JSON object", "BadRequestError", ""});
+    }
+    std::vector<std::string> texts;
+    if (auto p = j.find("prompt"); p != j.end() && p->is_string()) {
+      texts.push_back(p->get<std::string>());
+    } else if (auto m = j.find("messages"); m != j.end() && m->is_array()) {
+      for (const auto& msg : *m) {
+        if (msg.is_object() && msg.contains("content") && msg["content"].is_string()) {
+          texts.push_back(msg["content"].get<std::string>());
+        }
+      }
+    } else {
+      return error_reply(req, {400, "'prompt' (a string) or 'messages' is required", "BadRequestError", "prompt"});
+    }
+    json tokens = json::array();
+    for (const auto& text : texts) {
+      std::size_t i = 0;
+      while (i < text.size()) {
+        while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+        std::size_t start = i;
+        while (i < text.size() && !std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+        if (i > start) tokens.push_back(std::hash<std::string_view>{}(std::string_view(text).substr(start, i - start)) % 32000);
+      }
+    }
+    json out{{"count", tokens.size()}, {"max_model_len", cfg.engine.max_model_len}, {"tokens", tokens}};
+    return {http::json_response(req, bhttp::status::ok, out.dump()), true};
+  }
+
+  asio::awaitable<http::Reply> complete(http::Request& req, beast::tcp_stream& conn, Api api) {
+    ApiError error;
+    auto parsed = parse_completion_request(req.body(), api, cfg.model, cfg.seed, error);
+    if (!parsed) co_return error_reply(req, error);
+    if (cfg.error_rate > 0 && rng.uniform01() < cfg.error_rate) {
+      co_return error_reply(req, {500, "injected server error", "InternalServerError", ""});
+    }
+    const std::uint64_t n = next_request++;
+    auto stream = std::make_shared<Stream>(
+        *this, conn, std::move(*parsed),
+        fmt::format("{}-{}", api == Api::chat ? "chatcmpl" : "cmpl", n));
+    auto id = engine.submit({stream->req.prompt_tokens, stream->req.max_tokens,
+                             reinterpret_cast<std::uintptr_t>(stream.get())});
+    if (!id) {
+      co_return error_reply(req, {400, id.error().message, "BadRequestError", "max_tokens"});
+    }
+    stream->id = *id;
+    prompt_tokens_total += stream->req.prompt_tokens;
+    if (cfg.disconnect_rate > 0 && rng.uniform01() < cfg.disconnect_rate) {
+      stream->disconnect_at = static_cast<std::uint32_t>(rng.uniform_int(0, stream->req.max_tokens / 2));
+    }
+    if (cfg.stall_rate > 0 && cfg.stall_ms > 0 && rng.uniform01() < cfg.stall_rate) {
+      stream->stall_at = static_cast<std::uint32_t>(rng.uniform_int(0, stream->req.max_tokens - 1));
+    }
+    ++active_streams;
+    wake.cancel();
+
+    if (stream->req.stream) {
+      // Headers (and the chat role chunk) go out at once, as vLLM sends them.
+      std::string head(kStreamHeader);
+      if (api == Api::chat) {
+        std::string role;
+        stream->formatter.append_role(role);
+        head += fmt::format("{:x}\r\n{}\r\n", role.size(), role);
+      }
+      auto [ec, nw] = co_await asio::async_write(conn.socket(), asio::buffer(head), use_tuple);
+      if (ec) stream->fail_stream();
+    }
+    if (!stream->done) co_await stream->done_timer.async_wait(use_tuple);
+    // Wait for a write still in flight (it references the stream's buffers and socket).
+    while (stream->write_in_flight) {
+      asio::steady_timer t(io, std::chrono::milliseconds(1));
+      co_await t.async_wait(use_tuple);
+    }
+    --active_streams;
+    if (stopping) check_drained();
+    if (stream->req.stream) co_return http::Reply{std::nullopt, !stream->failed};
+    if (stream->failed) co_return http::Reply{std::nullopt, false};
+    auto res = http::json_response(req, bhttp::status::ok, stream->formatter.full_response(stream->emitted));
+    co_return http::Reply{std::move(res), true};
+  }
+
+  std::string render_metrics() {
+    std::string out;
+    out.reserve(8192);
+    render_sample(out, "vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", labels, double(engine.running()));
+    render_sample(out, "vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", labels, double(engine.waiting()));
+    render_sample(out, "vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", labels, engine.kv_usage());
+    render_sample(out, "vllm:gpu_cache_usage_perc", "gauge", "GPU KV-cache usage (older name). 1 means 100 percent usage.", labels, engine.kv_usage());
+    render_sample(out, "vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", labels, double(prompt_tokens_total));
+    render_sample(out, "vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", labels, double(generation_tokens_total));
+    render_sample(out, "vllm:request_success_total", "counter", "Count of successfully processed requests.", labels + ",finished_reason=\"length\"", double(success_total));
+    render_sample(out, "llmsim:request_errors_total", "counter", "Requests answered with an error (4xx/5xx).", labels, double(errors_total));
+    render_sample(out, "llmsim:request_aborted_total", "counter", "Streams dropped before their last token.", labels, double(aborted_total));
+    ttft.render(out, "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", labels);
+    itl.render(out, "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", labels);
+    e2e.render(out, "vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", labels);
+    lateness_hist.render(out, "llmsim:iteration_lateness_seconds", "How late iterations woke after their deadline.", labels);
+    return out;
+  }
+
+  // --- lifecycle --------------------------------------------------------------------------
+
+  void start() {
+    auto ep = http::parse_listen_address(cfg.listen).value();
+    server.bind(ep);
+    asio::co_spawn(io, engine_loop(), asio::detached);
+    const bool delay_listen = cfg.load_time_s > 0 && cfg.cold_start_mode == ColdStartMode::refuse && !cfg.ready_lies;
+    if (cfg.load_time_s > 0) {
+      loading = true;
+      if (!delay_listen) server.start();
+      auto t = std::make_shared<asio::steady_timer>(io, std::chrono::microseconds(static_cast<long>(cfg.load_time_s * 1e6)));
+      t->async_wait([self = shared_from_this(), t, delay_listen](beast::error_code ec) {
+        if (ec || self->stopping) return;
+        self->loading = false;
+        if (delay_listen) self->server.start();
+      });
+    } else {
+      server.start();
+    }
+  }
+
+  void begin_shutdown() {
+    if (stopping) return;
+    stopping = true;
+    server.shutdown();
+    drain_deadline = Clock::now() + std::chrono::microseconds(static_cast<long>(cfg.drain_s * 1e6));
+    shutdown_timer.expires_at(drain_deadline);
+    shutdown_timer.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (!ec) self->io.stop();
+    });
+    check_drained();
+  }
+
+  void check_drained() {
+    if (active_streams == 0 && engine.idle()) {
+      // Let the last responses flush, then stop.
+      auto t = std::make_shared<asio::steady_timer>(io, std::chrono::milliseconds(50));
+      t->async_wait([self = shared_from_this(), t](beast::error_code) {
+        if (self->active_streams == 0) self->io.stop();
+      });
+    }
+  }
+};
+
+SimServer::SimServer(asio::io_context& io, SimConfig cfg)
+    : impl_(std::make_shared<Impl>(io, std::move(cfg))) {}
+SimServer::~SimServer() = default;
+
+void SimServer::start() { impl_->start(); }
+asio::ip::tcp::endpoint SimServer::endpoint() const { return impl_->server.local_endpoint(); }
+void SimServer::begin_shutdown() { impl_->begin_shutdown(); }
+
+LatenessReport SimServer::lateness() const {
+  const auto& s = impl_->lateness_ms;
+  return {s.count(), s.percentile(50), s.percentile(99), s.max()};
+}
+
+}  // namespace capsweep::llmsim
