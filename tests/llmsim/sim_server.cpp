@@ -15,6 +15,7 @@
 
 #include <array>
 #include <charconv>
+#include <cstring>
 #include <cctype>
 #include <chrono>
 #include <fmt/format.h>
@@ -114,7 +115,9 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
     Clock::time_point arrival = Clock::now(), last_token{};
     asio::steady_timer done_timer;
     asio::steady_timer stall_timer;
-    std::string pending, writing;
+    // `pending` starts with kChunkSlot bytes reserved for the HTTP chunk-size line.
+    static constexpr std::size_t kChunkSlot = 10;
+    std::string pending = std::string(kChunkSlot, ' '), writing;
     std::uint32_t pending_events = 0;
     std::uint32_t emitted = 0;       // tokens produced by the engine so far
     std::uint32_t formatted = 0;     // tokens already put into chunks
@@ -127,7 +130,7 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
     bool failed = false;
     bool done = false;
     bool drop_after_write = false;
-    std::array<char, 16> chunk_header{};
+    std::array<char, 16> chunk_header{};  // hex size of an HTTP chunk
 
     void on_token(const Emission& e, Clock::time_point now) {
       emitted = e.index + 1;
@@ -169,50 +172,61 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
       maybe_write();
     }
 
-    // Starts a socket write when one is due and none is in flight.
+    // Writes what is due when no write is in flight: first synchronously on the non-blocking
+    // socket (no handler, no allocation when the kernel takes it all, as it nearly always
+    // does), and only the remainder of a partial write asynchronously.
     void maybe_write() {
-      if (write_in_flight || failed || done || pending.empty()) return;
-      if (Clock::now() < stall_until) return;  // the stall timer calls again
-      if (pending_events < sim.cfg.events_per_write && !finished && !drop_after_write) return;
-      std::swap(pending, writing);
-      pending.clear();
-      pending_events = 0;
-      const bool last = finished && !drop_after_write;
-      auto [end, ec] = std::to_chars(chunk_header.data(), chunk_header.data() + 12, writing.size(), 16);
-      *end++ = '\r';
-      *end++ = '\n';
-      const std::size_t header_len = static_cast<std::size_t>(end - chunk_header.data());
-      static constexpr std::string_view kEnd = "\r\n";
-      static constexpr std::string_view kLast = "\r\n0\r\n\r\n";
-      const std::string_view trailer = last ? kLast : kEnd;
-      terminal_written = last;
-      std::array<asio::const_buffer, 3> buffers{asio::buffer(chunk_header.data(), header_len),
-                                                asio::buffer(writing),
-                                                asio::buffer(trailer.data(), trailer.size())};
-      write_in_flight = true;
-      asio::async_write(conn.socket(), buffers,
-                        [self = shared_from_this()](beast::error_code wec, std::size_t) {
-                          self->on_written(wec);
-                        });
+      while (!write_in_flight && !failed && !done && pending.size() > kChunkSlot) {
+        if (pending_events < sim.cfg.events_per_write && !finished && !drop_after_write) return;
+        if (stall_at != UINT32_MAX && Clock::now() < stall_until) return;  // the timer calls again
+        const bool last = finished && !drop_after_write;
+        // One HTTP chunk: its size line goes into the slot reserved before the events, CRLF
+        // after them (and the terminating chunk when last). No copy of the events.
+        const std::size_t size = pending.size() - kChunkSlot;
+        char digits[16];
+        auto [end, ec] = std::to_chars(digits, digits + sizeof digits, size, 16);
+        const std::size_t digit_count = static_cast<std::size_t>(end - digits);
+        const std::size_t start = kChunkSlot - digit_count - 2;
+        std::memcpy(pending.data() + start, digits, digit_count);
+        std::memcpy(pending.data() + kChunkSlot - 2, "\r\n", 2);
+        pending.append(last ? "\r\n0\r\n\r\n" : "\r\n");
+        std::swap(pending, writing);
+        pending.assign(kChunkSlot, ' ');
+        pending_events = 0;
+        terminal_written = last;
+        beast::error_code wec;
+        const std::size_t n = start + conn.socket().write_some(asio::buffer(writing.data() + start, writing.size() - start), wec);
+        if (wec && wec != asio::error::would_block) {
+          fail_stream();
+          return;
+        }
+        if (n < writing.size()) {
+          write_in_flight = true;
+          asio::async_write(conn.socket(), asio::buffer(writing.data() + n, writing.size() - n),
+                            [self = shared_from_this()](beast::error_code aec, std::size_t) {
+                              self->write_in_flight = false;
+                              if (aec) return self->fail_stream();
+                              if (self->after_write()) self->maybe_write();
+                            });
+          return;
+        }
+        if (!after_write()) return;
+      }
     }
 
-    void on_written(beast::error_code ec) {
-      write_in_flight = false;
-      if (ec) {
-        fail_stream();
-        return;
-      }
-      if (drop_after_write && pending.empty()) {  // the injected mid-stream disconnect
+    // Handles a completed write; false when the stream has ended.
+    bool after_write() {
+      if (drop_after_write && pending.size() == kChunkSlot) {  // the injected disconnect
         beast::error_code ignored;
         conn.socket().close(ignored);
         fail_stream();
-        return;
+        return false;
       }
-      if (terminal_written && pending.empty()) {
+      if (terminal_written && pending.size() == kChunkSlot) {
         finish();
-        return;
+        return false;
       }
-      maybe_write();
+      return true;
     }
 
     void fail_stream() {
@@ -247,9 +261,10 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
       }
       const Engine::Plan plan = engine.begin_iteration();
       const Clock::time_point now = Clock::now();
-      // Deadlines are absolute: a late wake-up is caught up by the next iteration; only when
-      // more than a whole iteration late does the clock re-anchor at now.
-      if (now - next_start > plan.duration) next_start = now;
+      // Deadlines are absolute: time lost to a late wake-up or to slow delivery is caught up
+      // by the following iterations, so the model's rate holds on average and lateness is
+      // reported, not hidden. Only a loop more than a second behind re-anchors at now.
+      if (now - next_start > std::chrono::seconds(1)) next_start = now;
       const Clock::time_point deadline = next_start + plan.duration;
       iteration_timer.expires_at(deadline);
       co_await iteration_timer.async_wait(use_tuple);
@@ -377,6 +392,8 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
     }
     ++active_streams;
     wake.cancel();
+    beast::error_code nb_ec;
+    conn.socket().non_blocking(true, nb_ec);  // streamed writes try the socket directly
 
     if (stream->req.stream) {
       // Headers (and the chat role chunk) go out at once, as vLLM sends them.
