@@ -132,11 +132,17 @@ TEST_CASE("llmsim: at low load TTFT is one prefill iteration and ITL one decode 
   cfg.engine.prefill_ms_per_token = 0.1;
   SimFixture sim(cfg);
   // One request alone: TTFT = 20 + 2 x 1 + 0.1 x 200 = 42 ms; ITL = 20 + 2 x 1 = 22 ms.
-  auto r = post_stream(sim.endpoint(), "/v1/completions", completion_body(200, 30));
-  REQUIRE(r.complete);
-  REQUIRE(r.events.size() == 32);
-  const double ttft = ms(r.events[0].arrival - r.sent);
-  CHECK(ttft == Approx(42).epsilon(0.10));
+  // The median of five requests in a row keeps one scheduling hiccup out of the check.
+  std::vector<double> ttfts;
+  SseResult r;
+  for (int i = 0; i < 5; ++i) {
+    r = post_stream(sim.endpoint(), "/v1/completions", completion_body(200, 30));
+    REQUIRE(r.complete);
+    REQUIRE(r.events.size() == 32);
+    ttfts.push_back(ms(r.events[0].arrival - r.sent));
+  }
+  std::sort(ttfts.begin(), ttfts.end());
+  CHECK(ttfts[2] == Approx(42).epsilon(0.10));
   std::vector<double> gaps;
   for (int i = 1; i < 30; ++i) gaps.push_back(ms(r.events[i].arrival - r.events[i - 1].arrival));
   const double mean_itl = std::accumulate(gaps.begin(), gaps.end(), 0.0) / gaps.size();

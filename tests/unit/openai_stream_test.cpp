@@ -1,0 +1,67 @@
+#include "llm/openai_stream.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace capsweep::llm;
+using Kind = StreamChunk::Kind;
+
+TEST_CASE("openai stream: completion chunks with text are content") {
+  auto c = interpret_chunk(R"({"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":" hello","logprobs":null,"finish_reason":null,"stop_reason":null}]})");
+  CHECK(c.kind == Kind::content);
+  CHECK_FALSE(c.finished);
+  CHECK_FALSE(c.completion_tokens.has_value());
+}
+
+TEST_CASE("openai stream: continuous usage and finish reason are read") {
+  auto c = interpret_chunk(R"({"choices":[{"index":0,"text":" a b","finish_reason":"length"}],"usage":{"prompt_tokens":12,"total_tokens":20,"completion_tokens":8}})");
+  CHECK(c.kind == Kind::content);
+  CHECK(c.finished);
+  CHECK(c.completion_tokens == 8u);
+  CHECK(c.prompt_tokens == 12u);
+}
+
+TEST_CASE("openai stream: chat deltas, role-only and reasoning chunks") {
+  CHECK(interpret_chunk(R"({"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]})").kind == Kind::role_only);
+  CHECK(interpret_chunk(R"({"choices":[{"index":0,"delta":{"role":"assistant"}}]})").kind == Kind::role_only);
+  CHECK(interpret_chunk(R"({"choices":[{"index":0,"delta":{"content":"Hi"}}]})").kind == Kind::content);
+  CHECK(interpret_chunk(R"({"choices":[{"index":0,"delta":{"reasoning_content":"think"}}]})").kind == Kind::content);
+  CHECK(interpret_chunk(R"({"choices":[{"index":0,"delta":{"content":"\"quoted\\n\u00e9"}}]})").kind == Kind::content);
+}
+
+TEST_CASE("openai stream: empty text and usage-only chunks are not tokens") {
+  auto fin = interpret_chunk(R"({"choices":[{"index":0,"text":"","finish_reason":"stop"}]})");
+  CHECK(fin.kind == Kind::empty);
+  CHECK(fin.finished);
+  auto usage = interpret_chunk(R"({"id":"x","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5,"total_tokens":8}})");
+  CHECK(usage.kind == Kind::usage_only);
+  CHECK(usage.completion_tokens == 5u);
+  CHECK(interpret_chunk(R"({"choices":[{"index":0,"text":"x"}],"usage":null})").kind == Kind::content);
+}
+
+TEST_CASE("openai stream: [DONE] and errors") {
+  CHECK(interpret_chunk("[DONE]").kind == Kind::done);
+  CHECK(interpret_chunk(" [DONE] ").kind == Kind::done);
+  auto e = interpret_chunk(R"({"error":{"message":"CUDA out of memory","type":"InternalServerError","code":500}})");
+  CHECK(e.kind == Kind::error);
+  CHECK(e.error_message == "CUDA out of memory");
+  auto v = interpret_chunk(R"({"object":"error","message":"boom","type":"BadRequestError","code":400})");
+  CHECK(v.kind == Kind::error);
+  CHECK(v.error_message == "boom");
+  CHECK(interpret_chunk(R"({"error":null,"choices":[{"index":0,"text":"x"}]})").kind == Kind::content);
+  // Text that merely mentions keys does not confuse the scanner.
+  CHECK(interpret_chunk(R"({"choices":[{"index":0,"text":"{\"error\": 1, \"usage\": 2}"}]})").kind == Kind::content);
+}
+
+TEST_CASE("openai stream: only the first choice counts") {
+  CHECK(interpret_chunk(R"({"choices":[{"index":0,"text":""},{"index":1,"text":"other"}]})").kind == Kind::empty);
+}
+
+TEST_CASE("openai stream: malformed payloads are reported, never crash") {
+  for (const char* bad : {"", "{", "[1,2]", "{\"choices\":[{\"text\":\"x\"}]", "{\"a\":tru}", "{\"a\":\"\\q\"}",
+                          "{\"a\":1}}", "nonsense", "{\"a\":\"unterminated}", "{\"a\" 1}", "{\"a\":-}"}) {
+    INFO(bad);
+    CHECK(interpret_chunk(bad).kind == Kind::malformed);
+  }
+  std::string deep(100, '[');
+  CHECK(interpret_chunk("{\"a\":" + deep + "}").kind == Kind::malformed);
+}

@@ -1,0 +1,49 @@
+#include "observe/server_gauges.hpp"
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+using namespace capsweep;
+using namespace capsweep::observe;
+using namespace std::chrono_literals;
+
+namespace {
+Exposition scrape(double running, double waiting, double kv, double gen, bool old_name = false) {
+  return parse_prometheus_text(fmt::format(
+                                   "vllm:num_requests_running{{model_name=\"m\"}} {}\n"
+                                   "vllm:num_requests_waiting{{model_name=\"m\"}} {}\n"
+                                   "vllm:{}{{model_name=\"m\"}} {}\n"
+                                   "vllm:generation_tokens_total{{model_name=\"m\"}} {}\n",
+                                   running, waiting, old_name ? "gpu_cache_usage_perc" : "kv_cache_usage_perc", kv, gen))
+      .value();
+}
+}  // namespace
+
+TEST_CASE("server gauges: mean, max, deltas and the waiting trend") {
+  ServerGauges g;
+  g.add(1s, scrape(10, 0, 0.2, 1000));
+  g.add(2s, scrape(20, 2, 0.4, 1500));
+  g.add(3s, scrape(30, 4, 0.6, 2100, true));  // the older gauge name counts as KV usage
+  g.add_failure("connection refused");
+  auto s = g.summary();
+  CHECK(s.at("scrapes") == 3);
+  CHECK(s.at("scrape_failures") == 1);
+  CHECK(s.at("last_scrape_error") == "connection refused");
+  CHECK(s.at("mean_running").get<double>() == Approx(20));
+  CHECK(s.at("max_running").get<double>() == Approx(30));
+  CHECK(s.at("max_waiting").get<double>() == Approx(4));
+  CHECK(s.at("mean_kv_cache_usage").get<double>() == Approx(0.4));
+  CHECK(s.at("generation_tokens_delta").get<double>() == Approx(1100));
+  CHECK(s.at("prompt_tokens_delta").is_null());
+  CHECK(*g.waiting_slope_per_s() == Approx(2.0));
+}
+
+TEST_CASE("server gauges: no scrapes give nulls, not zeros") {
+  ServerGauges g;
+  auto s = g.summary();
+  CHECK(s.at("scrapes") == 0);
+  CHECK(s.at("mean_running").is_null());
+  CHECK(s.at("waiting_slope_per_s").is_null());
+  CHECK_FALSE(g.waiting_slope_per_s().has_value());
+}
