@@ -1,0 +1,399 @@
+#include "llm/client.hpp"
+
+#include "llm/openai_stream.hpp"
+#include "llm/sse.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
+
+#include <openssl/ssl.h>
+
+#include <list>
+#include <stdexcept>
+#include <unordered_set>
+
+namespace capsweep::llm {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+namespace ssl = boost::asio::ssl;
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+
+namespace {
+
+// One connection: plain TCP or TLS over TCP.
+struct Connection {
+  std::unique_ptr<beast::tcp_stream> plain;
+  std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> tls;
+  beast::flat_buffer buffer;  // bytes read past the previous response stay with the connection
+
+  beast::tcp_stream& lowest() { return tls ? beast::get_lowest_layer(*tls) : *plain; }
+};
+
+Outcome status_outcome(unsigned status) {
+  return status >= 500 ? Outcome::http_5xx : Outcome::http_4xx;
+}
+
+bool is_timeout(const beast::error_code& ec) {
+  return ec == beast::error::timeout || ec == asio::error::timed_out;
+}
+
+}  // namespace
+
+struct Client::Impl : std::enable_shared_from_this<Impl> {
+  Impl(asio::any_io_executor ex, Target t) : executor(ex), target(std::move(t)), tls_context(ssl::context::tls_client) {
+    if (target.tls()) {
+      tls_context.set_verify_mode(target.verify_tls ? ssl::verify_peer : ssl::verify_none);
+      tls_context.set_default_verify_paths();
+      if (!target.ca_file.empty()) {
+        beast::error_code ec;
+        tls_context.load_verify_file(target.ca_file, ec);
+        if (ec) throw std::runtime_error("cannot load CA file " + target.ca_file + ": " + ec.message());
+      }
+    }
+  }
+
+  asio::any_io_executor executor;
+  Target target;
+  ssl::context tls_context;
+  std::vector<asio::ip::tcp::endpoint> endpoints;  // resolved once
+  std::vector<std::unique_ptr<Connection>> idle;
+  std::unordered_set<Connection*> busy;
+  bool cancelled = false;
+
+  // Returns a connected (and TLS-handshaken) connection, from the pool when one is idle.
+  // On failure returns nullptr and the outcome to record.
+  asio::awaitable<std::unique_ptr<Connection>> acquire(Outcome& failure) {
+    if (!idle.empty()) {
+      auto c = std::move(idle.back());
+      idle.pop_back();
+      co_return c;
+    }
+    if (endpoints.empty()) {
+      asio::ip::tcp::resolver resolver(executor);
+      auto [ec, results] = co_await resolver.async_resolve(target.host, std::to_string(target.port), use_tuple);
+      if (ec) {
+        failure = Outcome::connect;
+        co_return nullptr;
+      }
+      for (const auto& r : results) endpoints.push_back(r.endpoint());
+    }
+    auto c = std::make_unique<Connection>();
+    if (target.tls()) {
+      c->tls = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(executor, tls_context);
+    } else {
+      c->plain = std::make_unique<beast::tcp_stream>(executor);
+    }
+    busy.insert(c.get());
+    struct Unmark {
+      Impl* self;
+      Connection* c;
+      ~Unmark() { self->busy.erase(c); }
+    } unmark{this, c.get()};
+    beast::tcp_stream& tcp = c->lowest();
+    tcp.expires_after(target.connect_timeout);
+    auto [ec, ep] = co_await tcp.async_connect(endpoints, use_tuple);
+    if (ec) {
+      failure = is_timeout(ec) ? Outcome::timeout : (cancelled ? Outcome::cancelled : Outcome::connect);
+      co_return nullptr;
+    }
+    tcp.socket().set_option(asio::ip::tcp::no_delay(true), ec);
+    if (c->tls) {
+      // SNI and host name verification.
+      if (!SSL_set_tlsext_host_name(c->tls->native_handle(), target.host.c_str())) {
+        failure = Outcome::tls;
+        co_return nullptr;
+      }
+      if (target.verify_tls) c->tls->set_verify_callback(ssl::host_name_verification(target.host));
+      tcp.expires_after(target.connect_timeout);
+      auto [hec] = co_await c->tls->async_handshake(ssl::stream_base::client, use_tuple);
+      if (hec) {
+        failure = is_timeout(hec) ? Outcome::timeout : (cancelled ? Outcome::cancelled : Outcome::tls);
+        co_return nullptr;
+      }
+    }
+    co_return c;
+  }
+
+  void release(std::unique_ptr<Connection> c, bool reusable) {
+    if (reusable && !cancelled) {
+      idle.push_back(std::move(c));
+      return;
+    }
+    beast::error_code ignored;
+    c->lowest().socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+    c->lowest().socket().close(ignored);
+  }
+
+  bhttp::request<bhttp::string_body> make_request(bhttp::verb verb, const std::string& path, std::string body,
+                                                  const std::string& request_id, bool sse) {
+    bhttp::request<bhttp::string_body> req{verb, path, 11};
+    req.set(bhttp::field::host, target.host);
+    req.set(bhttp::field::user_agent, "capsweep");
+    if (!body.empty()) req.set(bhttp::field::content_type, "application/json");
+    if (sse) req.set(bhttp::field::accept, "text/event-stream");
+    if (!request_id.empty()) req.set("x-request-id", request_id);
+    for (const auto& [k, v] : target.headers) req.set(k, v);
+    req.keep_alive(true);
+    req.body() = std::move(body);
+    req.prepare_payload();
+    return req;
+  }
+
+  template <class Stream>
+  asio::awaitable<void> exchange(Stream& stream, Connection& c, bhttp::request<bhttp::string_body>& req,
+                                 RequestRecord& rec, SteadyClock::time_point origin, bool& reusable) {
+    const auto deadline = SteadyClock::now() + target.request_timeout;
+    auto arm = [&](Nanos limit) {
+      const auto until = std::min(SteadyClock::now() + limit, deadline);
+      c.lowest().expires_at(until);
+    };
+    arm(target.read_timeout);
+    rec.sent = SteadyClock::now() - origin;
+    auto [wec, wn] = co_await bhttp::async_write(stream, req, use_tuple);
+    if (wec) {
+      rec.outcome = cancelled ? Outcome::cancelled : is_timeout(wec) ? Outcome::timeout : Outcome::connect;
+      co_return;
+    }
+    bhttp::response_parser<bhttp::buffer_body> parser;
+    parser.body_limit(boost::none);
+    arm(target.read_timeout);
+    auto [hec, hn] = co_await bhttp::async_read_header(stream, c.buffer, parser, use_tuple);
+    if (hec) {
+      rec.outcome = cancelled ? Outcome::cancelled : is_timeout(hec) ? Outcome::timeout : Outcome::connect;
+      co_return;
+    }
+    const unsigned status = parser.get().result_int();
+    const bool ok_status = status >= 200 && status < 300;
+
+    SseParser sse;
+    std::uint64_t last_completion_tokens = 0;
+    std::optional<std::uint64_t> usage_completion, usage_prompt;
+    bool saw_done = false, stream_failed = false;
+    std::string error_body;
+    char chunk[16384];
+    while (!parser.is_done()) {
+      parser.get().body().data = chunk;
+      parser.get().body().size = sizeof chunk;
+      arm(target.read_timeout);
+      auto [rec_ec, n] = co_await bhttp::async_read_some(stream, c.buffer, parser, use_tuple);
+      const std::size_t got = sizeof chunk - parser.get().body().size;
+      const Nanos now = SteadyClock::now() - origin;  // arrival of this piece
+      if (rec_ec == bhttp::error::need_buffer) rec_ec = {};
+      if (got > 0) {
+        if (!ok_status) {
+          if (error_body.size() < 4096) error_body.append(chunk, std::min(got, 4096 - error_body.size()));
+        } else if (!sse.feed(std::string_view(chunk, got), [&](std::string_view data) {
+                     if (stream_failed || saw_done) return;
+                     const StreamChunk sc = interpret_chunk(data);
+                     switch (sc.kind) {
+                       case StreamChunk::Kind::content: {
+                         std::uint32_t tokens = 1;
+                         if (sc.completion_tokens) {
+                           tokens = static_cast<std::uint32_t>(std::max<std::uint64_t>(
+                               1, *sc.completion_tokens > last_completion_tokens ? *sc.completion_tokens - last_completion_tokens : 1));
+                           last_completion_tokens = *sc.completion_tokens;
+                         }
+                         rec.chunks.push_back({now, tokens});
+                         break;
+                       }
+                       case StreamChunk::Kind::done:
+                         saw_done = true;
+                         break;
+                       case StreamChunk::Kind::error:
+                       case StreamChunk::Kind::malformed:
+                         stream_failed = true;
+                         break;
+                       default:
+                         break;
+                     }
+                     if (sc.completion_tokens) usage_completion = sc.completion_tokens;
+                     if (sc.prompt_tokens) usage_prompt = sc.prompt_tokens;
+                   })) {
+          stream_failed = true;
+        }
+      }
+      if (rec_ec) {
+        rec.outcome = cancelled ? Outcome::cancelled
+                      : is_timeout(rec_ec) ? Outcome::timeout
+                      : ok_status ? Outcome::stream_error : status_outcome(status);
+        co_return;
+      }
+      if (stream_failed) break;
+    }
+    if (!ok_status) {
+      rec.outcome = status_outcome(status);
+      reusable = parser.is_done() && parser.keep_alive();
+      co_return;
+    }
+    if (stream_failed) {
+      rec.outcome = Outcome::stream_error;
+      co_return;
+    }
+    if (usage_prompt) rec.input_tokens = static_cast<std::uint32_t>(*usage_prompt);
+    if (usage_completion) {
+      rec.output_tokens = static_cast<std::uint32_t>(*usage_completion);
+      rec.output_tokens_estimated = false;
+    } else {
+      std::uint64_t counted = 0;
+      for (const auto& ch : rec.chunks) counted += ch.tokens;
+      rec.output_tokens = static_cast<std::uint32_t>(counted);
+      rec.output_tokens_estimated = true;
+    }
+    rec.outcome = rec.chunks.empty() ? Outcome::empty_stream : Outcome::ok;
+    reusable = parser.keep_alive();
+  }
+
+  // Non-streaming completion: the answer arrives whole; its arrival is both first and last token.
+  template <class Stream>
+  asio::awaitable<void> exchange_plain(Stream& stream, Connection& c, bhttp::request<bhttp::string_body>& req,
+                                       RequestRecord& rec, SteadyClock::time_point origin, bool& reusable) {
+    c.lowest().expires_after(std::min(target.read_timeout, target.request_timeout));
+    rec.sent = SteadyClock::now() - origin;
+    auto [wec, wn] = co_await bhttp::async_write(stream, req, use_tuple);
+    if (wec) {
+      rec.outcome = cancelled ? Outcome::cancelled : is_timeout(wec) ? Outcome::timeout : Outcome::connect;
+      co_return;
+    }
+    bhttp::response_parser<bhttp::string_body> parser;
+    parser.body_limit(64 << 20);
+    c.lowest().expires_after(std::min(target.read_timeout, target.request_timeout));
+    auto [rec_ec, n] = co_await bhttp::async_read(stream, c.buffer, parser, use_tuple);
+    const Nanos now = SteadyClock::now() - origin;
+    if (rec_ec) {
+      rec.outcome = cancelled ? Outcome::cancelled : is_timeout(rec_ec) ? Outcome::timeout : Outcome::connect;
+      co_return;
+    }
+    const unsigned status = parser.get().result_int();
+    reusable = parser.keep_alive();
+    if (status < 200 || status >= 300) {
+      rec.outcome = status_outcome(status);
+      co_return;
+    }
+    auto j = nlohmann::json::parse(parser.get().body(), nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+      rec.outcome = Outcome::stream_error;
+      co_return;
+    }
+    std::uint32_t tokens = 1;
+    rec.output_tokens_estimated = true;
+    if (auto u = j.find("usage"); u != j.end() && u->is_object()) {
+      if (u->contains("completion_tokens") && (*u)["completion_tokens"].is_number_unsigned()) {
+        tokens = std::max<std::uint32_t>(1, (*u)["completion_tokens"].get<std::uint32_t>());
+        rec.output_tokens_estimated = false;
+      }
+      if (u->contains("prompt_tokens") && (*u)["prompt_tokens"].is_number_unsigned()) {
+        rec.input_tokens = (*u)["prompt_tokens"].get<std::uint32_t>();
+      }
+    }
+    rec.chunks.push_back({now, tokens});
+    rec.output_tokens = tokens;
+    rec.outcome = Outcome::ok;
+  }
+
+  asio::awaitable<void> send(std::string body, RequestRecord& rec, SteadyClock::time_point origin,
+                             std::string request_id) {
+    auto self = shared_from_this();
+    if (cancelled) {
+      rec.outcome = Outcome::cancelled;
+      co_return;
+    }
+    auto req = make_request(bhttp::verb::post, target.completion_path(), std::move(body), request_id, target.stream);
+    // A pooled connection the server closed while idle fails before any answer: such a
+    // request is retried once on a fresh connection, as HTTP clients do.
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      const bool pooled = !idle.empty();
+      Outcome failure = Outcome::connect;
+      auto c = co_await acquire(failure);
+      if (!c) {
+        rec.sent = SteadyClock::now() - origin;
+        rec.outcome = failure;
+        co_return;
+      }
+      busy.insert(c.get());
+      bool reusable = false;
+      rec.outcome = Outcome::ok;
+      if (c->tls) {
+        if (target.stream) co_await exchange(*c->tls, *c, req, rec, origin, reusable);
+        else co_await exchange_plain(*c->tls, *c, req, rec, origin, reusable);
+      } else {
+        if (target.stream) co_await exchange(*c->plain, *c, req, rec, origin, reusable);
+        else co_await exchange_plain(*c->plain, *c, req, rec, origin, reusable);
+      }
+      busy.erase(c.get());
+      release(std::move(c), reusable && rec.outcome == Outcome::ok);
+      const bool stale = pooled && rec.outcome == Outcome::connect && rec.chunks.empty();
+      if (!stale || cancelled) co_return;
+    }
+  }
+
+  asio::awaitable<PlainResponse> request(std::string method, std::string path, std::string body) {
+    auto self = shared_from_this();
+    PlainResponse out;
+    Outcome failure = Outcome::connect;
+    auto c = co_await acquire(failure);
+    if (!c) {
+      out.body = std::string("cannot connect: ") + std::string(to_string(failure));
+      co_return out;
+    }
+    busy.insert(c.get());
+    auto req = make_request(bhttp::string_to_verb(method), target.base_path + path, std::move(body), "", false);
+    if (req.method() == bhttp::verb::get) req.erase(bhttp::field::content_type);
+    bhttp::response_parser<bhttp::string_body> parser;
+    parser.body_limit(64 << 20);
+    beast::error_code ec;
+    c->lowest().expires_after(target.read_timeout);
+    if (c->tls) {
+      std::tie(ec, std::ignore) = co_await bhttp::async_write(*c->tls, req, use_tuple);
+      if (!ec) std::tie(ec, std::ignore) = co_await bhttp::async_read(*c->tls, c->buffer, parser, use_tuple);
+    } else {
+      std::tie(ec, std::ignore) = co_await bhttp::async_write(*c->plain, req, use_tuple);
+      if (!ec) std::tie(ec, std::ignore) = co_await bhttp::async_read(*c->plain, c->buffer, parser, use_tuple);
+    }
+    busy.erase(c.get());
+    if (ec) {
+      out.body = ec.message();
+      release(std::move(c), false);
+      co_return out;
+    }
+    out.status = static_cast<int>(parser.get().result_int());
+    out.body = std::move(parser.get().body());
+    release(std::move(c), parser.keep_alive());
+    co_return out;
+  }
+
+  void cancel_all() {
+    cancelled = true;
+    beast::error_code ignored;
+    for (auto* c : busy) c->lowest().socket().close(ignored);
+    for (auto& c : idle) c->lowest().socket().close(ignored);
+    idle.clear();
+  }
+};
+
+Client::Client(asio::any_io_executor executor, Target target)
+    : impl_(std::make_shared<Impl>(executor, std::move(target))) {}
+Client::~Client() = default;
+
+asio::awaitable<void> Client::send(std::string body, RequestRecord& rec, SteadyClock::time_point origin,
+                                   std::string request_id) {
+  return impl_->send(std::move(body), rec, origin, std::move(request_id));
+}
+
+asio::awaitable<Client::PlainResponse> Client::request(std::string method, std::string path, std::string body) {
+  return impl_->request(std::move(method), std::move(path), std::move(body));
+}
+
+void Client::cancel_all() { impl_->cancel_all(); }
+std::size_t Client::open_connections() const noexcept { return impl_->idle.size() + impl_->busy.size(); }
+const Target& Client::target() const noexcept { return impl_->target; }
+
+}  // namespace capsweep::llm

@@ -1,0 +1,51 @@
+#pragma once
+// The HTTP(S) client of the load engine: one per target, living on the generator's
+// io_context thread. Keeps a keep-alive connection pool that grows with the requests in
+// flight, puts a deadline on every operation, streams OpenAI SSE responses and records each
+// content chunk's arrival (steady_clock) and token count into a RequestRecord.
+
+#include "core/record.hpp"
+#include "llm/target.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include <memory>
+#include <string>
+
+namespace capsweep::llm {
+
+class Client {
+ public:
+  // Throws std::runtime_error when the TLS context cannot be set up (bad CA file).
+  Client(boost::asio::any_io_executor executor, Target target);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Sends one completion request with `body` and fills rec.sent, rec.chunks, token counts and
+  // rec.outcome. Times are offsets from `origin`. Never throws for request failures.
+  boost::asio::awaitable<void> send(std::string body, RequestRecord& rec,
+                                    SteadyClock::time_point origin, std::string request_id);
+
+  // A plain request (for calibration and scraping): returns status and body, or status 0 with
+  // the error text in the body.
+  struct PlainResponse {
+    int status = 0;
+    std::string body;
+  };
+  boost::asio::awaitable<PlainResponse> request(std::string method, std::string path,
+                                                std::string body);
+
+  // Aborts every request in flight (they end as `cancelled`) and refuses new ones.
+  void cancel_all();
+  // Connections open (idle + busy).
+  std::size_t open_connections() const noexcept;
+  const Target& target() const noexcept;
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace capsweep::llm

@@ -1,0 +1,152 @@
+#include "llm/target.hpp"
+
+#include <charconv>
+#include <fmt/format.h>
+
+namespace capsweep::llm {
+
+std::string Target::completion_path() const {
+  return base_path + (api == Api::chat ? "/v1/chat/completions" : "/v1/completions");
+}
+
+Result<Target> parse_base_url(Target t, std::string_view url, const std::string& field) {
+  const auto scheme_end = url.find("://");
+  if (scheme_end == std::string_view::npos) {
+    return invalid(field, fmt::format("'{}' is not a URL like http://host:port", url));
+  }
+  t.scheme = std::string(url.substr(0, scheme_end));
+  if (t.scheme != "http" && t.scheme != "https") {
+    return invalid(field, fmt::format("scheme '{}' is not http or https", t.scheme));
+  }
+  std::string_view rest = url.substr(scheme_end + 3);
+  const auto slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  std::string_view path = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash);
+  while (!path.empty() && path.back() == '/') path.remove_suffix(1);
+  if (path.find_first_of("?#") != std::string_view::npos) {
+    return invalid(field, "the base URL must not carry a query or fragment");
+  }
+  t.base_path = std::string(path);
+  if (authority.find('@') != std::string_view::npos) {
+    return invalid(field, "credentials in the URL are not accepted: use target.headers");
+  }
+  std::string_view host = authority, port_text;
+  if (!authority.empty() && authority.front() == '[') {  // [v6]:port
+    const auto close = authority.find(']');
+    if (close == std::string_view::npos) return invalid(field, "unterminated IPv6 address");
+    host = authority.substr(1, close - 1);
+    if (close + 1 < authority.size()) {
+      if (authority[close + 1] != ':') return invalid(field, "expected ':' after the IPv6 address");
+      port_text = authority.substr(close + 2);
+    }
+  } else if (const auto colon = authority.rfind(':'); colon != std::string_view::npos) {
+    host = authority.substr(0, colon);
+    port_text = authority.substr(colon + 1);
+  }
+  if (host.empty()) return invalid(field, "the URL has no host");
+  t.host = std::string(host);
+  if (port_text.empty()) {
+    t.port = t.tls() ? 443 : 80;
+  } else {
+    unsigned port = 0;
+    auto [p, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+    if (ec != std::errc() || p != port_text.data() + port_text.size() || port == 0 || port > 65535) {
+      return invalid(field, fmt::format("'{}' is not a port number", port_text));
+    }
+    t.port = static_cast<std::uint16_t>(port);
+  }
+  return t;
+}
+
+namespace {
+
+Result<Nanos> seconds_field(const nlohmann::json& j, const char* key, const std::string& field, Nanos fallback) {
+  auto it = j.find(key);
+  if (it == j.end()) return fallback;
+  if (!it->is_number() || !(it->get<double>() > 0)) return invalid(field + "/" + key, "must be a positive number of seconds");
+  return duration_from_s(it->get<double>(), field + "/" + key);
+}
+
+}  // namespace
+
+Result<Target> parse_target(const nlohmann::json& j, const std::string& field) {
+  if (!j.is_object()) return invalid(field, "must be an object");
+  Target t;
+  auto url = j.find("base_url");
+  if (url == j.end() || !url->is_string()) return invalid(field + "/base_url", "is required: a URL like http://127.0.0.1:8000");
+  auto parsed = parse_base_url(t, url->get<std::string>(), field + "/base_url");
+  if (!parsed) return parsed.error();
+  t = std::move(*parsed);
+  if (auto api = j.find("api"); api != j.end()) {
+    if (*api == "completions") t.api = Api::completions;
+    else if (*api == "chat") t.api = Api::chat;
+    else return invalid(field + "/api", "must be \"completions\" or \"chat\"");
+  }
+  auto model = j.find("model");
+  if (model == j.end() || !model->is_string() || model->get<std::string>().empty()) {
+    return invalid(field + "/model", "is required: the served model name");
+  }
+  t.model = model->get<std::string>();
+  if (auto h = j.find("headers"); h != j.end()) {
+    if (!h->is_object()) return invalid(field + "/headers", "must be an object of header names to strings");
+    for (const auto& [k, v] : h->items()) {
+      if (!v.is_string()) return invalid(field + "/headers/" + k, "must be a string");
+      if (k.empty() || k.find_first_of(" :\r\n") != std::string::npos) return invalid(field + "/headers/" + k, "is not a header name");
+      const auto& s = v.get_ref<const std::string&>();
+      if (s.find_first_of("\r\n") != std::string::npos) return invalid(field + "/headers/" + k, "must not contain line breaks");
+      t.headers.emplace_back(k, s);
+    }
+  }
+  if (auto e = j.find("extra_body"); e != j.end()) {
+    if (!e->is_object()) return invalid(field + "/extra_body", "must be an object");
+    t.extra_body = *e;
+  }
+  for (const char* key : {"stream", "ignore_eos"}) {
+    if (auto b = j.find(key); b != j.end()) {
+      if (!b->is_boolean()) return invalid(field + "/" + key, "must be true or false");
+      (std::string_view(key) == "stream" ? t.stream : t.ignore_eos) = b->get<bool>();
+    }
+  }
+  if (auto tls = j.find("tls"); tls != j.end()) {
+    if (!tls->is_object()) return invalid(field + "/tls", "must be an object");
+    if (auto v = tls->find("verify"); v != tls->end()) {
+      if (!v->is_boolean()) return invalid(field + "/tls/verify", "must be true or false");
+      t.verify_tls = v->get<bool>();
+    }
+    if (auto ca = tls->find("ca_file"); ca != tls->end()) {
+      if (!ca->is_string()) return invalid(field + "/tls/ca_file", "must be a path");
+      t.ca_file = ca->get<std::string>();
+    }
+  }
+  if (auto to = j.find("timeouts"); to != j.end()) {
+    if (!to->is_object()) return invalid(field + "/timeouts", "must be an object");
+    auto c = seconds_field(*to, "connect_s", field + "/timeouts", t.connect_timeout);
+    if (!c) return c.error();
+    auto r = seconds_field(*to, "read_s", field + "/timeouts", t.read_timeout);
+    if (!r) return r.error();
+    auto q = seconds_field(*to, "request_s", field + "/timeouts", t.request_timeout);
+    if (!q) return q.error();
+    t.connect_timeout = *c;
+    t.read_timeout = *r;
+    t.request_timeout = *q;
+  }
+  return t;
+}
+
+std::string completion_body(const Target& t, std::string_view prompt, std::uint32_t max_tokens) {
+  nlohmann::json j = t.extra_body;
+  j["model"] = t.model;
+  if (t.api == Api::chat) {
+    j["messages"] = nlohmann::json::array({{{"role", "user"}, {"content", prompt}}});
+    j["max_completion_tokens"] = max_tokens;
+  } else {
+    j["prompt"] = prompt;
+    j["max_tokens"] = max_tokens;
+  }
+  j["stream"] = t.stream;
+  if (t.stream) j["stream_options"] = {{"include_usage", true}, {"continuous_usage_stats", true}};
+  if (t.ignore_eos) j["ignore_eos"] = true;
+  return j.dump();
+}
+
+}  // namespace capsweep::llm

@@ -1,0 +1,53 @@
+#pragma once
+// The endpoint under test, as a job spec's "target" object describes it, converted once at the
+// edge into plain settings: URL parts, API flavour, model, headers, TLS and deadlines.
+
+#include "core/error.hpp"
+#include "core/time.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace capsweep::llm {
+
+enum class Api { completions, chat };
+
+struct Target {
+  std::string scheme = "http";  // "http" | "https"
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 8000;
+  std::string base_path;        // prefix before /v1/..., without a trailing '/'
+  Api api = Api::completions;
+  std::string model;
+  std::vector<std::pair<std::string, std::string>> headers;  // secrets: never logged
+  nlohmann::json extra_body = nlohmann::json::object();       // merged into every request body
+  bool stream = true;
+  bool ignore_eos = true;
+  bool verify_tls = true;
+  std::string ca_file;          // PEM file of extra trusted CAs
+  Nanos connect_timeout = std::chrono::seconds(10);
+  Nanos read_timeout = std::chrono::seconds(60);     // longest silence while reading
+  Nanos request_timeout = std::chrono::seconds(600); // whole request
+
+  bool tls() const noexcept { return scheme == "https"; }
+  // The request path of the completion endpoint.
+  std::string completion_path() const;
+};
+
+// Parses "http://host:port/prefix" into scheme, host, port and base path.
+Result<Target> parse_base_url(Target t, std::string_view url, const std::string& field);
+
+// Parses the spec's target object: {"base_url", "api": "completions"|"chat", "model",
+// "headers": {...}, "extra_body": {...}, "stream", "ignore_eos", "tls": {"verify", "ca_file"},
+// "timeouts": {"connect_s", "read_s", "request_s"}}. Errors carry a JSON pointer below `field`.
+Result<Target> parse_target(const nlohmann::json& j, const std::string& field = "/target");
+
+// The JSON body of one completion request for `prompt` (completions) or a single user
+// message (chat), with streaming, usage options, ignore_eos and extra_body merged.
+std::string completion_body(const Target& t, std::string_view prompt, std::uint32_t max_tokens);
+
+}  // namespace capsweep::llm

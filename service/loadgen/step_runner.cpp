@@ -1,0 +1,387 @@
+#include "loadgen/step_runner.hpp"
+
+#include "llm/client.hpp"
+#include "observe/prometheus.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <sys/resource.h>
+
+#include <deque>
+#include <mutex>
+#include <thread>
+
+namespace capsweep::loadgen {
+
+namespace asio = boost::asio;
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+
+namespace {
+
+double thread_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_THREAD, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+void log_exception(std::exception_ptr e) {
+  if (!e) return;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    fmt::print(stderr, "loadgen: request coroutine failed: {}\n", ex.what());
+  }
+}
+
+std::mutex g_active_mutex;  // guards StepRunner::active_ against the step's teardown
+
+}  // namespace
+
+nlohmann::json StepResult::summary() const {
+  nlohmann::json j = metrics.summary();
+  j["generator_limited"] = generator_limited;
+  j["generator_cpu"] = generator_cpu;
+  j["p99_loop_delay_ms"] = loop_delay_p99_ms;
+  j["max_loop_delay_ms"] = loop_delay_max_ms;
+  j["peak_in_flight"] = peak_in_flight;
+  j["peak_connections"] = peak_connections;
+  j["cancelled"] = cancelled;
+  j["server"] = server.summary();
+  return j;
+}
+
+// Everything one step needs on its generator thread.
+struct StepState {
+  StepState(const llm::Target& target, const llm::Workload& w, const StepSpec& s, Progress& p, StepWindow window)
+      : client(io.get_executor(), target), workload(w), spec(s), progress(p), acc(window, s.goodput),
+        dispatch_timer(io), drained(io), monitor_timer(io) {}
+
+  asio::io_context io{1};
+  llm::Client client;
+  const llm::Workload& workload;
+  const StepSpec& spec;
+  Progress& progress;
+  StepAccumulator acc;
+  Schedule schedule;
+  SteadyClock::time_point t0;
+  asio::steady_timer dispatch_timer, drained, monitor_timer;
+  struct Waiting {
+    std::uint64_t index;
+    Nanos scheduled, dispatched;
+  };
+  std::deque<Waiting> capped;  // rate mode with a concurrency cap: dispatched, waiting for a slot
+  std::uint64_t in_flight = 0, peak_in_flight = 0, peak_connections = 0, next_index = 0;
+  bool stopping = false;   // no more dispatch (end of schedule, drain, cancel)
+  bool abandoning = false; // the drain timeout passed: requests still running are incomplete
+  bool cancelled = false;  // cancelled by the user
+  SampleSet loop_delay_ms;
+
+  Nanos now() const { return SteadyClock::now() - t0; }
+
+  void launch(std::uint64_t index, Nanos scheduled, Nanos dispatched) {
+    ++in_flight;
+    peak_in_flight = std::max(peak_in_flight, in_flight);
+    progress.in_flight.store(in_flight, std::memory_order_relaxed);
+    asio::co_spawn(io, one(index, scheduled, dispatched), log_exception);
+  }
+
+  asio::awaitable<void> one(std::uint64_t index, Nanos scheduled, Nanos dispatched) {
+    RequestRecord rec;
+    rec.scheduled = scheduled;
+    rec.dispatched = dispatched;
+    const llm::WorkItem item = workload.item(spec.request_index_base + index);
+    rec.input_tokens = item.input_tokens;
+    std::string body = llm::completion_body(client.target(), item.prompt, item.max_tokens);
+    progress.sent.fetch_add(1, std::memory_order_relaxed);
+    co_await client.send(std::move(body), rec, t0, fmt::format("capsweep-{}-{}", spec.seed, index));
+    peak_connections = std::max<std::uint64_t>(peak_connections, client.open_connections());
+    finish(rec);
+  }
+
+  void finish(RequestRecord& rec) {
+    if (rec.outcome == Outcome::cancelled && abandoning && !cancelled) rec.outcome = Outcome::incomplete;
+    acc.add(rec);
+    (rec.outcome == Outcome::ok ? progress.done : progress.failed).fetch_add(1, std::memory_order_relaxed);
+    --in_flight;
+    progress.in_flight.store(in_flight, std::memory_order_relaxed);
+    // A slot freed: the oldest request waiting behind the concurrency cap goes now.
+    if (!capped.empty() && !abandoning && !cancelled) {
+      const Waiting w = capped.front();
+      capped.pop_front();
+      launch(w.index, w.scheduled, w.dispatched);
+    }
+    if (in_flight == 0) drained.cancel();
+  }
+
+  asio::awaitable<void> dispatch_rate() {
+    const auto& times = schedule.send_times;
+    for (std::uint64_t i = 0; i < times.size() && !stopping; ++i) {
+      const auto due = t0 + times[i];
+      if (SteadyClock::now() < due) {
+        dispatch_timer.expires_at(due);
+        co_await dispatch_timer.async_wait(use_tuple);
+        if (stopping) break;
+      }
+      if (spec.stall_before && *spec.stall_before == i) std::this_thread::sleep_for(spec.stall);
+      const Nanos dispatched = now();
+      progress.scheduled.fetch_add(1, std::memory_order_relaxed);
+      if (spec.concurrency > 0 && in_flight >= spec.concurrency) {
+        capped.push_back({i, times[i], dispatched});
+      } else {
+        launch(i, times[i], dispatched);
+      }
+    }
+  }
+
+  asio::awaitable<void> worker(Nanos end) {
+    while (!stopping && now() < end && (!spec.requests || next_index < *spec.requests)) {
+      const std::uint64_t i = next_index++;
+      const Nanos t = now();
+      progress.scheduled.fetch_add(1, std::memory_order_relaxed);
+      ++in_flight;
+      peak_in_flight = std::max(peak_in_flight, in_flight);
+      co_await one(i, t, t);
+    }
+  }
+
+  asio::awaitable<void> monitor() {
+    // Event-loop delay: how late a 5 ms timer fires; and the live p95 TTFT.
+    auto next = SteadyClock::now();
+    int ticks = 0;
+    while (!stopping || in_flight > 0) {
+      next += std::chrono::milliseconds(5);
+      monitor_timer.expires_at(next);
+      co_await monitor_timer.async_wait(use_tuple);
+      const auto late = SteadyClock::now() - next;
+      loop_delay_ms.add(std::chrono::duration<double, std::milli>(late).count());
+      if (late > std::chrono::milliseconds(50)) next = SteadyClock::now();
+      if (++ticks % 50 == 0) progress.p95_ttft_ms.store(acc_p95(), std::memory_order_relaxed);
+    }
+  }
+
+  double acc_p95() const { return acc.current().ttft_ms.percentile(95); }
+
+  asio::awaitable<void> main(Nanos drain_deadline) {
+    asio::co_spawn(io, monitor(), log_exception);
+    if (spec.mode == Mode::rate) {
+      co_await dispatch_rate();
+    } else {
+      // N closed-loop workers; the step ends for them at its duration.
+      const Nanos end = spec.duration;
+      for (std::uint32_t w = 0; w + 1 < spec.concurrency; ++w) asio::co_spawn(io, worker(end), log_exception);
+      co_await worker(end);
+    }
+    stopping = true;
+    // Drain: wait for the requests in flight until the drain deadline.
+    if (in_flight > 0 || !capped.empty()) {
+      drained.expires_at(t0 + drain_deadline);
+      co_await drained.async_wait(use_tuple);
+    }
+    if (in_flight > 0 || !capped.empty()) {
+      abandoning = true;
+      // Requests still waiting behind the cap never went out: incomplete all the same.
+      for (const auto& w : capped) {
+        RequestRecord rec;
+        rec.scheduled = w.scheduled;
+        rec.dispatched = rec.sent = w.dispatched;
+        rec.outcome = cancelled ? Outcome::cancelled : Outcome::incomplete;
+        acc.add(rec);
+      }
+      capped.clear();
+      client.cancel_all();
+      while (in_flight > 0) {
+        drained.expires_after(std::chrono::milliseconds(5));
+        co_await drained.async_wait(use_tuple);
+      }
+    }
+    monitor_timer.cancel();
+  }
+
+  void cancel() {
+    cancelled = true;
+    stopping = true;
+    dispatch_timer.cancel();
+    abandoning = true;
+    for (const auto& w : capped) {
+      RequestRecord rec;
+      rec.scheduled = w.scheduled;
+      rec.dispatched = rec.sent = w.dispatched;
+      rec.outcome = Outcome::cancelled;
+      acc.add(rec);
+    }
+    capped.clear();
+    client.cancel_all();
+    drained.cancel();
+  }
+};
+
+StepRunner::StepRunner(llm::Target target, std::shared_ptr<const llm::Workload> workload)
+    : target_(std::move(target)), workload_(std::move(workload)) {}
+
+StepRunner::~StepRunner() = default;
+
+void StepRunner::cancel() {
+  cancel_requested_ = true;
+  std::lock_guard lock(g_active_mutex);
+  if (auto* s = static_cast<StepState*>(active_.load())) {
+    asio::post(s->io, [s] { s->cancel(); });
+  }
+}
+
+Result<StepResult> StepRunner::run(const StepSpec& spec) {
+  if (spec.mode == Mode::concurrency && spec.concurrency == 0) {
+    return invalid("/concurrency", "concurrency mode needs a concurrency of at least 1");
+  }
+  if (spec.warmup >= spec.duration && !spec.requests) {
+    return invalid("/warmup_s", "the warm-up must be shorter than the step");
+  }
+  Schedule schedule;
+  StepWindow window;
+  window.warmup = spec.warmup;
+  Nanos schedule_end = spec.duration;
+  if (spec.mode == Mode::rate) {
+    ScheduleLimit limit;
+    if (spec.arrival.process != ArrivalProcess::all_at_once) limit.duration = spec.duration;
+    limit.count = spec.requests;
+    auto s = make_schedule(spec.arrival, limit, spec.seed);
+    if (!s) return s.error();
+    schedule = std::move(*s);
+    window.offered_rate_rps = spec.arrival.process == ArrivalProcess::all_at_once
+                                  ? std::numeric_limits<double>::infinity()
+                                  : spec.arrival.rate_rps;
+    if (spec.requests) {
+      // A count-limited step ends with its last answer, not at a fixed time.
+      schedule_end = schedule.send_times.empty() ? Nanos(0) : schedule.send_times.back();
+    } else {
+      window.end = spec.duration;
+    }
+  } else if (!spec.requests) {
+    window.end = spec.duration;
+  }
+  const Nanos drain_deadline = std::max(schedule_end, spec.duration) + spec.drain_timeout;
+  window.drain_end = drain_deadline;
+
+  auto state = std::make_unique<StepState>(target_, *workload_, spec, progress_, window);
+  state->schedule = std::move(schedule);
+  {
+    std::lock_guard lock(g_active_mutex);
+    active_ = state.get();
+  }
+  if (cancel_requested_) state->cancelled = true;
+
+  // The target's own gauges, scraped on a thread of its own.
+  StepResult result;
+  std::atomic<bool> scraping{!spec.metrics_url.empty()};
+  std::thread scraper;
+  const auto t0 = SteadyClock::now() + std::chrono::milliseconds(20);
+  state->t0 = t0;
+  if (scraping) {
+    scraper = std::thread([&] {
+      auto base = llm::parse_base_url(llm::Target{}, spec.metrics_url, "/target/metrics_url");
+      if (!base) {
+        result.server.add_failure(base.error().message);
+        return;
+      }
+      const std::string path = base->base_path.empty() ? "/metrics" : base->base_path;
+      base->base_path.clear();
+      asio::io_context io(1);
+      llm::Client client(io.get_executor(), *base);
+      asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+        asio::steady_timer t(io);
+        auto next = SteadyClock::now();
+        while (scraping) {
+          auto r = co_await client.request("GET", path, "");
+          if (r.status == 200) {
+            auto e = observe::parse_prometheus_text(r.body);
+            if (e) result.server.add(SteadyClock::now() - t0, *e);
+            else result.server.add_failure(e.error().message);
+          } else {
+            result.server.add_failure(r.status ? fmt::format("HTTP {}", r.status) : r.body);
+          }
+          next += spec.scrape_interval;
+          // Sleep in short slices so the end of the step is noticed promptly.
+          while (scraping && SteadyClock::now() < next) {
+            t.expires_after(std::min<Nanos>(next - SteadyClock::now(), std::chrono::milliseconds(50)));
+            co_await t.async_wait(use_tuple);
+          }
+        }
+      }, log_exception);
+      io.run();
+    });
+  }
+
+  const auto wall_start = SteadyClock::now();
+  double cpu = 0;
+  std::thread generator([&] {
+    const double cpu0 = thread_cpu_seconds();
+    asio::co_spawn(state->io, state->main(drain_deadline), log_exception);
+    if (state->cancelled) asio::post(state->io, [s = state.get()] { s->cancel(); });
+    state->io.run();
+    cpu = thread_cpu_seconds() - cpu0;
+  });
+  generator.join();
+  const double wall = std::chrono::duration<double>(SteadyClock::now() - wall_start).count();
+  scraping = false;
+  if (scraper.joinable()) scraper.join();
+  {
+    std::lock_guard lock(g_active_mutex);
+    active_ = nullptr;
+  }
+
+  result.generator_cpu = wall > 0 ? cpu / wall : 0;
+  result.loop_delay_p99_ms = state->loop_delay_ms.percentile(99);
+  result.loop_delay_max_ms = state->loop_delay_ms.max();
+  result.peak_in_flight = state->peak_in_flight;
+  result.peak_connections = state->peak_connections;
+  result.cancelled = state->cancelled;
+  result.metrics = std::move(state->acc).finish();
+  const double lag_p99_ms = result.metrics.schedule_lag_ms.percentile(99);
+  result.generator_limited = lag_p99_ms > to_ms(spec.lag_bound) || result.generator_cpu > spec.cpu_saturation;
+  return result;
+}
+
+double calibrate_tokens_per_word(const llm::Target& target, std::string& how) {
+  constexpr std::uint32_t kWords = 500;
+  const std::string text = llm::PromptSynth::calibration_text(kWords);
+  asio::io_context io(1);
+  llm::Client client(io.get_executor(), target);
+  double ratio = 0;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    nlohmann::json tok{{"model", target.model}, {"prompt", text}};
+    auto r = co_await client.request("POST", "/tokenize", tok.dump());
+    if (r.status == 200) {
+      auto j = nlohmann::json::parse(r.body, nullptr, false);
+      if (j.is_object() && j.contains("count") && j["count"].is_number()) {
+        ratio = j["count"].get<double>() / kWords;
+        how = "/tokenize";
+        co_return;
+      }
+    }
+    llm::Target plain = target;
+    plain.stream = false;
+    auto body = nlohmann::json::parse(llm::completion_body(plain, text, 1));
+    auto c = co_await client.request("POST", target.completion_path().substr(target.base_path.size()), body.dump());
+    if (c.status == 200) {
+      auto j = nlohmann::json::parse(c.body, nullptr, false);
+      if (j.is_object() && j.contains("usage") && j["usage"].contains("prompt_tokens")) {
+        ratio = j["usage"]["prompt_tokens"].get<double>() / kWords;
+        how = "usage.prompt_tokens";
+      }
+    }
+  }, log_exception);
+  io.run();
+  if (!(ratio > 0)) {
+    how = "none (assumed 1 token per word)";
+    return 1.0;
+  }
+  return ratio;
+}
+
+}  // namespace capsweep::loadgen

@@ -1,0 +1,92 @@
+#pragma once
+// Runs ONE step against a target: dispatches requests on schedule (open loop) or keeps N in
+// flight (closed loop) on a dedicated generator thread, records every request into the core's
+// StepAccumulator as it ends, watches itself (schedule lag, event-loop delay, CPU) and the
+// target (/metrics every scrape interval, on a thread of its own), and returns the step's
+// metrics. Progress can be read and the step cancelled from any thread.
+
+#include "core/metrics.hpp"
+#include "core/schedule.hpp"
+#include "llm/target.hpp"
+#include "llm/workload.hpp"
+#include "observe/server_gauges.hpp"
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace capsweep::loadgen {
+
+enum class Mode { rate, concurrency };
+
+struct StepSpec {
+  Mode mode = Mode::rate;
+  ArrivalSpec arrival;                   // rate mode
+  std::uint32_t concurrency = 0;         // concurrency mode: in flight; rate mode: cap (0 = none)
+  Nanos duration = std::chrono::seconds(60);
+  std::optional<std::uint64_t> requests; // send exactly this many (all_at_once needs it)
+  Nanos warmup{0};
+  Nanos drain_timeout = std::chrono::seconds(60);
+  std::uint64_t seed = 0;
+  GoodputBounds goodput;
+  Nanos lag_bound = std::chrono::milliseconds(5);  // schedule lag p99 above this: generator_limited
+  double cpu_saturation = 0.9;                     // generator CPU share above this: generator_limited
+  std::string metrics_url;                         // "" = no scraping
+  Nanos scrape_interval = std::chrono::seconds(1);
+  std::uint64_t request_index_base = 0;            // distinct prompts across steps
+  // Test hook: block the dispatcher (the whole generator thread) for `stall` before request
+  // `stall_before`, as a generator starved of CPU would be.
+  std::optional<std::uint64_t> stall_before;
+  Nanos stall{0};
+};
+
+struct StepResult {
+  StepMetrics metrics;
+  bool generator_limited = false;
+  double generator_cpu = 0;        // generator thread CPU time / wall time
+  double loop_delay_p99_ms = 0;    // event-loop delay of the generator
+  double loop_delay_max_ms = 0;
+  observe::ServerGauges server;
+  bool cancelled = false;
+  std::uint64_t peak_in_flight = 0;
+  std::uint64_t peak_connections = 0;
+  // The summary of core's metrics plus the generator's self-watch and the server's gauges.
+  nlohmann::json summary() const;
+};
+
+struct Progress {
+  std::atomic<std::uint64_t> scheduled{0};
+  std::atomic<std::uint64_t> sent{0};
+  std::atomic<std::uint64_t> done{0};
+  std::atomic<std::uint64_t> failed{0};
+  std::atomic<std::uint64_t> in_flight{0};
+  std::atomic<double> p95_ttft_ms{0};  // over measured requests finished so far
+};
+
+class StepRunner {
+ public:
+  StepRunner(llm::Target target, std::shared_ptr<const llm::Workload> workload);
+  ~StepRunner();
+
+  // Runs the step to its end (blocking the caller); errors only for a bad spec.
+  Result<StepResult> run(const StepSpec& spec);
+  // Stops dispatch and aborts requests in flight; run() then returns soon with cancelled set.
+  void cancel();
+  const Progress& progress() const noexcept { return progress_; }
+
+ private:
+  llm::Target target_;
+  std::shared_ptr<const llm::Workload> workload_;
+  Progress progress_;
+  std::atomic<bool> cancel_requested_{false};
+  std::atomic<void*> active_{nullptr};  // the running step's state, for cancel()
+};
+
+// Calibrates tokens per word of the synthesiser's word list against the target: POST
+// /tokenize when it answers, else one completion's usage.prompt_tokens. Returns 1.0 with a
+// note in `how` when neither works.
+double calibrate_tokens_per_word(const llm::Target& target, std::string& how);
+
+}  // namespace capsweep::loadgen

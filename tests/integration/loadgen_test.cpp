@@ -1,0 +1,243 @@
+// The load engine against capsweep-llmsim over loopback: true latencies at low load, per-token
+// ITL with multi-token chunks, error classes under faults, a stalled generator, the offered
+// rate achieved, closed-loop and capped modes, cancellation, scraping and calibration.
+
+#include "integration/llmsim_fixture.hpp"
+#include "loadgen/step_runner.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <future>
+
+using namespace capsweep;
+using namespace capsweep::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+llm::Target target_for(const SimFixture& sim, bool stream = true) {
+  llm::Target t;
+  t.host = "127.0.0.1";
+  t.port = sim.endpoint().port();
+  t.model = "sim-8b";
+  t.stream = stream;
+  t.read_timeout = 10s;
+  return t;
+}
+
+std::shared_ptr<const llm::Workload> workload(std::uint32_t prompt, std::uint32_t output) {
+  llm::WorkloadSpec w;
+  w.prompt_tokens = LengthDist::fixed(prompt);
+  w.output_tokens = LengthDist::fixed(output);
+  w.seed = 1;
+  return std::make_shared<llm::Workload>(w, llm::PromptSynth(1.0));
+}
+
+llmsim::SimConfig sim_config(double base_ms, double per_seq_ms, double prefill_ms) {
+  llmsim::SimConfig cfg;
+  cfg.engine.decode_base_ms = base_ms;
+  cfg.engine.decode_per_seq_ms = per_seq_ms;
+  cfg.engine.prefill_ms_per_token = prefill_ms;
+  return cfg;
+}
+
+loadgen::StepSpec rate_step(double rate, Nanos duration, ArrivalProcess p = ArrivalProcess::poisson) {
+  loadgen::StepSpec s;
+  s.arrival = {p, rate, 1.0};
+  s.duration = duration;
+  s.drain_timeout = 10s;
+  s.seed = 7;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("loadgen: at low load TTFT and ITL reproduce llmsim's model within 10%") {
+  SimFixture sim(sim_config(20, 2, 0.1));
+  // Constant arrivals 0.5 s apart and 10-token answers (~0.25 s): requests never overlap, so
+  // TTFT = 20 + 2 + 0.1 x 100 = 32 ms and ITL = 20 + 2 = 22 ms exactly in the model.
+  loadgen::StepRunner runner(target_for(sim), workload(100, 10));
+  auto r = runner.run(rate_step(2, 5s, ArrivalProcess::constant)).value();
+  const auto& m = r.metrics;
+  CHECK(m.measured == 10);
+  CHECK(m.completed == 10);
+  CHECK(m.ttft_ms.percentile(50) == Approx(32).epsilon(0.10));
+  CHECK(m.itl_ms.percentile(50) == Approx(22).epsilon(0.10));
+  CHECK(m.itl_ms.count() == 10 * 9);
+  CHECK(m.tpot_ms.mean() == Approx(22).epsilon(0.10));
+  CHECK(m.total_input_tokens == 10 * 100);  // from the server's usage
+  CHECK(m.total_output_tokens == 10 * 10);
+  CHECK(m.output_tokens_estimated == 0);
+  CHECK_FALSE(r.generator_limited);
+}
+
+TEST_CASE("loadgen: with --tokens-per-chunk 4 ITL samples are per token") {
+  auto cfg = sim_config(20, 2, 0.1);
+  cfg.tokens_per_chunk = 4;
+  SimFixture sim(cfg);
+  loadgen::StepRunner runner(target_for(sim), workload(20, 13));
+  auto r = runner.run(rate_step(2, 3s, ArrivalProcess::constant)).value();
+  const auto& m = r.metrics;
+  REQUIRE(m.completed == 6);
+  // 13 tokens arrive as chunks of 1, 4, 4, 4: one ITL sample per token after the first.
+  CHECK(m.itl_ms.count() == 6 * 12);
+  CHECK(m.itl_ms.percentile(50) == Approx(22).epsilon(0.10));  // per token, not per chunk (88 ms)
+  CHECK(m.total_output_tokens == 6 * 13);
+}
+
+TEST_CASE("loadgen: faults are counted by class and nothing crashes") {
+  auto cfg = sim_config(2, 0.1, 0.01);
+  cfg.error_rate = 0.3;
+  cfg.disconnect_rate = 0.3;
+  cfg.seed = 3;
+  SimFixture sim(cfg);
+  loadgen::StepRunner runner(target_for(sim), workload(10, 20));
+  auto r = runner.run(rate_step(40, 3s)).value();
+  const auto& m = r.metrics;
+  const auto count = [&](Outcome o) { return m.outcomes[static_cast<std::size_t>(o)]; };
+  CHECK(count(Outcome::http_5xx) > 0);
+  CHECK(count(Outcome::stream_error) > 0);
+  CHECK(count(Outcome::ok) > 0);
+  CHECK(count(Outcome::ok) + count(Outcome::http_5xx) + count(Outcome::stream_error) == m.measured);
+  CHECK(m.error_rate() == Approx(1 - 0.7 * 0.7).margin(0.1));
+  auto s = r.summary();
+  CHECK(s.at("errors").at("http_5xx") == count(Outcome::http_5xx));
+}
+
+TEST_CASE("loadgen: a target that refuses, and one too slow, give connect and timeout errors") {
+  llm::Target nowhere;
+  nowhere.port = 1;  // nothing listens on port 1
+  nowhere.model = "sim-8b";
+  loadgen::StepRunner refused(nowhere, workload(10, 5));
+  auto r = refused.run(rate_step(20, 1s)).value();
+  CHECK(r.metrics.measured > 5);
+  CHECK(r.metrics.outcomes[static_cast<std::size_t>(Outcome::connect)] == r.metrics.measured);
+
+  auto cfg = sim_config(2, 0.1, 0.01);
+  cfg.stall_rate = 1;
+  cfg.stall_ms = 1500;
+  SimFixture sim(cfg);
+  auto t = target_for(sim);
+  t.read_timeout = 300ms;
+  loadgen::StepRunner slow(t, workload(10, 40));
+  auto s = slow.run(rate_step(5, 1s, ArrivalProcess::constant)).value();
+  CHECK(s.metrics.outcomes[static_cast<std::size_t>(Outcome::timeout)] == s.metrics.measured);
+
+  SimFixture ok(sim_config(2, 0.1, 0.01));
+  auto wrong = target_for(ok);
+  wrong.model = "not-served";
+  loadgen::StepRunner bad_model(wrong, workload(10, 5));
+  auto b = bad_model.run(rate_step(10, 1s, ArrivalProcess::constant)).value();
+  CHECK(b.metrics.outcomes[static_cast<std::size_t>(Outcome::http_4xx)] == b.metrics.measured);
+}
+
+TEST_CASE("loadgen: a stalled generator shows in TTFT from the schedule and flags the step") {
+  SimFixture sim(sim_config(5, 0.1, 0.01));
+  loadgen::StepRunner runner(target_for(sim), workload(10, 4));
+  auto spec = rate_step(50, 2s, ArrivalProcess::constant);
+  spec.stall_before = 40;  // at 0.8 s the dispatcher blocks for 200 ms
+  spec.stall = 200ms;
+  auto r = runner.run(spec).value();
+  const auto& m = r.metrics;
+  CHECK(r.generator_limited);
+  CHECK(m.schedule_lag_ms.max() >= 190);
+  // Requests due during the stall waited for it: from the schedule their TTFT includes it,
+  // from sending it does not.
+  CHECK(m.ttft_ms.max() >= 190);
+  CHECK(m.ttft_sent_ms.max() < 100);
+  CHECK(r.summary().at("generator_limited") == true);
+}
+
+TEST_CASE("loadgen: a Poisson step achieves its schedule's rate within 2% over 30 s") {
+  SimFixture sim(sim_config(2, 0.05, 0.001));
+  loadgen::StepRunner runner(target_for(sim), workload(10, 4));
+  auto r = runner.run(rate_step(100, 30s)).value();
+  const auto& m = r.metrics;
+  const double scheduled_rate = static_cast<double>(m.scheduled_in_window) / m.duration_s();
+  CHECK(m.achieved_rate_rps() == Approx(scheduled_rate).epsilon(0.02));
+  // The schedule itself is Poisson: its count is within 4 standard deviations of 3000.
+  CHECK(static_cast<double>(m.scheduled_in_window) == Approx(3000).margin(4 * std::sqrt(3000.0)));
+  CHECK(m.completed == m.measured);
+  CHECK(m.schedule_lag_ms.percentile(99) < 5);
+  CHECK_FALSE(r.generator_limited);
+}
+
+TEST_CASE("loadgen: concurrency mode keeps N in flight; a cap in rate mode queues on the client") {
+  SimFixture sim(sim_config(10, 0.5, 0.01));
+  loadgen::StepRunner runner(target_for(sim), workload(10, 10));
+  loadgen::StepSpec closed;
+  closed.mode = loadgen::Mode::concurrency;
+  closed.concurrency = 4;
+  closed.duration = 2s;
+  auto c = runner.run(closed).value();
+  CHECK(c.peak_in_flight == 4);
+  CHECK(c.metrics.completed > 20);
+  CHECK(c.metrics.client_queue_ms.max() < 5);
+
+  loadgen::StepRunner capped_runner(target_for(sim), workload(10, 10));
+  auto capped = rate_step(40, 2s);
+  capped.concurrency = 2;
+  auto k = capped_runner.run(capped).value();
+  CHECK(k.peak_in_flight == 2);
+  CHECK(k.metrics.client_queue_ms.percentile(99) > 100);  // waiting for a slot, reported apart
+  CHECK(k.metrics.schedule_lag_ms.percentile(99) < 5);    // not blamed on the generator
+  CHECK(k.metrics.ttft_ms.percentile(99) > k.metrics.ttft_sent_ms.percentile(99));
+}
+
+TEST_CASE("loadgen: cancel stops dispatch and aborts requests in flight") {
+  SimFixture sim(sim_config(20, 1, 0.01));
+  loadgen::StepRunner runner(target_for(sim), workload(10, 500));
+  auto done = std::async(std::launch::async, [&] { return runner.run(rate_step(20, 30s)).value(); });
+  std::this_thread::sleep_for(1s);
+  CHECK(runner.progress().sent.load() > 5);
+  CHECK(runner.progress().in_flight.load() > 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  runner.cancel();
+  auto r = done.get();
+  CHECK(std::chrono::steady_clock::now() - t0 < 2s);
+  CHECK(r.cancelled);
+  CHECK(r.metrics.outcomes[static_cast<std::size_t>(Outcome::cancelled)] > 0);
+}
+
+TEST_CASE("loadgen: the target's metrics are scraped during the step") {
+  SimFixture sim(sim_config(20, 1, 0.01));
+  loadgen::StepRunner runner(target_for(sim), workload(10, 20));
+  auto spec = rate_step(10, 3s);
+  spec.metrics_url = "http://127.0.0.1:" + std::to_string(sim.endpoint().port()) + "/metrics";
+  spec.scrape_interval = 250ms;
+  auto r = runner.run(spec).value();
+  auto s = r.summary().at("server");
+  CHECK(s.at("scrapes").get<int>() >= 8);
+  CHECK(s.at("scrape_failures") == 0);
+  CHECK(s.at("max_running").get<double>() >= 1);
+  CHECK(s.at("generation_tokens_delta").get<double>() > 0);
+}
+
+TEST_CASE("loadgen: a failing scrape is recorded, never fatal") {
+  SimFixture sim(sim_config(5, 0.1, 0.01));
+  loadgen::StepRunner runner(target_for(sim), workload(10, 5));
+  auto spec = rate_step(10, 1s);
+  spec.metrics_url = "http://127.0.0.1:1/metrics";
+  spec.scrape_interval = 200ms;
+  auto r = runner.run(spec).value();
+  CHECK(r.server.failures() > 0);
+  CHECK(r.metrics.completed > 0);
+}
+
+TEST_CASE("loadgen: calibration against llmsim's /tokenize finds one token per word") {
+  SimFixture sim(sim_config(5, 0.1, 0.01));
+  std::string how;
+  CHECK(loadgen::calibrate_tokens_per_word(target_for(sim), how) == Approx(1.0));
+  CHECK(how == "/tokenize");
+}
+
+TEST_CASE("loadgen: non-streaming requests are measured as one chunk") {
+  SimFixture sim(sim_config(5, 0.5, 0.01));
+  loadgen::StepRunner runner(target_for(sim, false), workload(10, 8));
+  auto r = runner.run(rate_step(5, 2s, ArrivalProcess::constant)).value();
+  CHECK(r.metrics.completed == r.metrics.measured);
+  CHECK(r.metrics.total_output_tokens == 8 * r.metrics.completed);
+  CHECK(r.metrics.itl_ms.count() == 0);
+  CHECK(r.metrics.ttft_ms.mean() == Approx(r.metrics.e2el_ms.mean()));
+}
