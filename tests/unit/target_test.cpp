@@ -1,0 +1,100 @@
+#include "llm/target.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace capsweep;
+using namespace capsweep::llm;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+TEST_CASE("target: base URLs split into scheme, host, port and prefix") {
+  auto t = parse_base_url(Target{}, "http://127.0.0.1:8000", "/u").value();
+  CHECK(t.scheme == "http");
+  CHECK(t.host == "127.0.0.1");
+  CHECK(t.port == 8000);
+  CHECK(t.base_path.empty());
+  auto s = parse_base_url(Target{}, "https://llm.internal/serving/v2/", "/u").value();
+  CHECK(s.tls());
+  CHECK(s.port == 443);
+  CHECK(s.base_path == "/serving/v2");
+  CHECK(s.completion_path() == "/serving/v2/v1/completions");
+  auto v6 = parse_base_url(Target{}, "http://[::1]:9000", "/u").value();
+  CHECK(v6.host == "::1");
+  CHECK(v6.port == 9000);
+  CHECK(parse_base_url(Target{}, "http://localhost", "/u").value().port == 80);
+}
+
+TEST_CASE("target: bad base URLs are errors naming the field") {
+  for (const char* bad : {"127.0.0.1:8000", "ftp://x", "http://", "http://h:0", "http://h:99999", "http://h:80x",
+                          "http://user:pw@h", "http://h/p?q=1", "http://[::1"}) {
+    INFO(bad);
+    auto r = parse_base_url(Target{}, bad, "/target/base_url");
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.error().field == "/target/base_url");
+  }
+}
+
+TEST_CASE("target: the spec's target object parses with its options") {
+  auto t = parse_target(json::parse(R"({"base_url": "http://127.0.0.1:8000", "api": "chat", "model": "sim-8b",
+      "headers": {"Authorization": "Bearer s3cret"}, "extra_body": {"temperature": 0},
+      "stream": true, "ignore_eos": false, "tls": {"verify": false, "ca_file": "/etc/ca.pem"},
+      "timeouts": {"connect_s": 2, "read_s": 30, "request_s": 120}, "metrics_url": "ignored here"})"));
+  // metrics_url is the orchestrator's business: unknown keys are not this parser's to refuse.
+  REQUIRE(t.has_value());
+  CHECK(t->api == Api::chat);
+  CHECK(t->headers.size() == 1);
+  CHECK(t->headers[0].second == "Bearer s3cret");
+  CHECK_FALSE(t->ignore_eos);
+  CHECK_FALSE(t->verify_tls);
+  CHECK(t->ca_file == "/etc/ca.pem");
+  CHECK(t->connect_timeout == 2s);
+  CHECK(t->read_timeout == 30s);
+  CHECK(t->request_timeout == 120s);
+}
+
+TEST_CASE("target: bad target objects name the field") {
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {R"([])", "/target"},
+      {R"({"model": "m"})", "/target/base_url"},
+      {R"({"base_url": "http://h:1"})", "/target/model"},
+      {R"({"base_url": "http://h:1", "model": ""})", "/target/model"},
+      {R"({"base_url": "http://h:1", "model": "m", "api": "embeddings"})", "/target/api"},
+      {R"({"base_url": "http://h:1", "model": "m", "headers": []})", "/target/headers"},
+      {R"({"base_url": "http://h:1", "model": "m", "headers": {"X": 1}})", "/target/headers/X"},
+      {R"({"base_url": "http://h:1", "model": "m", "headers": {"X": "a\r\nInjected: 1"}})", "/target/headers/X"},
+      {R"({"base_url": "http://h:1", "model": "m", "headers": {"Bad Name": "v"}})", "/target/headers/Bad Name"},
+      {R"({"base_url": "http://h:1", "model": "m", "extra_body": 3})", "/target/extra_body"},
+      {R"({"base_url": "http://h:1", "model": "m", "stream": "yes"})", "/target/stream"},
+      {R"({"base_url": "http://h:1", "model": "m", "tls": {"verify": 1}})", "/target/tls/verify"},
+      {R"({"base_url": "http://h:1", "model": "m", "timeouts": {"read_s": 0}})", "/target/timeouts/read_s"},
+  };
+  for (const auto& [text, field] : cases) {
+    INFO(text);
+    auto r = parse_target(json::parse(text));
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.error().field == field);
+  }
+}
+
+TEST_CASE("target: request bodies carry the API's fields, streaming options and extra_body") {
+  Target t;
+  t.model = "m";
+  t.extra_body = {{"temperature", 0.5}, {"model", "overridden"}};
+  auto c = json::parse(completion_body(t, "hello world", 64));
+  CHECK(c.at("model") == "m");
+  CHECK(c.at("prompt") == "hello world");
+  CHECK(c.at("max_tokens") == 64);
+  CHECK(c.at("stream") == true);
+  CHECK(c.at("stream_options").at("include_usage") == true);
+  CHECK(c.at("stream_options").at("continuous_usage_stats") == true);
+  CHECK(c.at("ignore_eos") == true);
+  CHECK(c.at("temperature") == 0.5);
+  t.api = Api::chat;
+  t.stream = false;
+  auto h = json::parse(completion_body(t, "hi", 8));
+  CHECK(h.at("messages")[0].at("content") == "hi");
+  CHECK(h.at("messages")[0].at("role") == "user");
+  CHECK(h.at("max_completion_tokens") == 8);
+  CHECK_FALSE(h.contains("stream_options"));
+  CHECK_FALSE(h.contains("prompt"));
+}

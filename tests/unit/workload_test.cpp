@@ -1,0 +1,118 @@
+#include "llm/workload.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <set>
+
+using namespace capsweep;
+using namespace capsweep::llm;
+using json = nlohmann::json;
+
+namespace {
+std::uint32_t words(const std::string& s) {
+  std::uint32_t n = 0;
+  bool in = false;
+  for (char c : s) {
+    const bool sp = c == ' ';
+    if (!sp && !in) ++n;
+    in = !sp;
+  }
+  return n;
+}
+}  // namespace
+
+TEST_CASE("workload: synthesised prompts hit the token count through the calibration") {
+  PromptSynth one(1.0);
+  CHECK(words(one.make(200, 0)) == 200);
+  PromptSynth bpe(1.3);  // a tokenizer making 1.3 tokens of each word
+  const auto p = bpe.make(1300, 5);
+  CHECK(words(p) * 1.3 == Approx(1300).epsilon(0.02));
+  CHECK(words(bpe.make(1, 0)) == 1);  // never empty
+}
+
+TEST_CASE("workload: prompts are distinct, reproducible, and share a prefix only when asked") {
+  PromptSynth s(1.0, 0, 42);
+  CHECK(s.make(50, 1) == s.make(50, 1));
+  CHECK(s.make(50, 1) != s.make(50, 2));
+  CHECK(s.make(50, 1).substr(0, 30) != s.make(50, 2).substr(0, 30));
+  PromptSynth shared(1.0, 20, 42);
+  const auto a = shared.make(50, 1), b = shared.make(50, 2);
+  CHECK(words(a) == 50);
+  const auto prefix_end = [](const std::string& s) {
+    std::size_t pos = 0;
+    for (int i = 0; i < 20; ++i) pos = s.find(' ', pos) + 1;
+    return pos;
+  };
+  CHECK(a.substr(0, prefix_end(a)) == b.substr(0, prefix_end(b)));
+  CHECK(a != b);
+}
+
+TEST_CASE("workload: items follow the length distributions and the seed") {
+  WorkloadSpec spec;
+  spec.prompt_tokens = LengthDist::uniform(10, 20).value();
+  spec.output_tokens = LengthDist::fixed(7);
+  spec.seed = 3;
+  Workload w(spec, PromptSynth(1.0));
+  std::set<std::uint32_t> lengths;
+  for (int i = 0; i < 200; ++i) {
+    auto item = w.item(i);
+    CHECK(item.max_tokens == 7);
+    CHECK(item.input_tokens >= 10);
+    CHECK(item.input_tokens <= 20);
+    CHECK(words(item.prompt) == item.input_tokens);
+    lengths.insert(item.input_tokens);
+  }
+  CHECK(lengths.size() == 11);
+  CHECK(w.item(5).prompt == Workload(spec, PromptSynth(1.0)).item(5).prompt);
+}
+
+TEST_CASE("workload: the spec's workload object parses, and its errors name the field") {
+  auto w = parse_workload(json::parse(R"({"prompt_tokens": {"dist": "fixed", "value": 200},
+      "output_tokens": {"dist": "lognormal", "median": 100, "p95": 400}, "seed": 42, "shared_prefix_tokens": 64})")).value();
+  CHECK(w.prompt_tokens.nominal_mean() == 200);
+  CHECK(w.seed == 42);
+  CHECK(w.shared_prefix_tokens == 64);
+  CHECK(parse_workload(json::parse(R"({"seed": -1})")).error().field == "/workload/seed");
+  CHECK(parse_workload(json::parse(R"({"prompt_tokens": {"dist": "zipf"}})")).error().field == "/workload/prompt_tokens/dist");
+  CHECK(parse_workload(json::parse(R"({"prompt": 3})")).error().field == "/workload/prompt");
+  CHECK(parse_workload(json::array()).error().field == "/workload");
+}
+
+TEST_CASE("workload: ShareGPT files give prompts and answer lengths") {
+  auto d = parse_sharegpt(R"([
+    {"id": "a", "conversations": [{"from": "human", "value": "what is a queue"}, {"from": "gpt", "value": "a line of waiting things"}]},
+    {"id": "b", "conversations": [{"from": "human", "value": "only one turn"}]},
+    {"id": "c", "conversations": [{"from": "human", "value": "x y"}, {"from": "gpt", "value": "z"}, {"from": "human", "value": "more"}]}
+  ])").value();
+  REQUIRE(d.size() == 2);
+  CHECK(d[0].prompt == "what is a queue");
+  CHECK(d[0].reference_output_words == 5);
+  CHECK(d[1].reference_output_words == 1);
+  WorkloadSpec spec;
+  Workload w(spec, PromptSynth(2.0), d);
+  for (int i = 0; i < 20; ++i) {
+    auto item = w.item(i);
+    CHECK((item.max_tokens == 10 || item.max_tokens == 2));  // words x 2 tokens per word
+    CHECK((item.input_tokens == 8 || item.input_tokens == 4));
+  }
+}
+
+TEST_CASE("workload: malformed ShareGPT files are errors naming the entry") {
+  CHECK(parse_sharegpt("{").error().code == errc::parse_error);
+  CHECK(parse_sharegpt("{}").error().message.find("array") != std::string::npos);
+  CHECK(parse_sharegpt(R"([{"x": 1}])").error().field == "/0/conversations");
+  CHECK(parse_sharegpt(R"([{"conversations": [{"value": "a"}, {"from": "gpt"}]}])").error().field == "/0/conversations/1/value");
+  CHECK_FALSE(parse_sharegpt("[]").has_value());
+}
+
+TEST_CASE("workload: JSONL prompts parse, and errors name the line") {
+  auto d = parse_jsonl("{\"prompt\": \"a b c\", \"max_tokens\": 9}\n\n{\"prompt\": \"d\"}\r\n").value();
+  REQUIRE(d.size() == 2);
+  CHECK(d[0].max_tokens == 9u);
+  CHECK_FALSE(d[1].max_tokens.has_value());
+  CHECK(parse_jsonl("{\"prompt\": \"ok\"}\n{bad\n").error().message.find("line 2") != std::string::npos);
+  CHECK(parse_jsonl("{\"text\": \"x\"}\n").error().message.find("line 1") != std::string::npos);
+  CHECK(parse_jsonl("{\"prompt\": \"x\", \"max_tokens\": 0}\n").error().message.find("max_tokens") != std::string::npos);
+  CHECK(parse_jsonl("{\"prompt\": \"\"}\n").error().message.find("empty") != std::string::npos);
+  CHECK_FALSE(parse_jsonl("\n\n").has_value());
+}
