@@ -9,7 +9,7 @@ packages=(
   nlohmann-json3-dev libsqlite3-dev sqlite3 libfmt-dev catch2
   libvalijson-dev libssl-dev libcli11-dev
   clang libclang-rt-14-dev
-  curl procps
+  curl procps wrk
 )
 
 missing=()

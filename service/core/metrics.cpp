@@ -110,9 +110,10 @@ void StepAccumulator::add(const RequestRecord& r) {
   const bool measured = r.scheduled >= window_.warmup && (!window_.end || r.scheduled < *window_.end);
   const bool good = measured && is_good(r, goodput_);
 
-  // Events of successful requests inside the window count toward throughput, whichever
-  // request they belong to (a warm-up request finishing in the window is real work done).
-  if (ok) {
+  // Tokens of successful and of still-running (incomplete) requests inside the window count
+  // toward throughput, whichever request they belong to: a warm-up request finishing in the
+  // window, or a long stream the step ended, is real work done. Failed streams' tokens do not.
+  if (ok || r.outcome == Outcome::incomplete) {
     for (const Chunk& c : r.chunks) {
       if (in_window(c.arrival)) {
         m_.output_tokens_in_window += c.tokens;

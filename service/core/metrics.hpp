@@ -69,7 +69,7 @@ struct StepMetrics {
   // Counted by time of occurrence inside the window, whichever request it belongs to:
   std::uint64_t completions_in_window = 0;    // successful last tokens
   std::uint64_t good_in_window = 0;           // good measured requests finishing in the window
-  std::uint64_t output_tokens_in_window = 0;  // tokens of successful requests' chunks in it
+  std::uint64_t output_tokens_in_window = 0;  // tokens of ok / incomplete requests in it
   std::uint64_t input_tokens_in_window = 0;   // prompts of requests finishing in the window
   std::uint64_t sent_in_window = 0;           // measured requests sent in the window
   std::uint64_t scheduled_in_window = 0;

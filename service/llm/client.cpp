@@ -33,7 +33,9 @@ namespace {
 struct Connection {
   std::unique_ptr<beast::tcp_stream> plain;
   std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> tls;
-  beast::flat_buffer buffer;  // bytes read past the previous response stay with the connection
+  // Bytes read from the socket, not yet parsed; bounded so that thousands of idle streams stay
+  // cheap (Beast would otherwise grow it to 64 KiB per connection).
+  beast::flat_buffer buffer{8192};
 
   beast::tcp_stream& lowest() { return tls ? beast::get_lowest_layer(*tls) : *plain; }
 };
@@ -78,13 +80,23 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
       co_return c;
     }
     if (endpoints.empty()) {
-      asio::ip::tcp::resolver resolver(executor);
-      auto [ec, results] = co_await resolver.async_resolve(target.host, std::to_string(target.port), use_tuple);
-      if (ec) {
-        failure = Outcome::connect;
-        co_return nullptr;
+      // An IP literal needs no resolver; a name is resolved by the first requests (several
+      // may resolve at once when a step starts: the first answer is kept, never appended to).
+      beast::error_code aec;
+      const auto address = asio::ip::make_address(target.host, aec);
+      if (!aec) {
+        endpoints.assign(1, asio::ip::tcp::endpoint(address, target.port));
+      } else {
+        asio::ip::tcp::resolver resolver(executor);
+        auto [ec, results] = co_await resolver.async_resolve(target.host, std::to_string(target.port), use_tuple);
+        if (ec) {
+          failure = Outcome::connect;
+          co_return nullptr;
+        }
+        if (endpoints.empty()) {
+          for (const auto& r : results) endpoints.push_back(r.endpoint());
+        }
       }
-      for (const auto& r : results) endpoints.push_back(r.endpoint());
     }
     auto c = std::make_unique<Connection>();
     if (target.tls()) {
@@ -179,7 +191,7 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
     std::optional<std::uint64_t> usage_completion, usage_prompt;
     bool saw_done = false, stream_failed = false;
     std::string error_body;
-    char chunk[16384];
+    char chunk[4096];  // parsed body bytes, fed to the SSE parser as they arrive
     while (!parser.is_done()) {
       parser.get().body().data = chunk;
       parser.get().body().size = sizeof chunk;

@@ -173,10 +173,14 @@ struct StepState {
     if (spec.mode == Mode::rate) {
       co_await dispatch_rate();
     } else {
-      // N closed-loop workers; the step ends for them at its duration.
-      const Nanos end = spec.duration;
-      for (std::uint32_t w = 0; w + 1 < spec.concurrency; ++w) asio::co_spawn(io, worker(end), log_exception);
-      co_await worker(end);
+      // N closed-loop workers. A timed step ends at its duration whatever is in flight (the
+      // drain below applies); a counted one when every request was sent.
+      const Nanos end = spec.requests ? Nanos::max() / 2 : spec.duration;
+      for (std::uint32_t w = 0; w < spec.concurrency; ++w) asio::co_spawn(io, worker(end), log_exception);
+      while (!stopping && (spec.requests ? next_index < *spec.requests : now() < end)) {
+        dispatch_timer.expires_at(spec.requests ? SteadyClock::now() + std::chrono::milliseconds(5) : t0 + end);
+        co_await dispatch_timer.async_wait(use_tuple);
+      }
     }
     stopping = true;
     // Drain: wait for the requests in flight until the drain deadline.

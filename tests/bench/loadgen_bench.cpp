@@ -1,0 +1,234 @@
+// capsweep-bench-loadgen: what one generator thread of capsweep's load engine can do against
+// capsweep-llmsim (a separate process pinned to CPU 0; the generator runs on CPU 1):
+//  (a) the highest Poisson rate at which schedule lag p99 stays <= 1 ms, with short streams;
+//  (b) streamed token events per second consumed, 16 events per segment and 1 per segment,
+//      the latter beside a minimal epoll reader in the same run;
+//  (c) memory per in-flight stream with 5,000 concurrent streams;
+//  (d) non-streaming requests per second beside wrk on the same endpoint.
+//
+// Usage: capsweep-bench-loadgen [--quick] [--parts abcd]
+
+#include "bench/stream_reader.hpp"
+#include "loadgen/step_runner.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace capsweep;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::uint16_t free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// capsweep-llmsim as a child process on CPU 0.
+class Sim {
+ public:
+  explicit Sim(std::vector<std::string> args) : port_(free_port()) {
+    args.insert(args.begin(), {CAPSWEEP_LLMSIM_PATH, "--listen", fmt::format("127.0.0.1:{}", port_)});
+    pid_ = fork();
+    if (pid_ == 0) {
+      bench::pin_to_cpu(0);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    // Wait until it answers.
+    for (int i = 0; i < 200; ++i) {
+      const int fd = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(port_);
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      const bool up = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+      close(fd);
+      if (up) return;
+      std::this_thread::sleep_for(10ms);
+    }
+    throw std::runtime_error("capsweep-llmsim did not start");
+  }
+  ~Sim() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  std::uint16_t port() const { return port_; }
+
+ private:
+  std::uint16_t port_;
+  pid_t pid_ = -1;
+};
+
+llm::Target target(std::uint16_t port, bool stream = true) {
+  llm::Target t;
+  t.port = port;
+  t.model = "sim-8b";
+  t.stream = stream;
+  t.read_timeout = 30s;
+  return t;
+}
+
+std::shared_ptr<const llm::Workload> workload(std::uint32_t prompt, std::uint32_t output) {
+  llm::WorkloadSpec w;
+  w.prompt_tokens = LengthDist::fixed(prompt);
+  w.output_tokens = LengthDist::fixed(output);
+  return std::make_shared<llm::Workload>(w, llm::PromptSynth(1.0));
+}
+
+std::size_t rss_kib() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoul(line.substr(6));
+  }
+  return 0;
+}
+
+void part_a(bool quick) {
+  fmt::print("(a) schedule lag under Poisson load, 4-token streams\n");
+  Sim sim({"--max-num-seqs", "4096", "--decode-base-ms", "2", "--decode-per-seq-ms", "0", "--prefill-ms-per-token", "0"});
+  fmt::print("    {:>9} {:>10} {:>12} {:>12} {:>10} {:>8}\n", "rate/s", "achieved", "lag p50 ms", "lag p99 ms", "gen CPU", "errors");
+  double best = 0;
+  for (double rate : {250.0, 500.0, 1000.0, 2000.0, 3000.0, 4000.0}) {
+    loadgen::StepRunner runner(target(sim.port()), workload(16, 4));
+    loadgen::StepSpec s;
+    s.arrival = {ArrivalProcess::poisson, rate, 1};
+    s.duration = quick ? 1s : 4s;
+    s.drain_timeout = 10s;
+    auto r = runner.run(s).value();
+    const double p99 = r.metrics.schedule_lag_ms.percentile(99);
+    fmt::print("    {:>9.0f} {:>10.1f} {:>12.3f} {:>12.3f} {:>9.0f}% {:>8}\n", rate, r.metrics.achieved_rate_rps(),
+               r.metrics.schedule_lag_ms.percentile(50), p99, 100 * r.generator_cpu, r.metrics.failed());
+    if (p99 <= 1.0 && r.metrics.failed() == 0) best = rate;
+  }
+  fmt::print("    highest rate with lag p99 <= 1 ms: {:.0f} req/s\n\n", best);
+}
+
+void part_b(bool quick) {
+  fmt::print("(b) streamed token events consumed by one generator thread\n");
+  const int streams = quick ? 50 : 500;
+  for (int per_write : {16, 1}) {
+    // Paced well above what a reader takes: 500 streams x 1 token per 0.25 ms iteration.
+    Sim sim({"--max-num-seqs", "8192", "--kv-cache-tokens", "100000000", "--max-model-len", "200000",
+             "--decode-base-ms", per_write == 16 ? "0.25" : "2", "--decode-per-seq-ms", "0", "--prefill-ms-per-token", "0",
+             "--events-per-write", std::to_string(per_write)});
+    loadgen::StepRunner runner(target(sim.port()), workload(8, 100000));
+    loadgen::StepSpec s;
+    s.mode = loadgen::Mode::concurrency;
+    s.concurrency = static_cast<std::uint32_t>(streams);
+    s.duration = quick ? 2s : 5s;
+    s.warmup = 1s;
+    s.drain_timeout = 1s;
+    auto r = runner.run(s).value();
+    fmt::print("    capsweep, {:>2} events/segment: {:>10.0f} events/s (generator CPU {:.0f}%)\n", per_write,
+               r.metrics.output_throughput(), 100 * r.generator_cpu);
+    if (per_write == 1) {
+      bench::StreamReader reader(sim.port(), streams,
+                                 fmt::format("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                             "Content-Length: {}\r\n\r\n{}",
+                                             std::string(R"({"model":"sim-8b","prompt":"w","max_tokens":100000,"stream":true})").size(),
+                                             R"({"model":"sim-8b","prompt":"w","max_tokens":100000,"stream":true})"));
+      reader.read_for(1s);
+      const auto events = reader.read_for(quick ? 1s : 4s);
+      fmt::print("    minimal epoll reader, 1 event/segment: {:>10.0f} events/s\n", events / (quick ? 1.0 : 4.0));
+    }
+  }
+  fmt::print("\n");
+}
+
+void part_c(bool quick) {
+  const int streams = quick ? 200 : 5000;
+  fmt::print("(c) memory per in-flight stream, {} concurrent streams\n", streams);
+  Sim sim({"--max-num-seqs", "10000", "--kv-cache-tokens", "100000000", "--decode-base-ms", "200", "--decode-per-seq-ms", "0",
+           "--prefill-ms-per-token", "0"});
+  const std::size_t before = rss_kib();
+  std::size_t during = 0;
+  loadgen::StepRunner runner(target(sim.port()), workload(8, 40));
+  std::thread watch([&] {
+    for (int i = 0; i < 60; ++i) {
+      std::this_thread::sleep_for(100ms);
+      if (runner.progress().in_flight.load() >= static_cast<std::uint64_t>(streams) * 9 / 10) during = std::max(during, rss_kib());
+    }
+  });
+  loadgen::StepSpec s;
+  s.arrival = {ArrivalProcess::all_at_once, 0, 1};
+  s.requests = static_cast<std::uint64_t>(streams);
+  s.duration = 1s;
+  s.drain_timeout = 30s;
+  auto r = runner.run(s).value();
+  watch.join();
+  fmt::print("    peak in flight {}, RSS before {} KiB, during {} KiB: {:.1f} KiB per stream (completed {})\n\n",
+             r.peak_in_flight, before, during, during > before ? static_cast<double>(during - before) / streams : 0.0,
+             r.metrics.completed);
+}
+
+void part_d(bool quick) {
+  fmt::print("(d) non-streaming requests/s, 64 connections, 8-token answers\n");
+  Sim sim({"--max-num-seqs", "256", "--decode-base-ms", "0", "--decode-per-seq-ms", "0", "--prefill-ms-per-token", "0"});
+  const std::string body = R"({"model":"sim-8b","prompt":"a b c d","max_tokens":8})";
+  const std::string lua = "bench-wrk.lua";
+  std::ofstream(lua) << "wrk.method = \"POST\"\nwrk.body = '" << body << "'\nwrk.headers[\"Content-Type\"] = \"application/json\"\n";
+  double wrk_rps = 0;
+  const std::string cmd = fmt::format("taskset -c 1 wrk -t1 -c64 -d{}s -s {} http://127.0.0.1:{}/v1/completions 2>&1", quick ? 1 : 4, lua, sim.port());
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char line[512];
+    while (fgets(line, sizeof line, p)) {
+      if (std::strncmp(line, "Requests/sec:", 13) == 0) wrk_rps = std::atof(line + 13);
+    }
+    pclose(p);
+  }
+  std::remove(lua.c_str());
+  loadgen::StepRunner runner(target(sim.port(), false), workload(4, 8));
+  loadgen::StepSpec s;
+  s.mode = loadgen::Mode::concurrency;
+  s.concurrency = 64;
+  s.duration = quick ? 2s : 5s;
+  s.warmup = 1s;
+  auto r = runner.run(s).value();
+  const double ours = r.metrics.request_throughput();
+  fmt::print("    wrk: {:.0f} req/s; capsweep (recording every request): {:.0f} req/s; ratio {:.2f}\n", wrk_rps, ours,
+             wrk_rps > 0 ? ours / wrk_rps : 0.0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  std::string parts = "abcd";
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    if (std::strcmp(argv[i], "--parts") == 0 && i + 1 < argc) parts = argv[++i];
+  }
+  bench::raise_fd_limit();
+  bench::pin_to_cpu(1);
+  if (parts.find('a') != std::string::npos) part_a(quick);
+  if (parts.find('b') != std::string::npos) part_b(quick);
+  if (parts.find('c') != std::string::npos) part_c(quick);
+  if (parts.find('d') != std::string::npos) part_d(quick);
+  return 0;
+}
