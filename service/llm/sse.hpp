@@ -19,18 +19,30 @@ class SseParser {
   // when an event exceeded the limit (the parser is then unusable).
   template <class F>
   bool feed(std::string_view bytes, F&& on_event) {
-    for (char c : bytes) {
-      if (c == '\n' && last_was_cr_) {  // the LF of a CRLF already ended the line
+    while (!bytes.empty()) {
+      if (last_was_cr_ && bytes.front() == '\n') {  // the LF of a CRLF already ended the line
+        bytes.remove_prefix(1);
         last_was_cr_ = false;
         continue;
       }
-      last_was_cr_ = c == '\r';
-      if (c == '\n' || c == '\r') {
-        if (!end_line(on_event)) return false;
-      } else {
-        line_.push_back(c);
-        if (line_.size() > max_event_bytes_) return false;
+      last_was_cr_ = false;
+      std::size_t end = 0;
+      while (end < bytes.size() && bytes[end] != '\n' && bytes[end] != '\r') ++end;
+      if (end == bytes.size()) {  // the line continues in the next read
+        line_.append(bytes);
+        return line_.size() <= max_event_bytes_;
       }
+      // A whole line: taken straight from the input unless its start came in an earlier read.
+      std::string_view line = bytes.substr(0, end);
+      if (!line_.empty()) {
+        line_.append(line);
+        line = line_;
+      }
+      last_was_cr_ = bytes[end] == '\r';
+      bytes.remove_prefix(end + 1);
+      const bool ok = end_line(line, on_event);
+      line_.clear();
+      if (!ok) return false;
     }
     return true;
   }
@@ -40,8 +52,8 @@ class SseParser {
 
  private:
   template <class F>
-  bool end_line(F& on_event) {
-    if (line_.empty()) {  // blank line: dispatch
+  bool end_line(std::string_view line, F& on_event) {
+    if (line.empty()) {  // blank line: dispatch
       if (has_data_) {
         on_event(std::string_view(data_));
         data_.clear();
@@ -49,7 +61,7 @@ class SseParser {
       }
       return true;
     }
-    std::string_view line(line_);
+    if (line.size() > max_event_bytes_) return false;
     if (line.front() != ':') {
       const auto colon = line.find(':');
       const std::string_view field = line.substr(0, colon);
@@ -62,7 +74,6 @@ class SseParser {
         if (data_.size() > max_event_bytes_) return false;
       }
     }
-    line_.clear();
     return true;
   }
 

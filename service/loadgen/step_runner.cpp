@@ -98,6 +98,7 @@ struct StepState {
     rec.dispatched = dispatched;
     const llm::WorkItem item = workload.item(spec.request_index_base + index);
     rec.input_tokens = item.input_tokens;
+    rec.chunks.reserve(std::min<std::uint32_t>(item.max_tokens, 4096));  // no regrowth on typical answers
     std::string body = llm::completion_body(client.target(), item.prompt, item.max_tokens);
     progress.sent.fetch_add(1, std::memory_order_relaxed);
     co_await client.send(std::move(body), rec, t0, fmt::format("capsweep-{}-{}", spec.seed, index));

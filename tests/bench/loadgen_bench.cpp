@@ -137,7 +137,7 @@ void part_b(bool quick) {
     Sim sim({"--max-num-seqs", "8192", "--kv-cache-tokens", "100000000", "--max-model-len", "200000",
              "--decode-base-ms", per_write == 16 ? "0.25" : "2", "--decode-per-seq-ms", "0", "--prefill-ms-per-token", "0",
              "--events-per-write", std::to_string(per_write)});
-    loadgen::StepRunner runner(target(sim.port()), workload(8, 100000));
+    loadgen::StepRunner runner(target(sim.port()), workload(8, 30000));
     loadgen::StepSpec s;
     s.mode = loadgen::Mode::concurrency;
     s.concurrency = static_cast<std::uint32_t>(streams);
