@@ -14,6 +14,7 @@
 #include <sys/resource.h>
 
 #include <deque>
+#include <limits>
 #include <mutex>
 #include <thread>
 
@@ -82,6 +83,23 @@ struct StepState {
   bool abandoning = false; // the drain timeout passed: requests still running are incomplete
   bool cancelled = false;  // cancelled by the user
   SampleSet loop_delay_ms;
+  std::vector<RequestRow> rows;
+
+  void record_row(const RequestRecord& rec, std::uint64_t index) {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    RequestRow row;
+    row.index = index;
+    row.scheduled_ms = to_ms(rec.scheduled);
+    row.dispatched_ms = to_ms(rec.dispatched);
+    row.sent_ms = to_ms(rec.sent);
+    row.ttft_ms = rec.chunks.empty() ? nan : to_ms(*rec.first_token() - rec.scheduled);
+    row.e2el_ms = rec.outcome == Outcome::ok && !rec.chunks.empty() ? to_ms(*rec.last_token() - rec.scheduled) : nan;
+    row.input_tokens = rec.input_tokens;
+    row.output_tokens = rec.output_tokens;
+    row.chunks = static_cast<std::uint32_t>(rec.chunks.size());
+    row.outcome = rec.outcome;
+    rows.push_back(row);
+  }
 
   Nanos now() const { return SteadyClock::now() - t0; }
 
@@ -103,11 +121,12 @@ struct StepState {
     progress.sent.fetch_add(1, std::memory_order_relaxed);
     co_await client.send(std::move(body), rec, t0, fmt::format("capsweep-{}-{}", spec.seed, index));
     peak_connections = std::max<std::uint64_t>(peak_connections, client.open_connections());
-    finish(rec);
+    finish(rec, index);
   }
 
-  void finish(RequestRecord& rec) {
+  void finish(RequestRecord& rec, std::uint64_t index) {
     if (rec.outcome == Outcome::cancelled && abandoning && !cancelled) rec.outcome = Outcome::incomplete;
+    record_row(rec, index);
     acc.add(rec);
     (rec.outcome == Outcome::ok ? progress.done : progress.failed).fetch_add(1, std::memory_order_relaxed);
     --in_flight;
@@ -197,6 +216,7 @@ struct StepState {
         rec.scheduled = w.scheduled;
         rec.dispatched = rec.sent = w.dispatched;
         rec.outcome = cancelled ? Outcome::cancelled : Outcome::incomplete;
+        record_row(rec, w.index);
         acc.add(rec);
       }
       capped.clear();
@@ -219,6 +239,7 @@ struct StepState {
       rec.scheduled = w.scheduled;
       rec.dispatched = rec.sent = w.dispatched;
       rec.outcome = Outcome::cancelled;
+      record_row(rec, w.index);
       acc.add(rec);
     }
     capped.clear();
@@ -347,6 +368,7 @@ Result<StepResult> StepRunner::run(const StepSpec& spec) {
   result.peak_connections = state->peak_connections;
   result.cancelled = state->cancelled;
   result.metrics = std::move(state->acc).finish();
+  result.requests = std::move(state->rows);
   const double lag_p99_ms = result.metrics.schedule_lag_ms.percentile(99);
   result.generator_limited = lag_p99_ms > to_ms(spec.lag_bound) || result.generator_cpu > spec.cpu_saturation;
   return result;

@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace capsweep::loadgen {
 
@@ -42,7 +43,18 @@ struct StepSpec {
   Nanos stall{0};
 };
 
+// One request of a step, as stored and exported (requests.csv): times in ms from the step's
+// origin, latencies from the schedule; NaN where a request has none.
+struct RequestRow {
+  std::uint64_t index = 0;
+  double scheduled_ms = 0, dispatched_ms = 0, sent_ms = 0;
+  double ttft_ms = 0, e2el_ms = 0;
+  std::uint32_t input_tokens = 0, output_tokens = 0, chunks = 0;
+  Outcome outcome = Outcome::ok;
+};
+
 struct StepResult {
+  std::vector<RequestRow> requests;  // every request of the step, in completion order
   StepMetrics metrics;
   bool generator_limited = false;
   double generator_cpu = 0;        // generator thread CPU time / wall time

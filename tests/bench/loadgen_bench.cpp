@@ -114,6 +114,7 @@ void part_a(bool quick) {
   Sim sim({"--max-num-seqs", "4096", "--decode-base-ms", "2", "--decode-per-seq-ms", "0", "--prefill-ms-per-token", "0"});
   fmt::print("    {:>9} {:>10} {:>12} {:>12} {:>10} {:>8}\n", "rate/s", "achieved", "lag p50 ms", "lag p99 ms", "gen CPU", "errors");
   double best = 0;
+  bool best_open = true;
   for (double rate : {250.0, 500.0, 1000.0, 2000.0, 3000.0, 4000.0}) {
     loadgen::StepRunner runner(target(sim.port()), workload(16, 4));
     loadgen::StepSpec s;
@@ -124,9 +125,10 @@ void part_a(bool quick) {
     const double p99 = r.metrics.schedule_lag_ms.percentile(99);
     fmt::print("    {:>9.0f} {:>10.1f} {:>12.3f} {:>12.3f} {:>9.0f}% {:>8}\n", rate, r.metrics.achieved_rate_rps(),
                r.metrics.schedule_lag_ms.percentile(50), p99, 100 * r.generator_cpu, r.metrics.failed());
-    if (p99 <= 1.0 && r.metrics.failed() == 0) best = rate;
+    if (p99 <= 1.0 && r.metrics.failed() == 0 && best_open) best = rate;
+    else best_open = false;  // the highest rate below which every rate held
   }
-  fmt::print("    highest rate with lag p99 <= 1 ms: {:.0f} req/s\n\n", best);
+  fmt::print("    highest rate with lag p99 <= 1 ms at it and every lower rate: {:.0f} req/s\n\n", best);
 }
 
 void part_b(bool quick) {

@@ -70,6 +70,15 @@ TEST_CASE("loadgen: at low load TTFT and ITL reproduce llmsim's model within 10%
   CHECK(m.total_output_tokens == 10 * 10);
   CHECK(m.output_tokens_estimated == 0);
   CHECK_FALSE(r.generator_limited);
+  // Every request is kept as a row for export, with its own latencies.
+  REQUIRE(r.requests.size() == 10);
+  for (const auto& row : r.requests) {
+    CHECK(row.outcome == Outcome::ok);
+    CHECK(row.output_tokens == 10);
+    CHECK(row.ttft_ms == Approx(32).epsilon(0.25));
+    CHECK(row.e2el_ms > row.ttft_ms);
+    CHECK(row.sent_ms >= row.scheduled_ms);
+  }
 }
 
 TEST_CASE("loadgen: with --tokens-per-chunk 4 ITL samples are per token") {
