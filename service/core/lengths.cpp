@@ -1,5 +1,7 @@
 #include "core/lengths.hpp"
 
+#include "core/text.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -164,39 +166,39 @@ bool parse_number(std::string_view s, T& out) {
 Result<LengthDist> parse_length_histogram_csv(std::string_view csv, const std::string& field) {
   std::vector<std::uint32_t> values;
   std::vector<double> weights;
-  std::size_t line_no = 0;
-  while (!csv.empty()) {
-    const auto nl = csv.find('\n');
-    std::string_view line = trim(csv.substr(0, nl));
-    csv = nl == std::string_view::npos ? std::string_view{} : csv.substr(nl + 1);
-    ++line_no;
-    if (line.empty() || line.front() == '#') continue;
+  std::optional<Error> failure;
+  for_each_line(csv, [&](std::string_view raw, std::size_t line_no) {
+    const std::string_view line = trim(raw);
+    if (line.empty() || line.front() == '#') return true;
     const auto comma = line.find(',');
     if (comma == std::string_view::npos) {
-      return Error{errc::parse_error,
-                   fmt::format("CSV line {}: expected 'value,weight', got '{}'", line_no, line),
-                   field};
+      failure = Error{errc::parse_error,
+                      fmt::format("CSV line {}: expected 'value,weight', got '{}'", line_no, line), field};
+      return false;
     }
     std::uint32_t value = 0;
     double weight = 0;
     const bool ok_value = parse_number(line.substr(0, comma), value);
     const bool ok_weight = parse_number(line.substr(comma + 1), weight);
     if (!ok_value || !ok_weight) {
-      if (values.empty() && line_no == 1 && !ok_value) continue;  // a header line
-      return Error{errc::parse_error,
-                   fmt::format("CSV line {}: '{}' is not 'value,weight' with an integer value "
-                               "and a number weight",
-                               line_no, line),
-                   field};
+      if (values.empty() && line_no == 1 && !ok_value) return true;  // a header line
+      failure = Error{errc::parse_error,
+                      fmt::format("CSV line {}: '{}' is not 'value,weight' with an integer value "
+                                  "and a number weight",
+                                  line_no, line),
+                      field};
+      return false;
     }
     if (value < 1 || !std::isfinite(weight) || weight < 0) {
-      return Error{errc::parse_error,
-                   fmt::format("CSV line {}: value must be >= 1 and weight >= 0", line_no),
-                   field};
+      failure = Error{errc::parse_error,
+                      fmt::format("CSV line {}: value must be >= 1 and weight >= 0", line_no), field};
+      return false;
     }
     values.push_back(value);
     weights.push_back(weight);
-  }
+    return true;
+  });
+  if (failure) return *failure;
   if (values.empty()) return Error{errc::parse_error, "CSV histogram has no rows", field};
   auto d = LengthDist::empirical(std::move(values), std::move(weights));
   if (!d) return Error{errc::parse_error, d.error().message, field};

@@ -51,6 +51,12 @@ bool is_timeout(const beast::error_code& ec) {
 }  // namespace
 
 struct Client::Impl : std::enable_shared_from_this<Impl> {
+  // The outcome of a request whose I/O failed with `ec` before an answer was complete.
+  Outcome io_failure(const beast::error_code& ec, Outcome otherwise = Outcome::connect) const {
+    if (cancelled) return Outcome::cancelled;
+    return is_timeout(ec) ? Outcome::timeout : otherwise;
+  }
+
   Impl(asio::any_io_executor ex, Target t) : executor(ex), target(std::move(t)), tls_context(ssl::context::tls_client) {
     if (target.tls()) {
       tls_context.set_verify_mode(target.verify_tls ? ssl::verify_peer : ssl::verify_none);
@@ -114,7 +120,7 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
     tcp.expires_after(target.connect_timeout);
     auto [ec, ep] = co_await tcp.async_connect(endpoints, use_tuple);
     if (ec) {
-      failure = is_timeout(ec) ? Outcome::timeout : (cancelled ? Outcome::cancelled : Outcome::connect);
+      failure = io_failure(ec);
       co_return nullptr;
     }
     tcp.socket().set_option(asio::ip::tcp::no_delay(true), ec);
@@ -128,7 +134,7 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
       tcp.expires_after(target.connect_timeout);
       auto [hec] = co_await c->tls->async_handshake(ssl::stream_base::client, use_tuple);
       if (hec) {
-        failure = is_timeout(hec) ? Outcome::timeout : (cancelled ? Outcome::cancelled : Outcome::tls);
+        failure = io_failure(hec, Outcome::tls);
         co_return nullptr;
       }
     }
@@ -172,7 +178,7 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
     rec.sent = SteadyClock::now() - origin;
     auto [wec, wn] = co_await bhttp::async_write(stream, req, use_tuple);
     if (wec) {
-      rec.outcome = cancelled ? Outcome::cancelled : is_timeout(wec) ? Outcome::timeout : Outcome::connect;
+      rec.outcome = io_failure(wec);
       co_return;
     }
     bhttp::response_parser<bhttp::buffer_body> parser;
@@ -180,7 +186,7 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
     arm(target.read_timeout);
     auto [hec, hn] = co_await bhttp::async_read_header(stream, c.buffer, parser, use_tuple);
     if (hec) {
-      rec.outcome = cancelled ? Outcome::cancelled : is_timeout(hec) ? Outcome::timeout : Outcome::connect;
+      rec.outcome = io_failure(hec);
       co_return;
     }
     const unsigned status = parser.get().result_int();
@@ -234,9 +240,7 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
         }
       }
       if (rec_ec) {
-        rec.outcome = cancelled ? Outcome::cancelled
-                      : is_timeout(rec_ec) ? Outcome::timeout
-                      : ok_status ? Outcome::stream_error : status_outcome(status);
+        rec.outcome = io_failure(rec_ec, ok_status ? Outcome::stream_error : status_outcome(status));
         co_return;
       }
       if (stream_failed) break;
@@ -272,7 +276,7 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
     rec.sent = SteadyClock::now() - origin;
     auto [wec, wn] = co_await bhttp::async_write(stream, req, use_tuple);
     if (wec) {
-      rec.outcome = cancelled ? Outcome::cancelled : is_timeout(wec) ? Outcome::timeout : Outcome::connect;
+      rec.outcome = io_failure(wec);
       co_return;
     }
     bhttp::response_parser<bhttp::string_body> parser;
@@ -281,7 +285,7 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
     auto [rec_ec, n] = co_await bhttp::async_read(stream, c.buffer, parser, use_tuple);
     const Nanos now = SteadyClock::now() - origin;
     if (rec_ec) {
-      rec.outcome = cancelled ? Outcome::cancelled : is_timeout(rec_ec) ? Outcome::timeout : Outcome::connect;
+      rec.outcome = io_failure(rec_ec);
       co_return;
     }
     const unsigned status = parser.get().result_int();

@@ -1,5 +1,7 @@
 #include "llm/workload.hpp"
 
+#include "core/text.hpp"
+
 #include <array>
 #include <cmath>
 #include <fmt/format.h>
@@ -43,17 +45,6 @@ std::uint32_t words_for(double tokens, double tokens_per_word) {
   return static_cast<std::uint32_t>(std::max(0.0, std::round(tokens / tokens_per_word)));
 }
 
-std::uint32_t count_words(std::string_view text) {
-  std::uint32_t n = 0;
-  bool in_word = false;
-  for (char c : text) {
-    const bool space = std::isspace(static_cast<unsigned char>(c)) != 0;
-    if (!space && !in_word) ++n;
-    in_word = !space;
-  }
-  return n;
-}
-
 }  // namespace
 
 Result<std::vector<DatasetEntry>> parse_sharegpt(std::string_view text) {
@@ -87,31 +78,30 @@ Result<std::vector<DatasetEntry>> parse_sharegpt(std::string_view text) {
 
 Result<std::vector<DatasetEntry>> parse_jsonl(std::string_view text) {
   std::vector<DatasetEntry> out;
-  std::size_t line_no = 0;
-  while (!text.empty()) {
-    const auto nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
-    ++line_no;
+  std::optional<Error> failure;
+  for_each_line(text, [&](std::string_view line, std::size_t line_no) {
     while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.remove_suffix(1);
-    if (line.empty()) continue;
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    auto error = [&](const std::string& what) {
-      return Error{errc::parse_error, fmt::format("JSONL line {}: {}", line_no, what), ""};
+    if (line.empty()) return true;
+    auto fail = [&](const std::string& what) {
+      failure = Error{errc::parse_error, fmt::format("JSONL line {}: {}", line_no, what), ""};
+      return false;
     };
-    if (j.is_discarded()) return error("not valid JSON");
-    if (!j.is_object() || !j.contains("prompt") || !j["prompt"].is_string()) return error("needs a string \"prompt\"");
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded()) return fail("not valid JSON");
+    if (!j.is_object() || !j.contains("prompt") || !j["prompt"].is_string()) return fail("needs a string \"prompt\"");
     DatasetEntry d;
     d.prompt = j["prompt"].get<std::string>();
-    if (d.prompt.empty()) return error("the prompt is empty");
+    if (d.prompt.empty()) return fail("the prompt is empty");
     if (auto m = j.find("max_tokens"); m != j.end()) {
       if (!m->is_number_integer() || m->get<std::int64_t>() < 1 || m->get<std::int64_t>() > 1'000'000) {
-        return error("\"max_tokens\" must be an integer in [1, 1000000]");
+        return fail("\"max_tokens\" must be an integer in [1, 1000000]");
       }
       d.max_tokens = static_cast<std::uint32_t>(m->get<std::int64_t>());
     }
     out.push_back(std::move(d));
-  }
+    return true;
+  });
+  if (failure) return *failure;
   if (out.empty()) return Error{errc::parse_error, "the JSONL file has no prompt", ""};
   return out;
 }

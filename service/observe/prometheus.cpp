@@ -1,5 +1,7 @@
 #include "observe/prometheus.hpp"
 
+#include "core/text.hpp"
+
 #include <charconv>
 #include <cmath>
 #include <fmt/format.h>
@@ -136,19 +138,32 @@ std::optional<double> Exposition::sum(std::string_view name,
   return total;
 }
 
+namespace {
+std::optional<Error> parse_line(Exposition& out, std::string_view line, std::size_t line_no);
+}  // namespace
+
 Result<Exposition> parse_prometheus_text(std::string_view text) {
   Exposition out;
-  std::size_t line_no = 0;
-  while (!text.empty()) {
-    const auto nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  std::optional<Error> failure;
+  for_each_line(text, [&](std::string_view line, std::size_t line_no) {
+    if (auto e = parse_line(out, line, line_no)) {
+      failure = std::move(*e);
+      return false;
+    }
+    return true;
+  });
+  if (failure) return *failure;
+  return out;
+}
+
+namespace {
+
+std::optional<Error> parse_line(Exposition& out, std::string_view line, std::size_t line_no) {
+  {
     LineParser p;
     p.s = line;
     p.ws();
-    if (p.pos == line.size()) continue;
+    if (p.pos == line.size()) return std::nullopt;
     auto error = [&](const std::string& what) {
       return Error{errc::parse_error, fmt::format("metrics line {}: {}", line_no, what), ""};
     };
@@ -161,7 +176,7 @@ Result<Exposition> parse_prometheus_text(std::string_view text) {
       };
       const bool is_help = keyword("HELP");
       const bool is_type = keyword("TYPE");
-      if (!is_help && !is_type) continue;  // a plain comment
+      if (!is_help && !is_type) return std::nullopt;  // a plain comment
       p.pos += 4;
       p.ws();
       std::string family;
@@ -178,7 +193,7 @@ Result<Exposition> parse_prometheus_text(std::string_view text) {
       } else {
         out.help[family] = std::move(value);
       }
-      continue;
+      return std::nullopt;
     }
     Sample smp;
     if (!p.name(smp.name, true)) return error(p.error);
@@ -197,10 +212,12 @@ Result<Exposition> parse_prometheus_text(std::string_view text) {
       p.ws();
       if (p.pos < line.size()) return error("unexpected text after the timestamp");
     }
-    if (ends_with(smp.name, "_created")) continue;
+    if (ends_with(smp.name, "_created")) return std::nullopt;
     out.samples.push_back(std::move(smp));
   }
-  return out;
+  return std::nullopt;
 }
+
+}  // namespace
 
 }  // namespace capsweep::observe

@@ -1,5 +1,7 @@
 #include "llmsim/openai.hpp"
 
+#include "core/text.hpp"
+
 #include <array>
 #include <charconv>
 #include <fmt/format.h>
@@ -56,17 +58,6 @@ std::string error_body(const ApiError& e) {
            {"param", e.param.empty() ? json(nullptr) : json(e.param)},
            {"code", e.status}}}};
   return j.dump();
-}
-
-std::uint32_t count_words(std::string_view text) noexcept {
-  std::uint32_t n = 0;
-  bool in_word = false;
-  for (char c : text) {
-    const bool space = c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v';
-    if (!space && !in_word) ++n;
-    in_word = !space;
-  }
-  return n;
 }
 
 std::string_view token_text(std::uint64_t seed, std::uint32_t index) noexcept {

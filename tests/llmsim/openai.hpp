@@ -36,9 +36,6 @@ struct ApiError {
 // {"error": {"message", "type", "param", "code"}}
 std::string error_body(const ApiError& e);
 
-// Number of whitespace-separated words of `text`.
-std::uint32_t count_words(std::string_view text) noexcept;
-
 // Parses a /v1/completions or /v1/chat/completions body. `served_model` is the one model
 // served; `default_max_tokens` applies when the request gives none (completions: 16).
 std::optional<CompletionRequest> parse_completion_request(std::string_view body, Api api,

@@ -1,3 +1,4 @@
+#include "core/text.hpp"
 #include "llm/workload.hpp"
 
 #include <catch2/catch.hpp>
@@ -9,16 +10,7 @@ using namespace capsweep::llm;
 using json = nlohmann::json;
 
 namespace {
-std::uint32_t words(const std::string& s) {
-  std::uint32_t n = 0;
-  bool in = false;
-  for (char c : s) {
-    const bool sp = c == ' ';
-    if (!sp && !in) ++n;
-    in = !sp;
-  }
-  return n;
-}
+std::uint32_t words(const std::string& s) { return count_words(s); }
 }  // namespace
 
 TEST_CASE("workload: synthesised prompts hit the token count through the calibration") {

@@ -1,9 +1,11 @@
+#include "core/text.hpp"
 #include "llmsim/openai.hpp"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 using namespace capsweep::llmsim;
+using capsweep::count_words;
 using json = nlohmann::json;
 
 namespace {

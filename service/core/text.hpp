@@ -1,0 +1,39 @@
+#pragma once
+// Small text helpers shared by capsweep's parsers (CSV histograms, Prometheus text, JSONL
+// datasets) and by prompt-length counting. Pure, allocation-free.
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace capsweep {
+
+// Calls f(line, line_no) for each line of `text` (1-based numbers; '\n' separated, a trailing
+// '\r' removed). Stops early and returns false when f returns false.
+template <class F>
+bool for_each_line(std::string_view text, F&& f) {
+  std::size_t line_no = 0;
+  while (!text.empty()) {
+    const auto nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (!f(line, line_no)) return false;
+  }
+  return true;
+}
+
+// Number of whitespace-separated words (the simulator's token count, the synthesiser's unit).
+constexpr std::uint32_t count_words(std::string_view text) noexcept {
+  std::uint32_t n = 0;
+  bool in_word = false;
+  for (char c : text) {
+    const bool space = c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v';
+    if (!space && !in_word) ++n;
+    in_word = !space;
+  }
+  return n;
+}
+
+}  // namespace capsweep
