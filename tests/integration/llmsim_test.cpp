@@ -10,6 +10,10 @@
 #include <future>
 #include <numeric>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 using namespace capsweep;
 using namespace capsweep::testing;
 using json = nlohmann::json;
@@ -319,4 +323,40 @@ TEST_CASE("llmsim: graceful shutdown lets a running stream finish and refuses ne
   CHECK(r.events.back().data == "[DONE]");
   CHECK(ms(Clock::now() - t0) < 5000);
   CHECK(http_request(ep, "GET", "/health").transport_error);
+}
+
+TEST_CASE("llmsim: the program drains on SIGTERM and exits 0") {
+  // A free port: bind to 0, read it, release it for the child.
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor probe(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
+  const auto port = probe.local_endpoint().port();
+  probe.close();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const std::string listen = "127.0.0.1:" + std::to_string(port);
+    execl(CAPSWEEP_LLMSIM_PATH, CAPSWEEP_LLMSIM_PATH, "--listen", listen.c_str(), "--decode-base-ms", "10",
+          "--drain-s", "5", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const boost::asio::ip::tcp::endpoint ep(boost::asio::ip::make_address("127.0.0.1"), port);
+  bool up = false;
+  for (int i = 0; i < 300 && !up; ++i) {
+    up = http_request(ep, "GET", "/health", "", std::chrono::milliseconds(200)).status == 200;
+    if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(up);
+  auto running = std::async(std::launch::async, [&] { return post_stream(ep, "/v1/completions", completion_body(3, 40)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  REQUIRE(kill(pid, SIGTERM) == 0);
+  auto r = running.get();  // ~0.4 s of tokens still to come: they arrive
+  CHECK(r.complete);
+  CHECK(r.events.back().data == "[DONE]");
+  int status = -1;
+  for (int i = 0; i < 500; ++i) {
+    if (waitpid(pid, &status, WNOHANG) == pid) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!WIFEXITED(status)) kill(pid, SIGKILL), waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }

@@ -250,3 +250,29 @@ TEST_CASE("loadgen: non-streaming requests are measured as one chunk") {
   CHECK(r.metrics.itl_ms.count() == 0);
   CHECK(r.metrics.ttft_ms.mean() == Approx(r.metrics.e2el_ms.mean()));
 }
+
+TEST_CASE("loadgen: requests still running at the drain deadline are incomplete") {
+  SimFixture sim(sim_config(50, 0.1, 0.01));
+  loadgen::StepRunner runner(target_for(sim), workload(10, 200));  // 200 tokens x 50 ms = 10 s each
+  auto spec = rate_step(5, 1s, ArrivalProcess::constant);
+  spec.drain_timeout = 500ms;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = runner.run(spec).value();
+  CHECK(std::chrono::steady_clock::now() - t0 < 4s);
+  const auto& m = r.metrics;
+  CHECK(m.measured == 5);
+  CHECK(m.outcomes[static_cast<std::size_t>(Outcome::incomplete)] == 5);
+  CHECK(m.incomplete_elapsed_ms.size() == 5);
+  CHECK(m.output_tokens_in_window > 0);  // their tokens inside the window were real work
+  CHECK_FALSE(r.cancelled);
+}
+
+TEST_CASE("loadgen: a target named by host name is resolved") {
+  SimFixture sim(sim_config(5, 0.1, 0.01));
+  auto t = target_for(sim);
+  t.host = "localhost";
+  loadgen::StepRunner runner(t, workload(10, 4));
+  auto r = runner.run(rate_step(10, 1s, ArrivalProcess::constant)).value();
+  CHECK(r.metrics.completed == r.metrics.measured);
+  CHECK(r.metrics.measured == 10);
+}

@@ -1,0 +1,40 @@
+#include "core/text.hpp"
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+using namespace capsweep;
+
+TEST_CASE("text: lines are numbered from 1, CR of CRLF dropped, last line without newline kept") {
+  std::vector<std::pair<std::string, std::size_t>> seen;
+  const bool all = for_each_line("a\r\nb\n\nc", [&](std::string_view line, std::size_t n) {
+    seen.emplace_back(std::string(line), n);
+    return true;
+  });
+  CHECK(all);
+  REQUIRE(seen.size() == 4);
+  CHECK(seen[0] == std::make_pair(std::string("a"), std::size_t{1}));
+  CHECK(seen[1].first == "b");
+  CHECK(seen[2].first.empty());
+  CHECK(seen[3] == std::make_pair(std::string("c"), std::size_t{4}));
+}
+
+TEST_CASE("text: returning false stops the walk") {
+  int calls = 0;
+  CHECK_FALSE(for_each_line("1\n2\n3\n", [&](std::string_view, std::size_t n) {
+    ++calls;
+    return n < 2;
+  }));
+  CHECK(calls == 2);
+  CHECK(for_each_line("", [](std::string_view, std::size_t) { return false; }));
+}
+
+TEST_CASE("text: words are runs of non-whitespace") {
+  CHECK(count_words("") == 0);
+  CHECK(count_words("   ") == 0);
+  CHECK(count_words("one") == 1);
+  CHECK(count_words(" two  words\t\n") == 2);
+  CHECK(count_words("a\vb\fc\rd") == 4);
+  static_assert(count_words("compile time too") == 3);
+}
