@@ -41,8 +41,6 @@ void log_exception(std::exception_ptr e) {
   }
 }
 
-std::mutex g_active_mutex;  // guards StepRunner::active_ against the step's teardown
-
 }  // namespace
 
 nlohmann::json StepResult::summary() const {
@@ -255,8 +253,8 @@ StepRunner::~StepRunner() = default;
 
 void StepRunner::cancel() {
   cancel_requested_ = true;
-  std::lock_guard lock(g_active_mutex);
-  if (auto* s = static_cast<StepState*>(active_.load())) {
+  std::lock_guard lock(active_mutex_);
+  if (auto* s = static_cast<StepState*>(active_)) {
     asio::post(s->io, [s] { s->cancel(); });
   }
 }
@@ -296,11 +294,13 @@ Result<StepResult> StepRunner::run(const StepSpec& spec) {
 
   auto state = std::make_unique<StepState>(target_, *workload_, spec, progress_, window);
   state->schedule = std::move(schedule);
+  progress_.scheduled = progress_.sent = progress_.done = progress_.failed = progress_.in_flight = 0;
+  progress_.p95_ttft_ms = 0;
   {
-    std::lock_guard lock(g_active_mutex);
+    std::lock_guard lock(active_mutex_);
     active_ = state.get();
   }
-  if (cancel_requested_) state->cancelled = true;
+  if (cancel_requested_.exchange(false)) state->cancelled = true;  // cancelled before it began
 
   // The target's own gauges, scraped on a thread of its own.
   StepResult result;
@@ -357,9 +357,10 @@ Result<StepResult> StepRunner::run(const StepSpec& spec) {
   scraping = false;
   if (scraper.joinable()) scraper.join();
   {
-    std::lock_guard lock(g_active_mutex);
+    std::lock_guard lock(active_mutex_);
     active_ = nullptr;
   }
+  cancel_requested_ = false;
 
   result.generator_cpu = wall > 0 ? cpu / wall : 0;
   result.loop_delay_p99_ms = state->loop_delay_ms.percentile(99);

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -93,7 +94,8 @@ class StepRunner {
   std::shared_ptr<const llm::Workload> workload_;
   Progress progress_;
   std::atomic<bool> cancel_requested_{false};
-  std::atomic<void*> active_{nullptr};  // the running step's state, for cancel()
+  std::mutex active_mutex_;  // guards active_ against the step's teardown
+  void* active_ = nullptr;   // the running step's state, for cancel()
 };
 
 // Calibrates tokens per word of the synthesiser's word list against the target: POST
