@@ -105,9 +105,6 @@ class StepAccumulator {
   // any order. The record's chunk list is read, not kept.
   void add(const RequestRecord& r);
 
-  // The metrics so far (window not closed): for live progress.
-  const StepMetrics& current() const noexcept { return m_; }
-
   // Closes the window (resolving an open end) and returns the metrics.
   StepMetrics finish() &&;
 
