@@ -115,7 +115,7 @@ void part_a(bool quick) {
   fmt::print("    {:>9} {:>10} {:>12} {:>12} {:>10} {:>8}\n", "rate/s", "achieved", "lag p50 ms", "lag p99 ms", "gen CPU", "errors");
   double best = 0;
   bool best_open = true;
-  for (double rate : {250.0, 500.0, 1000.0, 2000.0, 3000.0, 4000.0}) {
+  for (double rate : {250.0, 500.0, 1000.0, 2000.0, 4000.0, 6000.0, 8000.0}) {
     loadgen::StepRunner runner(target(sim.port()), workload(16, 4));
     loadgen::StepSpec s;
     s.arrival = {ArrivalProcess::poisson, rate, 1};
