@@ -38,6 +38,7 @@ struct RequestRecord {
   Nanos scheduled{0};   // from the schedule: when the user wanted to send it
   Nanos dispatched{0};  // when the generator took it up (= sent unless a concurrency cap queued it)
   Nanos sent{0};        // first byte written
+  Nanos finished{0};    // the request ended on the client (last byte, error, or abandonment)
   std::vector<Chunk> chunks;  // content chunks in arrival order (first = first token)
   std::uint32_t input_tokens = 0;
   std::uint32_t output_tokens = 0;  // from the server's usage, else counted

@@ -319,6 +319,7 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
                              std::string request_id) {
     auto self = shared_from_this();
     if (cancelled) {
+      rec.sent = rec.finished = SteadyClock::now() - origin;
       rec.outcome = Outcome::cancelled;
       co_return;
     }
@@ -330,7 +331,7 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
       Outcome failure = Outcome::connect;
       auto c = co_await acquire(failure);
       if (!c) {
-        rec.sent = SteadyClock::now() - origin;
+        rec.sent = rec.finished = SteadyClock::now() - origin;
         rec.outcome = failure;
         co_return;
       }
@@ -347,8 +348,9 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
       busy.erase(c.get());
       release(std::move(c), reusable && rec.outcome == Outcome::ok);
       const bool stale = pooled && rec.outcome == Outcome::connect && rec.chunks.empty();
-      if (!stale || cancelled) co_return;
+      if (!stale || cancelled) break;
     }
+    rec.finished = SteadyClock::now() - origin;
   }
 
   asio::awaitable<PlainResponse> request(std::string method, std::string path, std::string body) {

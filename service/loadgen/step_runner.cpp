@@ -13,6 +13,7 @@
 
 #include <sys/resource.h>
 
+#include <cmath>
 #include <deque>
 #include <limits>
 #include <mutex>
@@ -53,6 +54,11 @@ nlohmann::json StepResult::summary() const {
   j["peak_connections"] = peak_connections;
   j["cancelled"] = cancelled;
   j["server"] = server.summary();
+  j["backlog"] = {{"mean_in_flight", backlog.mean_in_flight},
+                  {"slope_per_s", backlog.slope_per_s},
+                  {"growth", backlog.growth},
+                  {"growth_stderr", backlog.growth_stderr},
+                  {"growing", backlog.growing}};
   return j;
 }
 
@@ -90,6 +96,7 @@ struct StepState {
     row.scheduled_ms = to_ms(rec.scheduled);
     row.dispatched_ms = to_ms(rec.dispatched);
     row.sent_ms = to_ms(rec.sent);
+    row.finished_ms = rec.outcome == Outcome::incomplete ? nan : to_ms(rec.finished);
     row.ttft_ms = rec.chunks.empty() ? nan : to_ms(*rec.first_token() - rec.scheduled);
     row.e2el_ms = rec.outcome == Outcome::ok && !rec.chunks.empty() ? to_ms(*rec.last_token() - rec.scheduled) : nan;
     row.input_tokens = rec.input_tokens;
@@ -376,6 +383,13 @@ Result<StepResult> StepRunner::run(const StepSpec& spec) {
   result.cancelled = state->cancelled;
   result.metrics = std::move(state->acc).finish();
   result.requests = std::move(state->rows);
+  std::vector<std::pair<Nanos, std::optional<Nanos>>> stays;
+  stays.reserve(result.requests.size());
+  for (const auto& row : result.requests) {
+    const auto at = [](double ms) { return Nanos(static_cast<Nanos::rep>(ms * 1e6)); };
+    stays.emplace_back(at(row.sent_ms), std::isnan(row.finished_ms) ? std::nullopt : std::optional<Nanos>(at(row.finished_ms)));
+  }
+  result.backlog = backlog_trend(stays, result.metrics.window_start, result.metrics.window_end);
   const double lag_p99_ms = result.metrics.schedule_lag_ms.percentile(99);
   result.generator_limited = lag_p99_ms > to_ms(spec.lag_bound) || result.generator_cpu > spec.cpu_saturation;
   return result;

@@ -5,6 +5,7 @@
 // target (/metrics every scrape interval, on a thread of its own), and returns the step's
 // metrics. Progress can be read and the step cancelled from any thread.
 
+#include "core/backlog.hpp"
 #include "core/metrics.hpp"
 #include "core/schedule.hpp"
 #include "llm/target.hpp"
@@ -49,6 +50,7 @@ struct StepSpec {
 struct RequestRow {
   std::uint64_t index = 0;
   double scheduled_ms = 0, dispatched_ms = 0, sent_ms = 0;
+  double finished_ms = 0;  // NaN for a request still in flight when the step ended
   double ttft_ms = 0, e2el_ms = 0;
   std::uint32_t input_tokens = 0, output_tokens = 0, chunks = 0;
   Outcome outcome = Outcome::ok;
@@ -62,6 +64,7 @@ struct StepResult {
   double loop_delay_p99_ms = 0;    // event-loop delay of the generator
   double loop_delay_max_ms = 0;
   observe::ServerGauges server;
+  BacklogTrend backlog;  // requests in flight on the client over the measured window
   bool cancelled = false;
   std::uint64_t peak_in_flight = 0;
   std::uint64_t peak_connections = 0;

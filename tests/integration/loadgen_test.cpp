@@ -168,6 +168,22 @@ TEST_CASE("loadgen: a Poisson step achieves its schedule's rate within 2% over 3
   // The schedule itself is Poisson: its count is within 4 standard deviations of 3000.
   CHECK(static_cast<double>(m.scheduled_in_window) == Approx(3000).margin(4 * std::sqrt(3000.0)));
   CHECK(m.completed == m.measured);
+  CHECK_FALSE(r.backlog.growing);  // well below capacity: the backlog is flat
+}
+
+TEST_CASE("loadgen: above capacity the client-side backlog grows, and the trend says so") {
+  // One sequence at a time, 10 tokens x 10 ms: capacity about 10 req/s; offered 20 req/s.
+  auto cfg = sim_config(10, 0, 0);
+  cfg.engine.max_num_seqs = 1;
+  SimFixture sim(cfg);
+  loadgen::StepRunner runner(target_for(sim), workload(4, 10));
+  auto spec = rate_step(20, 4s, ArrivalProcess::constant);
+  spec.drain_timeout = 500ms;
+  auto r = runner.run(spec).value();
+  CHECK(r.backlog.growing);
+  CHECK(r.backlog.slope_per_s == Approx(10).epsilon(0.25));
+  CHECK(r.metrics.request_throughput() == Approx(10).epsilon(0.2));
+  CHECK(r.summary().at("backlog").at("growing") == true);
 }
 
 TEST_CASE("loadgen: concurrency mode keeps N in flight; a cap in rate mode queues on the client") {

@@ -1,0 +1,29 @@
+#pragma once
+// Is the client-side backlog growing over a step's measured window? A step above capacity
+// can meet a percentile bound for a while (the queue has not built yet); the trend of the
+// number of requests in flight gives it away. Pure: intervals in, a verdict out.
+
+#include "core/time.hpp"
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace capsweep {
+
+struct BacklogTrend {
+  double mean_in_flight = 0;  // time-average over the window
+  double slope_per_s = 0;     // least-squares slope of the in-flight count
+  double growth = 0;          // slope x window: requests added to the backlog
+  double growth_stderr = 0;   // standard error of `growth` from the fit's residuals
+  // growth beyond noise: more than 3 standard errors and more than one request
+  bool growing = false;
+};
+
+// `stays`: each request's [sent, finished) on the client; finished absent for a request still
+// in flight when the step ended. The window is cut into `slots` (>= 3) equal parts; the mean
+// in-flight count of each part is regressed on time.
+BacklogTrend backlog_trend(const std::vector<std::pair<Nanos, std::optional<Nanos>>>& stays,
+                           Nanos window_start, Nanos window_end, int slots = 20);
+
+}  // namespace capsweep
