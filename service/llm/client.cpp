@@ -166,24 +166,31 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
     return req;
   }
 
+  // The next operation on `c` may take the read timeout, but never past the request's deadline.
+  void arm(Connection& c, SteadyClock::time_point deadline) const {
+    c.lowest().expires_at(std::min(SteadyClock::now() + target.read_timeout, deadline));
+  }
+
+  // Writes the request, stamping rec.sent; false (with rec.outcome set) when it fails.
+  template <class Stream>
+  asio::awaitable<bool> write_request(Stream& stream, Connection& c, bhttp::request<bhttp::string_body>& req,
+                                      RequestRecord& rec, SteadyClock::time_point origin,
+                                      SteadyClock::time_point deadline) {
+    arm(c, deadline);
+    rec.sent = SteadyClock::now() - origin;
+    auto [wec, wn] = co_await bhttp::async_write(stream, req, use_tuple);
+    if (wec) rec.outcome = io_failure(wec);
+    co_return !wec;
+  }
+
   template <class Stream>
   asio::awaitable<void> exchange(Stream& stream, Connection& c, bhttp::request<bhttp::string_body>& req,
                                  RequestRecord& rec, SteadyClock::time_point origin, bool& reusable) {
     const auto deadline = SteadyClock::now() + target.request_timeout;
-    auto arm = [&](Nanos limit) {
-      const auto until = std::min(SteadyClock::now() + limit, deadline);
-      c.lowest().expires_at(until);
-    };
-    arm(target.read_timeout);
-    rec.sent = SteadyClock::now() - origin;
-    auto [wec, wn] = co_await bhttp::async_write(stream, req, use_tuple);
-    if (wec) {
-      rec.outcome = io_failure(wec);
-      co_return;
-    }
+    if (!co_await write_request(stream, c, req, rec, origin, deadline)) co_return;
     bhttp::response_parser<bhttp::buffer_body> parser;
     parser.body_limit(boost::none);
-    arm(target.read_timeout);
+    arm(c, deadline);
     auto [hec, hn] = co_await bhttp::async_read_header(stream, c.buffer, parser, use_tuple);
     if (hec) {
       rec.outcome = io_failure(hec);
@@ -201,7 +208,7 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
     while (!parser.is_done()) {
       parser.get().body().data = chunk;
       parser.get().body().size = sizeof chunk;
-      arm(target.read_timeout);
+      arm(c, deadline);
       auto [rec_ec, n] = co_await bhttp::async_read_some(stream, c.buffer, parser, use_tuple);
       const std::size_t got = sizeof chunk - parser.get().body().size;
       const Nanos now = SteadyClock::now() - origin;  // arrival of this piece
@@ -272,16 +279,11 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
   template <class Stream>
   asio::awaitable<void> exchange_plain(Stream& stream, Connection& c, bhttp::request<bhttp::string_body>& req,
                                        RequestRecord& rec, SteadyClock::time_point origin, bool& reusable) {
-    c.lowest().expires_after(std::min(target.read_timeout, target.request_timeout));
-    rec.sent = SteadyClock::now() - origin;
-    auto [wec, wn] = co_await bhttp::async_write(stream, req, use_tuple);
-    if (wec) {
-      rec.outcome = io_failure(wec);
-      co_return;
-    }
+    const auto deadline = SteadyClock::now() + target.request_timeout;
+    if (!co_await write_request(stream, c, req, rec, origin, deadline)) co_return;
     bhttp::response_parser<bhttp::string_body> parser;
     parser.body_limit(64 << 20);
-    c.lowest().expires_after(std::min(target.read_timeout, target.request_timeout));
+    arm(c, deadline);
     auto [rec_ec, n] = co_await bhttp::async_read(stream, c.buffer, parser, use_tuple);
     const Nanos now = SteadyClock::now() - origin;
     if (rec_ec) {

@@ -190,14 +190,13 @@ struct StepState {
       const auto late = SteadyClock::now() - next;
       loop_delay_ms.add(std::chrono::duration<double, std::milli>(late).count());
       if (late > std::chrono::milliseconds(50)) next = SteadyClock::now();
-      if (++ticks % 50 == 0) progress.p95_ttft_ms.store(acc_p95(), std::memory_order_relaxed);
+      if (++ticks % 50 == 0) progress.p95_ttft_ms.store(live_ttft_ms.percentile(95), std::memory_order_relaxed);
     }
   }
 
   // Live p95 TTFT for progress: a histogram-only sample set (no sorting on the generator
   // thread, values within 1%), fed with measured successful requests.
   SampleSet live_ttft_ms{0};
-  double acc_p95() const { return live_ttft_ms.percentile(95); }
 
   asio::awaitable<void> main(Nanos drain_deadline) {
     asio::co_spawn(io, monitor(), log_exception);

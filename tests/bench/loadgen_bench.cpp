@@ -10,6 +10,7 @@
 
 #include "bench/stream_reader.hpp"
 #include "loadgen/step_runner.hpp"
+#include "support/llm_fixtures.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -85,19 +86,11 @@ class Sim {
 };
 
 llm::Target target(std::uint16_t port, bool stream = true) {
-  llm::Target t;
-  t.port = port;
-  t.model = "sim-8b";
-  t.stream = stream;
-  t.read_timeout = 30s;
-  return t;
+  return testing::loopback_target(port, stream, 30s);
 }
 
 std::shared_ptr<const llm::Workload> workload(std::uint32_t prompt, std::uint32_t output) {
-  llm::WorkloadSpec w;
-  w.prompt_tokens = LengthDist::fixed(prompt);
-  w.output_tokens = LengthDist::fixed(output);
-  return std::make_shared<llm::Workload>(w, llm::PromptSynth(1.0));
+  return testing::fixed_workload(prompt, output);
 }
 
 std::size_t rss_kib() {

@@ -13,15 +13,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::size_t piece = 1 + data[0] % 64;
   std::string_view bytes(reinterpret_cast<const char*>(data + 1), size - 1);
   capsweep::llm::SseParser parser(1 << 16);
-  std::size_t events = 0;
   for (std::size_t i = 0; i < bytes.size(); i += piece) {
-    if (!parser.feed(bytes.substr(i, piece), [&](std::string_view event) {
-          ++events;
-          (void)capsweep::llm::interpret_chunk(event);
-        })) {
+    if (!parser.feed(bytes.substr(i, piece),
+                     [](std::string_view event) { (void)capsweep::llm::interpret_chunk(event); })) {
       break;
     }
   }
   (void)capsweep::llm::interpret_chunk(bytes);
-  return static_cast<int>(events & 0);
+  return 0;
 }

@@ -4,6 +4,7 @@
 
 #include "integration/llmsim_fixture.hpp"
 #include "loadgen/step_runner.hpp"
+#include "support/llm_fixtures.hpp"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -17,21 +18,11 @@ using namespace std::chrono_literals;
 namespace {
 
 llm::Target target_for(const SimFixture& sim, bool stream = true) {
-  llm::Target t;
-  t.host = "127.0.0.1";
-  t.port = sim.endpoint().port();
-  t.model = "sim-8b";
-  t.stream = stream;
-  t.read_timeout = 10s;
-  return t;
+  return loopback_target(sim.endpoint().port(), stream);
 }
 
 std::shared_ptr<const llm::Workload> workload(std::uint32_t prompt, std::uint32_t output) {
-  llm::WorkloadSpec w;
-  w.prompt_tokens = LengthDist::fixed(prompt);
-  w.output_tokens = LengthDist::fixed(output);
-  w.seed = 1;
-  return std::make_shared<llm::Workload>(w, llm::PromptSynth(1.0));
+  return fixed_workload(prompt, output);
 }
 
 llmsim::SimConfig sim_config(double base_ms, double per_seq_ms, double prefill_ms) {
