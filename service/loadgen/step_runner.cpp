@@ -206,6 +206,9 @@ struct StepState {
       // N closed-loop workers. A timed step ends at its duration whatever is in flight (the
       // drain below applies); a counted one when every request was sent.
       const Nanos end = spec.requests ? Nanos::max() / 2 : spec.duration;
+      // Workers start at the origin, as a schedule's first request would.
+      dispatch_timer.expires_at(t0);
+      co_await dispatch_timer.async_wait(use_tuple);
       for (std::uint32_t w = 0; w < spec.concurrency; ++w) asio::co_spawn(io, worker(end), log_exception);
       while (!stopping && (spec.requests ? next_index < *spec.requests : now() < end)) {
         dispatch_timer.expires_at(spec.requests ? SteadyClock::now() + std::chrono::milliseconds(5) : t0 + end);

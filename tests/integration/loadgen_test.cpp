@@ -189,6 +189,17 @@ TEST_CASE("loadgen: concurrency mode keeps N in flight; a cap in rate mode queue
   CHECK(c.metrics.completed > 20);
   CHECK(c.metrics.client_queue_ms.max() < 5);
 
+  // A counted closed-loop step (the sweep's baseline) measures every request it sends: the
+  // workers start at the step's origin, so none is scheduled before the window opens.
+  loadgen::StepSpec counted;
+  counted.mode = loadgen::Mode::concurrency;
+  counted.concurrency = 1;
+  counted.requests = 5;
+  auto n = runner.run(counted).value();
+  CHECK(n.metrics.measured == 5);
+  CHECK(n.metrics.completed == 5);
+  for (const auto& row : n.requests) CHECK(row.scheduled_ms >= 0);
+
   loadgen::StepRunner capped_runner(target_for(sim), workload(10, 10));
   auto capped = rate_step(40, 2s);
   capped.concurrency = 2;

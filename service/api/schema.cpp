@@ -1,0 +1,136 @@
+#include "api/schema.hpp"
+
+#include <valijson/adapters/nlohmann_json_adapter.hpp>
+#include <valijson/schema.hpp>
+#include <valijson/schema_parser.hpp>
+#include <valijson/validation_results.hpp>
+#include <valijson/validator.hpp>
+
+#include <map>
+#include <mutex>
+#include <regex>
+#include <stdexcept>
+
+namespace capsweep::api {
+
+// The schema files compiled in from schema/ (cmake/embed.cmake).
+std::vector<std::pair<std::string_view, std::string_view>> schema_files();
+
+namespace {
+
+using json = nlohmann::json;
+
+// "[target]" -> "target", "[3]" -> "3"; "<root>" is dropped. Escapes per RFC 6901.
+std::string pointer_of(const std::vector<std::string>& context) {
+  std::string out;
+  for (const auto& part : context) {
+    if (part.size() < 2 || part.front() != '[' || part.back() != ']') continue;
+    std::string token = part.substr(1, part.size() - 2);
+    std::string escaped;
+    for (char c : token) {
+      if (c == '~') escaped += "~0";
+      else if (c == '/') escaped += "~1";
+      else escaped += c;
+    }
+    out += "/" + escaped;
+  }
+  return out;
+}
+
+// Messages about a property of the object in context point one level deeper, with a
+// plainer message: {field suffix, message}.
+std::pair<std::string, std::string> refine(const std::string& description) {
+  static const std::regex required("Missing required property '([^']+)'");
+  static const std::regex unknown("could not be validated using 'properties' or 'additionalProperties' constraints: '([^']+)'");
+  std::smatch m;
+  if (std::regex_search(description, m, required)) return {"/" + m[1].str(), "is required"};
+  if (std::regex_search(description, m, unknown)) return {"/" + m[1].str(), "is not a known field here"};
+  if (description.find("'type' constraint") != std::string::npos) return {"", "has the wrong type for this field"};
+  if (description.find("enum values") != std::string::npos) return {"", "is not one of the allowed values"};
+  if (description.find("'pattern' constraint") != std::string::npos) return {"", "does not have the required form"};
+  std::string message = description;
+  if (!message.empty() && message.back() == '.') message.pop_back();
+  return {"", message};
+}
+
+void fill(const json& schema, json& instance, const json& root) {
+  const json* s = &schema;
+  if (auto ref = s->find("$ref"); ref != s->end() && ref->is_string()) {
+    const std::string r = ref->get<std::string>();
+    if (r.rfind("#/", 0) == 0) {
+      try {
+        s = &root.at(json::json_pointer(r.substr(1)));
+      } catch (const json::exception&) {
+        return;
+      }
+    }
+  }
+  if (!instance.is_object()) return;
+  auto props = s->find("properties");
+  if (props == s->end() || !props->is_object()) return;
+  for (const auto& [name, sub] : props->items()) {
+    if (!instance.contains(name)) {
+      if (auto d = sub.find("default"); d != sub.end()) instance[name] = *d;
+      else continue;
+    }
+    fill(sub, instance[name], root);
+  }
+}
+
+}  // namespace
+
+struct SchemaValidator::Impl {
+  valijson::Schema schema;
+};
+
+SchemaValidator::SchemaValidator(const json& schema) : doc_(schema), impl_(std::make_unique<Impl>()) {
+  try {
+    valijson::SchemaParser parser(valijson::SchemaParser::kDraft7);
+    valijson::adapters::NlohmannJsonAdapter adapter(doc_);
+    parser.populateSchema(adapter, impl_->schema);
+  } catch (const std::exception& e) {
+    throw std::invalid_argument(std::string("bad JSON schema: ") + e.what());
+  }
+}
+
+SchemaValidator::~SchemaValidator() = default;
+SchemaValidator::SchemaValidator(SchemaValidator&&) noexcept = default;
+SchemaValidator& SchemaValidator::operator=(SchemaValidator&&) noexcept = default;
+
+Result<void> SchemaValidator::validate(const json& instance) const {
+  valijson::Validator validator;
+  valijson::ValidationResults results;
+  valijson::adapters::NlohmannJsonAdapter target(instance);
+  if (validator.validate(impl_->schema, target, &results)) return {};
+  // The deepest error is the most specific one.
+  valijson::ValidationResults::Error error, best;
+  bool have = false;
+  while (results.popError(error)) {
+    if (!have || error.context.size() > best.context.size()) {
+      best = error;
+      have = true;
+    }
+  }
+  auto [suffix, message] = refine(best.description);
+  return invalid(pointer_of(best.context) + suffix, message);
+}
+
+void SchemaValidator::apply_defaults(json& instance) const { fill(doc_, instance, doc_); }
+
+std::string_view embedded_schema_text(std::string_view file_name) {
+  for (const auto& [name, text] : schema_files()) {
+    if (name == file_name) return text;
+  }
+  throw std::out_of_range("no embedded schema " + std::string(file_name));
+}
+
+const json& embedded_schema(std::string_view file_name) {
+  static std::mutex mutex;
+  static std::map<std::string, json, std::less<>> cache;
+  std::lock_guard lock(mutex);
+  if (auto it = cache.find(file_name); it != cache.end()) return it->second;
+  auto [it, _] = cache.emplace(std::string(file_name), json::parse(embedded_schema_text(file_name)));
+  return it->second;
+}
+
+}  // namespace capsweep::api

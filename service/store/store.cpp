@@ -1,0 +1,414 @@
+#include "store/store.hpp"
+
+#include <fmt/format.h>
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <string_view>
+#include <utility>
+
+namespace capsweep::store {
+
+// The migrations compiled in from schema/sql (cmake/embed.cmake).
+std::vector<std::pair<std::string_view, std::string_view>> migrations();
+
+namespace {
+
+using json = nlohmann::json;
+
+// A prepared statement, finalised on scope exit; bind by 1-based position.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, std::string_view sql) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &st_, nullptr) != SQLITE_OK) {
+      throw StoreError(fmt::format("prepare failed: {} ({})", sqlite3_errmsg(db), sql));
+    }
+  }
+  ~Stmt() { sqlite3_finalize(st_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  Stmt& bind(int i, std::string_view v) {
+    check(sqlite3_bind_text(st_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
+    return *this;
+  }
+  Stmt& bind(int i, const char* v) { return bind(i, std::string_view(v)); }
+  Stmt& bind(int i, const std::string& v) { return bind(i, std::string_view(v)); }
+  Stmt& bind(int i, std::int64_t v) {
+    check(sqlite3_bind_int64(st_, i, v));
+    return *this;
+  }
+  Stmt& bind(int i, int v) { return bind(i, static_cast<std::int64_t>(v)); }
+  Stmt& bind(int i, std::uint64_t v) { return bind(i, static_cast<std::int64_t>(v)); }
+  Stmt& bind(int i, std::uint32_t v) { return bind(i, static_cast<std::int64_t>(v)); }
+  Stmt& bind(int i, bool v) { return bind(i, static_cast<std::int64_t>(v ? 1 : 0)); }
+  Stmt& bind(int i, std::optional<double> v) {
+    check(v && std::isfinite(*v) ? sqlite3_bind_double(st_, i, *v) : sqlite3_bind_null(st_, i));
+    return *this;
+  }
+  Stmt& bind_null(int i) {
+    check(sqlite3_bind_null(st_, i));
+    return *this;
+  }
+
+  // true while a row is available.
+  bool step() {
+    const int rc = sqlite3_step(st_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    throw StoreError(fmt::format("sqlite: {}", sqlite3_errmsg(db_)));
+  }
+  void reset() {
+    sqlite3_reset(st_);
+    sqlite3_clear_bindings(st_);
+  }
+
+  std::string text(int col) const {
+    const auto* p = sqlite3_column_text(st_, col);
+    return p ? std::string(reinterpret_cast<const char*>(p), static_cast<std::size_t>(sqlite3_column_bytes(st_, col)))
+             : std::string();
+  }
+  bool is_null(int col) const { return sqlite3_column_type(st_, col) == SQLITE_NULL; }
+  std::int64_t integer(int col) const { return sqlite3_column_int64(st_, col); }
+  std::optional<double> real(int col) const {
+    if (is_null(col)) return std::nullopt;
+    return sqlite3_column_double(st_, col);
+  }
+  json json_at(int col) const { return is_null(col) ? json(nullptr) : json::parse(text(col)); }
+
+ private:
+  void check(int rc) {
+    if (rc != SQLITE_OK) throw StoreError(fmt::format("bind failed: {}", sqlite3_errmsg(db_)));
+  }
+  sqlite3* db_;
+  sqlite3_stmt* st_ = nullptr;
+};
+
+// Rolls back unless committed.
+class Transaction {
+ public:
+  Transaction(sqlite3* db) : db_(db) { run("BEGIN IMMEDIATE"); }
+  ~Transaction() {
+    if (!done_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  void commit() {
+    run("COMMIT");
+    done_ = true;
+  }
+
+ private:
+  void run(const char* sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string msg = err ? err : "unknown";
+      sqlite3_free(err);
+      throw StoreError(fmt::format("{}: {}", sql, msg));
+    }
+  }
+  sqlite3* db_;
+  bool done_ = false;
+};
+
+constexpr const char* kSweepColumns =
+    "id, name, kind, target_key, status, spec, secret_headers, result, error, progress, resumable, "
+    "created_at, started_at, finished_at, updated_at";
+
+SweepRow sweep_from(const Stmt& s) {
+  SweepRow r;
+  r.id = s.text(0);
+  r.name = s.text(1);
+  r.kind = s.text(2);
+  r.target_key = s.text(3);
+  r.status = s.text(4);
+  r.spec = s.json_at(5);
+  r.secret_headers = s.json_at(6);
+  r.result = s.json_at(7);
+  r.error = s.text(8);
+  r.progress = s.json_at(9);
+  r.resumable = s.integer(10) != 0;
+  r.created_at = s.text(11);
+  r.started_at = s.text(12);
+  r.finished_at = s.text(13);
+  r.updated_at = s.text(14);
+  return r;
+}
+
+bool terminal(std::string_view status) {
+  return status == "succeeded" || status == "failed" || status == "cancelled";
+}
+
+}  // namespace
+
+std::string utc_now() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                     tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+}
+
+Store::Store(const std::string& path) {
+  const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX;
+  if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
+    std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw StoreError(fmt::format("cannot open database {}: {}", path, msg));
+  }
+  sqlite3_busy_timeout(db_, 10'000);
+  try {
+    exec("PRAGMA journal_mode=WAL");
+    exec("PRAGMA synchronous=NORMAL");
+    exec("PRAGMA foreign_keys=ON");
+    migrate();
+  } catch (...) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw;
+  }
+}
+
+Store::~Store() {
+  if (db_) sqlite3_close(db_);
+}
+
+void Store::exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : sqlite3_errmsg(db_);
+    sqlite3_free(err);
+    throw StoreError(fmt::format("sqlite: {}", msg));
+  }
+}
+
+void Store::migrate() {
+  exec("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+       "applied_at TEXT NOT NULL)");
+  auto files = migrations();
+  std::sort(files.begin(), files.end());
+  for (const auto& [name, sql] : files) {
+    const int version = std::atoi(std::string(name.substr(0, name.find('_'))).c_str());
+    if (version <= 0) throw StoreError(fmt::format("migration {} has no NNN_ number", name));
+    Transaction tx(db_);
+    {
+      Stmt q(db_, "SELECT 1 FROM schema_version WHERE version = ?");
+      q.bind(1, version);
+      if (q.step()) continue;  // applied (the transaction rolls back, nothing was written)
+    }
+    exec(std::string(sql).c_str());
+    Stmt ins(db_, "INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)");
+    ins.bind(1, version).bind(2, name).bind(3, utc_now());
+    ins.step();
+    tx.commit();
+  }
+}
+
+int Store::schema_version() {
+  std::lock_guard lock(mutex_);
+  Stmt q(db_, "SELECT COALESCE(MAX(version), 0) FROM schema_version");
+  q.step();
+  return static_cast<int>(q.integer(0));
+}
+
+bool Store::writable() {
+  std::lock_guard lock(mutex_);
+  try {
+    Transaction tx(db_);
+    return true;  // rolled back on scope exit
+  } catch (const StoreError&) {
+    return false;
+  }
+}
+
+void Store::insert_sweep(const SweepRow& s) {
+  std::lock_guard lock(mutex_);
+  Stmt q(db_, "INSERT INTO sweeps (id, name, kind, target_key, status, spec, secret_headers, resumable, "
+              "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?)");
+  const std::string now = s.created_at.empty() ? utc_now() : s.created_at;
+  q.bind(1, s.id).bind(2, s.name).bind(3, s.kind).bind(4, s.target_key).bind(5, s.status);
+  q.bind(6, s.spec.dump()).bind(7, s.secret_headers.dump()).bind(8, now).bind(9, now);
+  q.step();
+}
+
+std::optional<SweepRow> Store::sweep(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  Stmt q(db_, fmt::format("SELECT {} FROM sweeps WHERE id = ?", kSweepColumns));
+  q.bind(1, id);
+  if (!q.step()) return std::nullopt;
+  return sweep_from(q);
+}
+
+std::vector<SweepRow> Store::list_sweeps(const std::optional<std::string>& status, int limit, int offset) {
+  std::lock_guard lock(mutex_);
+  Stmt q(db_, fmt::format("SELECT {} FROM sweeps WHERE (?1 IS NULL OR status = ?1) ORDER BY seq DESC "
+                          "LIMIT ?2 OFFSET ?3",
+                          kSweepColumns));
+  if (status) q.bind(1, *status);
+  else q.bind_null(1);
+  q.bind(2, limit).bind(3, offset);
+  std::vector<SweepRow> out;
+  while (q.step()) out.push_back(sweep_from(q));
+  return out;
+}
+
+std::map<std::string, std::uint64_t> Store::count_by_status() {
+  std::lock_guard lock(mutex_);
+  std::map<std::string, std::uint64_t> out{{"queued", 0}, {"running", 0}, {"succeeded", 0}, {"failed", 0}, {"cancelled", 0}};
+  Stmt q(db_, "SELECT status, COUNT(*) FROM sweeps GROUP BY status");
+  while (q.step()) out[q.text(0)] = static_cast<std::uint64_t>(q.integer(1));
+  return out;
+}
+
+std::uint64_t Store::count_status(const std::string& status) {
+  std::lock_guard lock(mutex_);
+  Stmt q(db_, "SELECT COUNT(*) FROM sweeps WHERE status = ?");
+  q.bind(1, status);
+  q.step();
+  return static_cast<std::uint64_t>(q.integer(0));
+}
+
+bool Store::transition(const std::string& id, const std::string& from, const std::string& to) {
+  std::lock_guard lock(mutex_);
+  const std::string now = utc_now();
+  Stmt q(db_, "UPDATE sweeps SET status = ?1, updated_at = ?2, "
+              "started_at = CASE WHEN ?1 = 'running' AND started_at IS NULL THEN ?2 ELSE started_at END, "
+              "finished_at = CASE WHEN ?4 THEN ?2 ELSE finished_at END "
+              "WHERE id = ?3 AND status = ?5");
+  q.bind(1, to).bind(2, now).bind(3, id).bind(4, terminal(to)).bind(5, from);
+  q.step();
+  return sqlite3_changes(db_) == 1;
+}
+
+void Store::finish_sweep(const std::string& id, const std::string& status, const json& result, const std::string& error) {
+  std::lock_guard lock(mutex_);
+  const std::string now = utc_now();
+  Stmt q(db_, "UPDATE sweeps SET status = ?, result = ?, error = ?, resumable = 0, finished_at = ?, updated_at = ? "
+              "WHERE id = ?");
+  q.bind(1, status);
+  if (result.is_null()) q.bind_null(2);
+  else q.bind(2, result.dump());
+  if (error.empty()) q.bind_null(3);
+  else q.bind(3, error);
+  q.bind(4, now).bind(5, now).bind(6, id);
+  q.step();
+}
+
+void Store::set_progress(const std::string& id, const json& progress) {
+  std::lock_guard lock(mutex_);
+  Stmt q(db_, "UPDATE sweeps SET progress = ?, updated_at = ? WHERE id = ?");
+  q.bind(1, progress.dump()).bind(2, utc_now()).bind(3, id);
+  q.step();
+}
+
+void Store::set_resumable(const std::string& id, bool resumable) {
+  std::lock_guard lock(mutex_);
+  Stmt q(db_, "UPDATE sweeps SET resumable = ?, updated_at = ? WHERE id = ?");
+  q.bind(1, resumable).bind(2, utc_now()).bind(3, id);
+  q.step();
+}
+
+bool Store::delete_sweep(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  Transaction tx(db_);
+  Stmt d(db_, "DELETE FROM sweeps WHERE id = ? AND status <> 'running'");
+  d.bind(1, id);
+  d.step();
+  const bool deleted = sqlite3_changes(db_) == 1;
+  tx.commit();
+  return deleted;
+}
+
+std::vector<StepRow> Store::steps(const std::string& sweep_id) {
+  std::lock_guard lock(mutex_);
+  Stmt q(db_, "SELECT s.step_index, s.kind, s.phase, s.offered_rate_rps, s.verdict, s.generator_limited, "
+              "s.summary, s.evaluation, s.outcome, m.summary, s.started_at, s.finished_at FROM steps s "
+              "LEFT JOIN step_server_metrics m ON m.sweep_id = s.sweep_id AND m.step_index = s.step_index "
+              "WHERE s.sweep_id = ? ORDER BY s.step_index");
+  q.bind(1, sweep_id);
+  std::vector<StepRow> out;
+  while (q.step()) {
+    StepRow r;
+    r.index = static_cast<int>(q.integer(0));
+    r.kind = q.text(1);
+    r.phase = q.text(2);
+    r.offered_rate_rps = q.real(3);
+    r.verdict = q.text(4);
+    r.generator_limited = q.integer(5) != 0;
+    r.summary = q.json_at(6);
+    r.evaluation = q.json_at(7);
+    r.outcome = q.json_at(8);
+    r.server = q.json_at(9);
+    r.started_at = q.text(10);
+    r.finished_at = q.text(11);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+void Store::append_step(const std::string& sweep_id, const StepRow& step, const std::vector<RequestRow>& requests) {
+  std::lock_guard lock(mutex_);
+  Transaction tx(db_);
+  {
+    Stmt n(db_, "SELECT COUNT(*) FROM steps WHERE sweep_id = ?");
+    n.bind(1, sweep_id);
+    n.step();
+    if (n.integer(0) != step.index) {
+      throw StoreError(fmt::format("step {} of sweep {} is out of order ({} stored)", step.index, sweep_id, n.integer(0)));
+    }
+  }
+  Stmt s(db_, "INSERT INTO steps (sweep_id, step_index, kind, phase, offered_rate_rps, verdict, generator_limited, "
+              "summary, evaluation, outcome, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  s.bind(1, sweep_id).bind(2, step.index).bind(3, step.kind).bind(4, step.phase).bind(5, step.offered_rate_rps);
+  s.bind(6, step.verdict).bind(7, step.generator_limited).bind(8, step.summary.dump()).bind(9, step.evaluation.dump());
+  s.bind(10, step.outcome.dump()).bind(11, step.started_at).bind(12, step.finished_at);
+  s.step();
+  Stmt r(db_, "INSERT INTO requests (sweep_id, step_index, request_index, scheduled_ms, dispatched_ms, sent_ms, "
+              "finished_ms, ttft_ms, e2el_ms, input_tokens, output_tokens, chunks, outcome) "
+              "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  for (const auto& q : requests) {
+    r.reset();
+    r.bind(1, sweep_id).bind(2, step.index).bind(3, q.index).bind(4, std::optional<double>(q.scheduled_ms));
+    r.bind(5, q.dispatched_ms).bind(6, q.sent_ms).bind(7, q.finished_ms).bind(8, q.ttft_ms).bind(9, q.e2el_ms);
+    r.bind(10, q.input_tokens).bind(11, q.output_tokens).bind(12, q.chunks).bind(13, q.outcome);
+    r.step();
+  }
+  if (!step.server.is_null()) {
+    Stmt m(db_, "INSERT INTO step_server_metrics (sweep_id, step_index, summary) VALUES (?, ?, ?)");
+    m.bind(1, sweep_id).bind(2, step.index).bind(3, step.server.dump());
+    m.step();
+  }
+  Stmt u(db_, "UPDATE sweeps SET updated_at = ? WHERE id = ?");
+  u.bind(1, utc_now()).bind(2, sweep_id);
+  u.step();
+  tx.commit();
+}
+
+void Store::for_each_request(const std::string& sweep_id, const std::function<void(int, const RequestRow&)>& row) {
+  std::lock_guard lock(mutex_);
+  Stmt q(db_, "SELECT step_index, request_index, scheduled_ms, dispatched_ms, sent_ms, finished_ms, ttft_ms, "
+              "e2el_ms, input_tokens, output_tokens, chunks, outcome FROM requests WHERE sweep_id = ? "
+              "ORDER BY step_index, request_index");
+  q.bind(1, sweep_id);
+  while (q.step()) {
+    RequestRow r;
+    r.index = static_cast<std::uint64_t>(q.integer(1));
+    r.scheduled_ms = q.real(2).value_or(0);
+    r.dispatched_ms = q.real(3);
+    r.sent_ms = q.real(4);
+    r.finished_ms = q.real(5);
+    r.ttft_ms = q.real(6);
+    r.e2el_ms = q.real(7);
+    r.input_tokens = static_cast<std::uint32_t>(q.integer(8));
+    r.output_tokens = static_cast<std::uint32_t>(q.integer(9));
+    r.chunks = static_cast<std::uint32_t>(q.integer(10));
+    r.outcome = q.text(11);
+    row(static_cast<int>(q.integer(0)), r);
+  }
+}
+
+}  // namespace capsweep::store

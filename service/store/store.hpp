@@ -1,0 +1,116 @@
+#pragma once
+// The SQLite repository of capsweepd; all SQL lives here and in schema/sql. Migrations
+// (schema/sql/NNN_*.sql, compiled in) are applied in order when the store opens and the
+// version is recorded. WAL mode, a busy timeout and foreign keys are on. A step is written
+// with its request records and server summary in one transaction, so a crash loses at most
+// the step in flight. Thread-safe: one connection per Store, calls serialised by a mutex;
+// open one Store per thread that writes a lot (WAL lets readers run beside the writer).
+// Infrastructure failures (disk full, corrupt file) throw StoreError.
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+struct sqlite3;
+
+namespace capsweep::store {
+
+class StoreError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct SweepRow {
+  std::string id;
+  std::string name;
+  std::string kind = "sweep";     // "sweep" | "check"
+  std::string target_key;         // target.base_url
+  std::string status = "queued";  // queued | running | succeeded | failed | cancelled
+  nlohmann::json spec = nlohmann::json::object();            // without header values
+  nlohmann::json secret_headers = nlohmann::json::object();  // never returned by the API
+  nlohmann::json result;           // null until succeeded
+  std::string error;
+  nlohmann::json progress;         // null until running
+  bool resumable = false;
+  std::string created_at, started_at, finished_at, updated_at;
+};
+
+struct StepRow {
+  int index = 0;
+  std::string kind, phase;
+  std::optional<double> offered_rate_rps;
+  std::string verdict = "inconclusive";
+  bool generator_limited = false;
+  nlohmann::json summary = nlohmann::json::object();
+  nlohmann::json evaluation = nlohmann::json::object();
+  nlohmann::json outcome = nlohmann::json::object();
+  nlohmann::json server;  // null when the target was not scraped
+  std::string started_at, finished_at;
+};
+
+// One request as stored; NaN / nullopt where the request has no such time.
+struct RequestRow {
+  std::uint64_t index = 0;
+  double scheduled_ms = 0;
+  std::optional<double> dispatched_ms, sent_ms, finished_ms, ttft_ms, e2el_ms;
+  std::uint32_t input_tokens = 0, output_tokens = 0, chunks = 0;
+  std::string outcome;
+};
+
+// The current UTC time as "2026-11-30T01:02:03.456Z".
+std::string utc_now();
+
+class Store {
+ public:
+  // Opens (creating when absent) and migrates the database. Throws StoreError.
+  explicit Store(const std::string& path);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  int schema_version();
+  // Whether a write transaction can be taken now (readiness).
+  bool writable();
+
+  void insert_sweep(const SweepRow& s);
+  std::optional<SweepRow> sweep(const std::string& id);
+  // Newest first; `status` filters when given.
+  std::vector<SweepRow> list_sweeps(const std::optional<std::string>& status, int limit, int offset);
+  std::map<std::string, std::uint64_t> count_by_status();
+  std::uint64_t count_status(const std::string& status);
+
+  // Sets the status when it is `from` now; false otherwise (someone else moved it).
+  // Stamps started_at on "running" and finished_at on terminal statuses.
+  bool transition(const std::string& id, const std::string& from, const std::string& to);
+  // Terminal writes: result (succeeded) or error (failed, cancelled).
+  void finish_sweep(const std::string& id, const std::string& status, const nlohmann::json& result,
+                    const std::string& error);
+  void set_progress(const std::string& id, const nlohmann::json& progress);
+  void set_resumable(const std::string& id, bool resumable);
+  // Deletes a sweep that is not running (with its steps and records); false when absent or running.
+  bool delete_sweep(const std::string& id);
+
+  std::vector<StepRow> steps(const std::string& sweep_id);
+  // Writes one step with its records in one transaction. The step's index must be the next
+  // one (the number of stored steps); otherwise nothing is written and StoreError is thrown.
+  void append_step(const std::string& sweep_id, const StepRow& step, const std::vector<RequestRow>& requests);
+  // Calls `row` for each stored request of the sweep, by step then request index.
+  void for_each_request(const std::string& sweep_id,
+                        const std::function<void(int step_index, const RequestRow&)>& row);
+
+ private:
+  void exec(const char* sql);
+  void migrate();
+  sqlite3* db_ = nullptr;
+  std::mutex mutex_;
+};
+
+}  // namespace capsweep::store

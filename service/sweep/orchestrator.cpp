@@ -1,0 +1,451 @@
+#include "sweep/orchestrator.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace capsweep::sweep {
+
+namespace {
+
+using json = nlohmann::json;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+json number_or_null(std::optional<double> v) {
+  return v && std::isfinite(*v) ? json(*v) : json(nullptr);
+}
+
+// A fixed rate's verdict once any re-run is folded in.
+struct RateResult {
+  double rate = 0;
+  Verdict verdict = Verdict::fail;
+  const StepOutcome* step = nullptr;
+  bool escalation = false;  // ladder-kind step beyond the planned ladder
+  bool via_rerun = false;
+};
+
+struct Analysis {
+  const StepOutcome* baseline = nullptr;
+  const StepOutcome* probe = nullptr;
+  const StepOutcome* check = nullptr;
+  LadderRange range;
+  std::vector<double> ladder;
+  std::vector<RateResult> fixed;  // in run order
+  int fixed_steps_run = 0;        // re-runs included
+  int ladder_done = 0;
+  std::optional<StepOrder> pending_rerun;
+  bool inconclusive_twice = false;
+  bool generator_limited = false;
+};
+
+bool is_fixed(StepKind k) { return k == StepKind::ladder || k == StepKind::refine; }
+
+Analysis analyse(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
+  Analysis a;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const StepOutcome& s = steps[i];
+    if (s.kind == StepKind::baseline) {
+      a.baseline = &s;
+      continue;
+    }
+    if (s.kind == StepKind::probe) {
+      a.probe = &s;
+      continue;
+    }
+    if (s.kind == StepKind::check) {
+      a.check = &s;
+      continue;
+    }
+    ++a.fixed_steps_run;
+    a.generator_limited |= s.generator_limited;
+    if (s.rerun) continue;  // folded into the step it repeats
+    RateResult r{s.offered_rate_rps, s.verdict, &s};
+    if (s.verdict == Verdict::inconclusive) {
+      const bool has_next = i + 1 < steps.size();
+      if (has_next && steps[i + 1].rerun && is_fixed(steps[i + 1].kind)) {
+        const StepOutcome& again = steps[i + 1];
+        r.step = &again;
+        r.via_rerun = true;
+        r.verdict = again.verdict == Verdict::pass ? Verdict::pass : Verdict::fail;
+        a.inconclusive_twice |= again.verdict == Verdict::inconclusive;
+      } else if (!has_next) {
+        StepOrder o;
+        o.kind = s.kind;
+        o.phase = "rerun";
+        o.rate_rps = s.offered_rate_rps;
+        o.duration = 2 * spec.sweep.step_duration;
+        o.warmup = spec.sweep.warmup;
+        o.concurrency = spec.sweep.max_concurrency;
+        o.rerun = true;
+        a.pending_rerun = o;
+        r.verdict = Verdict::fail;  // counted as failing if it can never be re-run
+      } else {
+        r.verdict = Verdict::fail;
+      }
+    }
+    if (s.kind == StepKind::ladder) {
+      if (a.ladder_done < spec.sweep.steps) ++a.ladder_done;
+      else r.escalation = true;
+    }
+    a.fixed.push_back(r);
+  }
+  if (a.baseline && a.probe) {
+    a.range = ladder_range(a.baseline->measured_rate_rps, a.probe->measured_rate_rps);
+    a.ladder = ladder_plan(spec.sweep, a.range);
+  }
+  return a;
+}
+
+// The highest passing rate with no failing rate below it, and the lowest failing rate.
+struct Bracket {
+  const RateResult* pass = nullptr;
+  const RateResult* fail = nullptr;
+};
+
+Bracket bracket_of(const Analysis& a) {
+  Bracket b;
+  for (const auto& r : a.fixed) {
+    if (r.verdict != Verdict::pass && (!b.fail || r.rate < b.fail->rate)) b.fail = &r;
+  }
+  for (const auto& r : a.fixed) {
+    if (r.verdict == Verdict::pass && (!b.fail || r.rate < b.fail->rate) && (!b.pass || r.rate > b.pass->rate)) {
+      b.pass = &r;
+    }
+  }
+  return b;
+}
+
+int trailing_failures(const Analysis& a) {
+  int n = 0;
+  for (auto it = a.fixed.rbegin(); it != a.fixed.rend(); ++it) {
+    if (it->escalation) continue;
+    if (it->verdict == Verdict::pass) break;
+    ++n;
+  }
+  return n;
+}
+
+StepOrder fixed_order(const JobSpec& spec, StepKind kind, std::string phase, double rate) {
+  StepOrder o;
+  o.kind = kind;
+  o.phase = std::move(phase);
+  o.rate_rps = rate;
+  o.duration = spec.sweep.step_duration;
+  o.warmup = spec.sweep.warmup;
+  o.concurrency = spec.sweep.max_concurrency;
+  return o;
+}
+
+json block_of(const StepOutcome& s, std::initializer_list<const char*> keys) {
+  json j = json::object();
+  for (const char* k : keys) {
+    auto it = s.summary.find(k);
+    j[k] = it != s.summary.end() ? *it : json(nullptr);
+  }
+  return j;
+}
+
+json sweep_result(const JobSpec& spec, const Analysis& a, std::vector<std::string> warnings) {
+  const Bracket b = bracket_of(a);
+  json r;
+  r["kind"] = "sweep";
+  r["max_slo_rate_rps"] = b.pass ? json(b.pass->rate) : json(nullptr);
+  r["slo_bracket_rps"] = json::array({b.pass ? json(b.pass->rate) : json(nullptr),
+                                       b.fail ? json(b.fail->rate) : json(nullptr)});
+  std::string limiting;
+  if (b.fail) limiting = b.fail->step->limiting_metric;
+  else if (b.pass) limiting = b.pass->step->limiting_metric;
+  r["limiting_metric"] = limiting.empty() ? json(nullptr) : json(limiting);
+
+  // Knee of the limiting latency (p95 TTFT when the limit is not a latency) vs offered rate.
+  const std::string knee_metric =
+      limiting.size() > 3 && limiting.compare(limiting.size() - 3, 3, "_ms") == 0 ? limiting : "p95_ttft_ms";
+  std::vector<std::pair<double, double>> points;
+  for (const auto& f : a.fixed) {
+    auto it = f.step->summary.find(knee_metric);
+    if (it != f.step->summary.end() && it->is_number() && std::isfinite(it->get<double>())) {
+      points.emplace_back(f.rate, it->get<double>());
+    }
+  }
+  const auto knee = fit_knee(points);
+  r["knee_rate_rps"] = knee ? json(knee->x) : json(nullptr);
+  r["knee"] = {{"metric", knee_metric}, {"points", points.size()},
+               {"slope_before", knee ? json(knee->slope_before) : json(nullptr)},
+               {"slope_after", knee ? json(knee->slope_after) : json(nullptr)},
+               {"method", "two-segment least-squares fit of the metric against offered rate"}};
+
+  std::optional<double> saturation;
+  for (const auto& f : a.fixed) {
+    if ((f.step->saturated || f.step->completion_ratio < 0.9) && (!saturation || f.rate < *saturation)) {
+      saturation = f.rate;
+    }
+  }
+  r["saturation_rate_rps"] = number_or_null(saturation);
+
+  json baseline = block_of(*a.baseline, {"completed", "mean_ttft_ms", "p50_ttft_ms", "p95_ttft_ms",
+                                         "mean_tpot_ms", "p95_itl_ms", "mean_e2el_ms"});
+  baseline["rate_rps"] = a.baseline->measured_rate_rps;
+  r["baseline"] = baseline;
+  json probe = block_of(*a.probe, {"completed", "output_throughput"});
+  probe["rate_rps"] = a.probe->measured_rate_rps;
+  if (auto m = a.probe->summary.find("probe"); m != a.probe->summary.end()) probe["steady"] = *m;
+  r["probe"] = probe;
+
+  json conc = nullptr;
+  if (b.pass) {
+    const StepOutcome& s = *b.pass->step;
+    conc = {{"rate_rps", b.pass->rate},
+            {"littles_law", b.pass->rate * s.mean_e2el_ms / 1000.0},
+            {"server_running_waiting", number_or_null(s.server_in_system)}};
+  }
+  r["concurrency_at_max_slo"] = conc;
+  r["ladder"] = {{"lo_rps", a.range.lo}, {"hi_rps", a.range.hi}, {"rates", a.ladder}};
+  r["steps_run"] = a.fixed_steps_run + 2;
+  r["tolerance"] = spec.sweep.tolerance;
+
+  // Warnings that change how far the numbers can be trusted.
+  if (a.range.probe_not_faster) {
+    warnings.push_back("the throughput probe was not faster than the synchronous baseline: the ladder spans 0.5x to 1.5x of it");
+  }
+  if (a.generator_limited) warnings.push_back("some steps were generator-limited: the load generator, not the target, set their pace");
+  if (a.inconclusive_twice) warnings.push_back("a step stayed inconclusive after its longer re-run and was counted as failing");
+  for (const auto& f : a.fixed) {
+    if (f.verdict == Verdict::pass && b.fail && f.rate > b.fail->rate) {
+      warnings.push_back("non-monotone: a rate above the lowest failing rate passed; the answer is the highest rate with no failure below it");
+      break;
+    }
+  }
+  r["warnings"] = warnings;
+  return r;
+}
+
+json check_result(const JobSpec& spec, const StepOutcome& s) {
+  json r;
+  r["kind"] = "check";
+  r["verdict"] = to_string(s.verdict);
+  r["target"] = {{"base_url", spec.base_url}, {"model", spec.target.model},
+                 {"api", spec.target.api == llm::Api::chat ? "chat" : "completions"}};
+  json cond;
+  cond["arrival"] = to_string(spec.arrival.process);
+  cond["rate_rps"] = std::isfinite(spec.check.rate_rps) ? json(spec.check.rate_rps) : json("inf");
+  cond["duration_s"] = to_s(spec.check.duration);
+  cond["warmup_s"] = to_s(spec.check.warmup);
+  cond["max_concurrency"] = spec.check.max_concurrency;
+  cond["requests"] = spec.check.requests ? json(*spec.check.requests) : json(nullptr);
+  r["conditions"] = cond;
+  r["observations"] = s.summary;
+  r["criteria"] = s.evaluation.value("criteria", json::array());
+  r["limiting_metric"] = s.limiting_metric.empty() ? json(nullptr) : json(s.limiting_metric);
+  r["saturated"] = s.saturated;
+  r["basis"] = spec.basis;
+  return r;
+}
+
+}  // namespace
+
+std::string_view to_string(StepKind k) noexcept {
+  switch (k) {
+    case StepKind::baseline: return "baseline";
+    case StepKind::probe: return "probe";
+    case StepKind::ladder: return "ladder";
+    case StepKind::refine: return "refine";
+    case StepKind::check: return "check";
+  }
+  return "ladder";
+}
+
+std::optional<StepKind> parse_step_kind(std::string_view s) noexcept {
+  for (StepKind k : {StepKind::baseline, StepKind::probe, StepKind::ladder, StepKind::refine, StepKind::check}) {
+    if (to_string(k) == s) return k;
+  }
+  return std::nullopt;
+}
+
+json StepOutcome::to_json() const {
+  return {{"kind", to_string(kind)},
+          {"offered_rate_rps", offered_rate_rps},
+          {"verdict", capsweep::to_string(verdict)},
+          {"rerun", rerun},
+          {"saturated", saturated},
+          {"generator_limited", generator_limited},
+          {"measured_rate_rps", measured_rate_rps},
+          {"completion_ratio", completion_ratio},
+          {"completed", completed},
+          {"measured", measured},
+          {"limiting_metric", limiting_metric},
+          {"limiting_value", std::isfinite(limiting_value) ? json(limiting_value) : json("inf")},
+          {"p95_ttft_ms", p95_ttft_ms},
+          {"mean_e2el_ms", mean_e2el_ms},
+          {"server_in_system", number_or_null(server_in_system)}};
+}
+
+std::optional<StepOutcome> StepOutcome::from_json(const json& j) {
+  try {
+    StepOutcome s;
+    auto kind = parse_step_kind(j.at("kind").get<std::string>());
+    if (!kind) return std::nullopt;
+    s.kind = *kind;
+    s.offered_rate_rps = j.at("offered_rate_rps").get<double>();
+    const std::string v = j.at("verdict").get<std::string>();
+    s.verdict = v == "pass" ? Verdict::pass : v == "fail" ? Verdict::fail : Verdict::inconclusive;
+    s.rerun = j.value("rerun", false);
+    s.saturated = j.value("saturated", false);
+    s.generator_limited = j.value("generator_limited", false);
+    s.measured_rate_rps = j.value("measured_rate_rps", 0.0);
+    s.completion_ratio = j.value("completion_ratio", 1.0);
+    s.completed = j.value("completed", std::uint64_t{0});
+    s.measured = j.value("measured", std::uint64_t{0});
+    s.limiting_metric = j.value("limiting_metric", std::string());
+    const json& lv = j.value("limiting_value", json(0.0));
+    s.limiting_value = lv.is_number() ? lv.get<double>() : kInf;
+    s.p95_ttft_ms = j.value("p95_ttft_ms", 0.0);
+    s.mean_e2el_ms = j.value("mean_e2el_ms", 0.0);
+    if (auto it = j.find("server_in_system"); it != j.end() && it->is_number()) s.server_in_system = it->get<double>();
+    return s;
+  } catch (const json::exception&) {
+    return std::nullopt;
+  }
+}
+
+LadderRange ladder_range(double r_sync, double r_max) {
+  LadderRange r{r_sync, r_max, false};
+  if (!(r_max > 1.1 * r_sync)) {
+    const double base = std::max(r_sync, r_max);
+    r = {0.5 * base, 1.5 * base, true};
+  }
+  return r;
+}
+
+std::vector<double> ladder_plan(const SweepSettings& s, const LadderRange& range) {
+  std::vector<double> rates;
+  if (s.steps > 1) {
+    auto inner = ladder_rates(range.lo, range.hi, s.steps - 1, s.spacing);
+    if (inner) rates = *inner;
+  }
+  rates.push_back(range.hi);
+  if (s.max_rate_rps) {
+    for (double& r : rates) r = std::min(r, *s.max_rate_rps);
+    rates.erase(std::unique(rates.begin(), rates.end()), rates.end());
+  }
+  return rates;
+}
+
+Action next_action(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
+  const Analysis a = analyse(spec, steps);
+  if (spec.kind == JobKind::check) {
+    if (a.check) return Finish{check_result(spec, *a.check)};
+    StepOrder o;
+    o.kind = StepKind::check;
+    o.phase = "check";
+    o.rate_rps = spec.check.rate_rps;
+    o.duration = spec.arrival.process == ArrivalProcess::all_at_once ? Nanos{0} : spec.check.duration;
+    o.warmup = spec.check.warmup;
+    o.requests = spec.check.requests;
+    o.concurrency = spec.check.max_concurrency;
+    return o;
+  }
+
+  const SweepSettings& s = spec.sweep;
+  if (!a.baseline) {
+    StepOrder o;
+    o.kind = StepKind::baseline;
+    o.phase = "baseline";
+    o.requests = s.baseline_requests;
+    o.concurrency = 1;
+    return o;
+  }
+  if (a.baseline->completed == 0 || !(a.baseline->measured_rate_rps > 0)) {
+    return Fail{"baseline: no request succeeded against the target (" + std::to_string(a.baseline->measured) +
+                " sent); check target.base_url, target.model and the server's logs"};
+  }
+  if (!a.probe) {
+    StepOrder o;
+    o.kind = StepKind::probe;
+    o.phase = "probe";
+    o.rate_rps = kInf;
+    o.requests = s.probe_requests;
+    o.concurrency = static_cast<std::uint32_t>(std::min<std::uint64_t>(s.probe_concurrency, s.probe_requests));
+    return o;
+  }
+  if (a.probe->completed == 0 || !(a.probe->measured_rate_rps > 0)) {
+    return Fail{"throughput probe: no request succeeded (" + std::to_string(a.probe->measured) + " sent)"};
+  }
+
+  std::vector<std::string> warnings;
+  if (a.fixed_steps_run >= s.max_steps) {
+    warnings.push_back("max_steps (" + std::to_string(s.max_steps) + ") used before the bracket reached the tolerance");
+    return Finish{sweep_result(spec, a, warnings)};
+  }
+  if (a.pending_rerun) return *a.pending_rerun;
+
+  // Ladder: the planned rates in order, until `stop_after_failures` fail in a row.
+  if (a.ladder_done < static_cast<int>(a.ladder.size()) && trailing_failures(a) < s.stop_after_failures) {
+    return fixed_order(spec, StepKind::ladder, "ladder", a.ladder[a.ladder_done]);
+  }
+
+  const Bracket b = bracket_of(a);
+  double tried_max = 0, tried_min = kInf;
+  for (const auto& f : a.fixed) {
+    tried_max = std::max(tried_max, f.rate);
+    tried_min = std::min(tried_min, f.rate);
+  }
+  if (!b.fail) {
+    // Every rate passed: escalate above the probe's rate until one fails.
+    if (s.max_rate_rps && tried_max >= *s.max_rate_rps * (1 - 1e-9)) {
+      warnings.push_back("every rate up to sweep.max_rate_rps passed: the capacity is above it");
+      return Finish{sweep_result(spec, a, warnings)};
+    }
+    double next = tried_max * s.escalation_factor;
+    if (s.max_rate_rps) next = std::min(next, *s.max_rate_rps);
+    return fixed_order(spec, StepKind::ladder, "escalate", next);
+  }
+  if (!b.pass) {
+    // Nothing passed below the lowest failing rate: halve down, to a floor of r_lo / 8.
+    const double next = std::min(tried_min, b.fail->rate) / 2;
+    if (next < a.range.lo / 8) {
+      warnings.push_back("no rate down to " + std::to_string(next * 2) + " req/s met the SLO");
+      return Finish{sweep_result(spec, a, warnings)};
+    }
+    return fixed_order(spec, StepKind::refine, "refine", next);
+  }
+  if (auto next = bisect(b.pass->rate, b.fail->rate, s.tolerance)) {
+    return fixed_order(spec, StepKind::refine, "refine", *next);
+  }
+  return Finish{sweep_result(spec, a, warnings)};
+}
+
+Plan plan_progress(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
+  Plan p;
+  const int done = static_cast<int>(steps.size());
+  if (spec.kind == JobKind::check) {
+    p.steps_planned = 1;
+    p.phase = done ? "done" : "check";
+    return p;
+  }
+  const Analysis a = analyse(spec, steps);
+  const SweepSettings& s = spec.sweep;
+  const auto action = next_action(spec, steps);
+  if (!std::holds_alternative<StepOrder>(action)) {
+    p.steps_planned = done;
+    p.phase = "done";
+    return p;
+  }
+  p.phase = std::get<StepOrder>(action).phase;
+  int remaining = 0;
+  if (!a.baseline) remaining += 2;
+  else if (!a.probe) remaining += 1;
+  const int ladder_left = a.ladder.empty() ? s.steps : static_cast<int>(a.ladder.size()) - a.ladder_done;
+  if (trailing_failures(a) < s.stop_after_failures) remaining += std::max(ladder_left, 0);
+  // Bisection from one ladder gap to the tolerance.
+  double gap = 1.0 / std::max(s.steps, 1);
+  const Bracket b = bracket_of(a);
+  if (b.pass && b.fail) gap = (b.fail->rate - b.pass->rate) / b.pass->rate;
+  const int bisections = gap > s.tolerance ? static_cast<int>(std::ceil(std::log2(gap / s.tolerance))) : 0;
+  remaining += std::max(bisections, 0);
+  if (p.phase == "rerun" || p.phase == "escalate") remaining = std::max(remaining, 1 + bisections);
+  remaining = std::min(remaining, 2 + s.max_steps - a.fixed_steps_run);
+  p.steps_planned = done + std::max(remaining, 1);
+  return p;
+}
+
+}  // namespace capsweep::sweep

@@ -1,0 +1,97 @@
+#pragma once
+// The sweep as a sans-I/O state machine: given the spec and the steps already stored, what to
+// do next. Recovery after a crash is "load the stored steps and ask again"; tests fabricate
+// step outcomes and check every decision without a socket.
+//
+//   baseline (synchronous, N requests)      -> r_sync
+//   throughput probe (N at once, cap C)     -> r_max from the steady part
+//   ladder: K rates up to r_max             -> stops after `stop_after_failures` failures in a row
+//   escalation above r_max (x factor)       -> only while every rate so far passed
+//   refinement: bisection pass..fail        -> until (fail - pass) / pass <= tolerance
+//   finish: max SLO rate, bracket, knee, saturation, concurrency at capacity
+// An inconclusive fixed-rate step is re-run once, twice as long; inconclusive again counts as
+// failing (a rate is only claimed when it was shown to pass).
+
+#include "core/slo.hpp"
+#include "sweep/spec.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace capsweep::sweep {
+
+enum class StepKind { baseline, probe, ladder, refine, check };
+std::string_view to_string(StepKind k) noexcept;
+std::optional<StepKind> parse_step_kind(std::string_view s) noexcept;
+
+// What the orchestrator reads of a stored step.
+struct StepOutcome {
+  StepKind kind = StepKind::ladder;
+  double offered_rate_rps = 0;  // 0 for baseline and probe
+  Verdict verdict = Verdict::inconclusive;  // SLO verdict, saturation included
+  bool rerun = false;                       // the longer re-run of an inconclusive step
+  bool saturated = false;
+  bool generator_limited = false;
+  double measured_rate_rps = 0;  // baseline: r_sync; probe: r_max; else completions per second
+  double completion_ratio = 1;   // completions / scheduled in the window
+  std::uint64_t completed = 0;
+  std::uint64_t measured = 0;
+  std::string limiting_metric;   // the limiting criterion's name ("" when none)
+  double limiting_value = 0;     // its measured value
+  double p95_ttft_ms = 0;
+  double mean_e2el_ms = 0;
+  std::optional<double> server_in_system;  // mean scraped running + waiting
+  nlohmann::json summary = nlohmann::json::object();     // the step summary as stored
+  nlohmann::json evaluation = nlohmann::json::object();  // SLO criteria as stored
+
+  nlohmann::json to_json() const;
+  static std::optional<StepOutcome> from_json(const nlohmann::json& j);
+};
+
+// One step to run.
+struct StepOrder {
+  StepKind kind = StepKind::ladder;
+  std::string phase;           // "baseline", "probe", "ladder", "escalate", "refine", "check"
+  double rate_rps = 0;         // fixed-rate steps and check (inf for all_at_once)
+  Nanos duration{0};           // measured part (0: count-based)
+  Nanos warmup{0};
+  std::optional<std::uint64_t> requests;  // count-based steps
+  std::uint32_t concurrency = 0;          // baseline: 1 (closed loop); else a cap (0: none)
+  bool rerun = false;
+};
+
+struct Finish {
+  nlohmann::json result;
+};
+
+struct Fail {
+  std::string reason;
+};
+
+using Action = std::variant<StepOrder, Finish, Fail>;
+
+Action next_action(const JobSpec& spec, const std::vector<StepOutcome>& steps);
+
+// Estimated steps in all (done + to come) and the phase, for progress reports.
+struct Plan {
+  int steps_planned = 0;
+  std::string phase;
+};
+Plan plan_progress(const JobSpec& spec, const std::vector<StepOutcome>& steps);
+
+// The ladder's range from the baseline and the probe: [r_sync, r_max], widened to
+// [r/2, 1.5 r] when the probe is not at least 10% faster than the baseline.
+struct LadderRange {
+  double lo = 0, hi = 0;
+  bool probe_not_faster = false;
+};
+LadderRange ladder_range(double r_sync, double r_max);
+// The K ladder rates: K-1 rates strictly between lo and hi, then hi itself.
+std::vector<double> ladder_plan(const SweepSettings& s, const LadderRange& range);
+
+}  // namespace capsweep::sweep

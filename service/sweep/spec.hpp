@@ -1,0 +1,81 @@
+#pragma once
+// A job spec (DESIGN.md section 6) converted once into settings: the target, the workload,
+// the arrival process, the sweep or check parameters and the SLO. The document has been
+// validated against schema/sweep-spec.schema.json before; this adds the cross-field checks
+// a schema cannot express, with the same error shape.
+
+#include "core/error.hpp"
+#include "core/plan.hpp"
+#include "core/schedule.hpp"
+#include "core/slo.hpp"
+#include "core/time.hpp"
+#include "llm/target.hpp"
+#include "llm/workload.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace capsweep::sweep {
+
+enum class JobKind { sweep, check };
+
+struct SweepSettings {
+  int steps = 6;                                   // ladder rates K
+  Nanos step_duration = std::chrono::seconds(60);  // measured part of a fixed-rate step
+  Nanos warmup = std::chrono::seconds(10);         // before it, not measured
+  Spacing spacing = Spacing::linear;
+  int stop_after_failures = 2;      // consecutive failing ladder steps that end escalation
+  double tolerance = 0.05;          // bisection stops when (fail - pass) / pass <= tolerance
+  int max_steps = 20;               // fixed-rate steps (ladder, refine, re-runs) at most
+  std::uint64_t baseline_requests = 10;
+  std::uint64_t probe_requests = 200;
+  std::uint32_t probe_concurrency = 200;
+  std::uint32_t max_concurrency = 0;  // cap on requests in flight in fixed-rate steps (0: none)
+  double escalation_factor = 1.25;    // above r_max when every ladder rate passed
+  std::optional<double> max_rate_rps;  // never offer more
+  Nanos drain_timeout = std::chrono::seconds(30);
+};
+
+struct CheckSettings {
+  double rate_rps = 1;  // +inf for all_at_once
+  Nanos duration = std::chrono::seconds(600);
+  Nanos warmup = std::chrono::seconds(120);
+  std::uint32_t max_concurrency = 0;
+  std::optional<std::uint64_t> requests;
+  Nanos drain_timeout = std::chrono::seconds(30);
+};
+
+struct JobSpec {
+  JobKind kind = JobKind::sweep;
+  std::string name;
+  llm::Target target;
+  std::string base_url;     // as given, the queue key (one sweep per target at a time)
+  std::string metrics_url;  // "" = no scraping
+  llm::WorkloadSpec workload;
+  ArrivalSpec arrival;
+  SweepSettings sweep;
+  CheckSettings check;
+  SloSpec slo;
+  std::string basis;
+};
+
+// Parses a schema-valid spec. Cross-field errors: warmup_s >= step_duration_s
+// ("/sweep/warmup_s"), check warmup >= duration ("/check/warmup_s"), all_at_once without
+// "requests" ("/check/requests"), all_at_once in a sweep ("/arrival/process"),
+// probe_concurrency > probe_requests is clipped, not an error.
+Result<JobSpec> parse_job_spec(const nlohmann::json& spec);
+
+// The spec as stored and returned: `target.headers` replaced by the header names only
+// (values are secrets), and the secrets apart.
+struct SplitSpec {
+  nlohmann::json visible;
+  nlohmann::json secret_headers;  // {"Authorization": "Bearer ..."} or {}
+};
+SplitSpec split_secrets(nlohmann::json spec);
+// Puts the secret headers back for the run.
+nlohmann::json join_secrets(nlohmann::json visible, const nlohmann::json& secret_headers);
+
+}  // namespace capsweep::sweep

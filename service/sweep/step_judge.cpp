@@ -1,0 +1,150 @@
+#include "sweep/step_judge.hpp"
+
+#include "core/capacity.hpp"
+
+#include <cmath>
+#include <limits>
+
+namespace capsweep::sweep {
+
+namespace {
+
+using json = nlohmann::json;
+
+std::optional<double> finite(double v) {
+  return std::isfinite(v) ? std::optional<double>(v) : std::nullopt;
+}
+
+double number(const json& j, const char* key, double fallback = 0) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : fallback;
+}
+
+}  // namespace
+
+JudgedStep judge_step(const JobSpec& spec, const StepOrder& order, const loadgen::StepResult& result) {
+  JudgedStep out;
+  StepOutcome& o = out.outcome;
+  const StepMetrics& m = result.metrics;
+  o.kind = order.kind;
+  o.rerun = order.rerun;
+  o.offered_rate_rps = (order.kind == StepKind::baseline || order.kind == StepKind::probe) ? 0 : order.rate_rps;
+  o.generator_limited = result.generator_limited;
+  o.completed = m.completed;
+  o.measured = m.measured;
+
+  json summary = result.summary();
+  summary["step_kind"] = to_string(order.kind);
+  summary["phase"] = order.phase;
+
+  // Rates the orchestrator steers by.
+  std::vector<ProbeRequest> ok;
+  double first_sent = std::numeric_limits<double>::infinity(), last_finish = 0;
+  for (const auto& r : result.requests) {
+    if (r.outcome != Outcome::ok) continue;
+    ok.push_back({r.sent_ms / 1000, (r.scheduled_ms + r.ttft_ms) / 1000, r.finished_ms / 1000, r.output_tokens});
+    first_sent = std::min(first_sent, r.sent_ms);
+    last_finish = std::max(last_finish, r.finished_ms);
+  }
+  if (order.kind == StepKind::baseline) {
+    o.measured_rate_rps = ok.empty() || last_finish <= first_sent ? 0 : double(ok.size()) / ((last_finish - first_sent) / 1000);
+    summary["rate_rps"] = o.measured_rate_rps;
+  } else if (order.kind == StepKind::probe) {
+    if (auto st = steady_throughput(ok)) {
+      o.measured_rate_rps = st->rate_rps;
+      summary["probe"] = {{"rate_rps", st->rate_rps}, {"method", st->method},
+                          {"window_start_s", st->window_start_s}, {"window_end_s", st->window_end_s}};
+    }
+    summary["rate_rps"] = o.measured_rate_rps;
+  } else {
+    o.measured_rate_rps = m.request_throughput();
+  }
+
+  // The SLO, then the capacity witnesses for fixed-rate steps.
+  const SloEvaluation ev = evaluate_slo(spec.slo, m, result.generator_limited);
+  json evaluation = ev.to_json();
+  Verdict verdict = ev.verdict;
+  const auto* lim = ev.limiting();
+  o.limiting_metric = lim ? lim->name : "";
+  o.limiting_value = lim ? lim->measured : 0;
+  const bool fixed_rate = std::isfinite(order.rate_rps) && order.rate_rps > 0 &&
+                          order.kind != StepKind::baseline && order.kind != StepKind::probe;
+  if (fixed_rate) {
+    SaturationInput in;
+    in.scheduled_in_window = m.scheduled_in_window;
+    in.completions_in_window = m.completions_in_window;
+    in.mean_in_flight = result.backlog.mean_in_flight;
+    in.backlog_growing = result.backlog.growing;
+    in.backlog_growth = result.backlog.growth;
+    if (auto slope = result.server.waiting_slope_per_s()) {
+      in.server_waiting_growth = *slope * m.duration_s();
+      const json gauges = result.server.summary();
+      if (gauges.contains("mean_waiting") && gauges["mean_waiting"].is_number()) {
+        in.server_mean_waiting = gauges["mean_waiting"].get<double>();
+      }
+    }
+    const Saturation sat = judge_saturation(in);
+    o.saturated = sat.saturated;
+    o.completion_ratio = sat.completion_ratio;
+    evaluation["saturation"] = {{"saturated", sat.saturated},
+                                {"completion_ratio", sat.completion_ratio},
+                                {"shortfall", sat.shortfall},
+                                {"shortfall_limit", sat.shortfall_limit},
+                                {"completion_short", sat.completion_short},
+                                {"backlog_growing", sat.backlog_growing},
+                                {"server_queue_growing", sat.server_queue_growing},
+                                {"reasons", sat.reasons}};
+    if (sat.saturated && verdict != Verdict::fail) {
+      verdict = Verdict::fail;
+      o.limiting_metric = "saturation";
+      o.limiting_value = sat.completion_ratio;
+    }
+  }
+  o.verdict = verdict;
+  evaluation["verdict"] = to_string(verdict);
+  evaluation["limiting_metric"] = o.limiting_metric.empty() ? json(nullptr) : json(o.limiting_metric);
+  summary["slo_pass"] = verdict == Verdict::pass;
+  summary["verdict"] = to_string(verdict);
+  o.p95_ttft_ms = number(summary, "p95_ttft_ms");
+  o.mean_e2el_ms = number(summary, "mean_e2el_ms");
+
+  json server = result.server.scrapes() || result.server.failures() ? result.server.summary() : json(nullptr);
+  if (server.is_object()) {
+    const json& run = server["mean_running"];
+    const json& wait = server["mean_waiting"];
+    if (run.is_number() && wait.is_number()) o.server_in_system = run.get<double>() + wait.get<double>();
+  }
+  o.summary = summary;
+  o.evaluation = evaluation;
+
+  store::StepRow& row = out.row;
+  row.kind = std::string(to_string(order.kind));
+  row.phase = order.phase;
+  if (fixed_rate || (order.kind == StepKind::check && std::isfinite(order.rate_rps))) row.offered_rate_rps = order.rate_rps;
+  row.verdict = std::string(to_string(verdict));
+  row.generator_limited = result.generator_limited;
+  row.summary = summary;
+  row.evaluation = evaluation;
+  row.outcome = o.to_json();
+  row.server = server;
+
+  out.requests.reserve(result.requests.size());
+  for (const auto& r : result.requests) {
+    store::RequestRow q;
+    q.index = r.index;
+    q.scheduled_ms = r.scheduled_ms;
+    q.dispatched_ms = finite(r.dispatched_ms);
+    q.sent_ms = finite(r.sent_ms);
+    q.finished_ms = finite(r.finished_ms);
+    q.ttft_ms = finite(r.ttft_ms);
+    q.e2el_ms = finite(r.e2el_ms);
+    q.input_tokens = r.input_tokens;
+    q.output_tokens = r.output_tokens;
+    q.chunks = r.chunks;
+    q.outcome = std::string(to_string(r.outcome));
+    out.requests.push_back(std::move(q));
+  }
+  return out;
+}
+
+}  // namespace capsweep::sweep
