@@ -1,0 +1,60 @@
+#include "api/config.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+using namespace capsweep::api;
+using json = nlohmann::json;
+
+TEST_CASE("config: defaults bind loopback, allow loopback targets only, no tokens") {
+  const ServiceConfig c = default_config();
+  CHECK(c.listen == "127.0.0.1:8080");
+  CHECK(c.tokens.empty());
+  CHECK(c.max_concurrent_sweeps == 1);
+  CHECK(c.allow.allows("127.0.0.1"));
+  CHECK(c.allow.allows("127.1.2.3"));
+  CHECK(c.allow.allows("::1"));
+  CHECK(c.allow.allows("[::1]"));
+  CHECK(c.allow.allows("localhost"));
+  CHECK(c.allow.allows("LOCALHOST"));
+  CHECK_FALSE(c.allow.allows("10.0.0.1"));
+  CHECK_FALSE(c.allow.allows("example.com"));
+  CHECK_FALSE(c.allow.allows("::2"));
+  CHECK(c.limits.max_body_bytes == 1048576);
+}
+
+TEST_CASE("config: values from the file, CIDR blocks and names") {
+  const json doc = {{"listen", "0.0.0.0:9000"},
+                    {"tokens", {{{"token", "0123456789abcdef-r"}, {"role", "read"}},
+                                {{"token", "0123456789abcdef-s"}, {"role", "submit"}}}},
+                    {"allow_targets", {"10.1.0.0/16", "fd00::/8", "vllm.internal", "192.168.1.7"}},
+                    {"max_concurrent_sweeps", 4},
+                    {"limits", {{"max_rate_rps", 50}, {"max_queued_sweeps", 3}}}};
+  const ServiceConfig c = parse_config(doc).value();
+  CHECK(c.listen == "0.0.0.0:9000");
+  REQUIRE(c.tokens.size() == 2);
+  CHECK_FALSE(c.tokens[0].can_submit);
+  CHECK(c.tokens[1].can_submit);
+  CHECK(c.max_concurrent_sweeps == 4);
+  CHECK(c.limits.max_rate_rps == 50);
+  CHECK(c.limits.max_queued_sweeps == 3);
+  CHECK(c.limits.max_step_duration_s == 3600);  // default kept
+  CHECK(c.allow.allows("10.1.255.4"));
+  CHECK_FALSE(c.allow.allows("10.2.0.1"));
+  CHECK(c.allow.allows("fd12::1"));
+  CHECK(c.allow.allows("vllm.internal"));
+  CHECK(c.allow.allows("192.168.1.7"));
+  CHECK_FALSE(c.allow.allows("192.168.1.8"));
+  CHECK_FALSE(c.allow.allows("127.0.0.1"));  // the list replaces the default
+}
+
+TEST_CASE("config: errors name the field") {
+  CHECK(parse_config({{"listen", 5}}).error().field == "/listen");
+  CHECK(parse_config({{"bogus", 1}}).error().field == "/bogus");
+  CHECK(parse_config({{"tokens", {{{"token", "short"}, {"role", "read"}}}}}).error().field == "/tokens/0/token");
+  CHECK(parse_config({{"tokens", {{{"token", "0123456789abcdef"}, {"role", "admin"}}}}}).error().field == "/tokens/0/role");
+  CHECK(parse_config({{"allow_targets", {"10.0.0.0/40"}}}).error().field == "/allow_targets/0");
+  CHECK(parse_config({{"allow_targets", {"ok.host", "bad host"}}}).error().field == "/allow_targets/1");
+  CHECK(parse_config({{"limits", {{"max_rate_rps", -1}}}}).error().field == "/limits/max_rate_rps");
+  CHECK(parse_config({{"max_concurrent_sweeps", 0}}).error().field == "/max_concurrent_sweeps");
+}

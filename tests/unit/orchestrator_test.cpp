@@ -1,0 +1,350 @@
+#include "sweep/orchestrator.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <functional>
+
+using namespace capsweep;
+using namespace capsweep::sweep;
+using json = nlohmann::json;
+
+namespace {
+
+JobSpec sweep_spec(int steps = 4) {
+  JobSpec s;
+  s.kind = JobKind::sweep;
+  s.base_url = "http://127.0.0.1:8000";
+  s.sweep.steps = steps;
+  s.sweep.step_duration = std::chrono::seconds(30);
+  s.sweep.warmup = std::chrono::seconds(5);
+  s.sweep.max_rate_rps = 100;
+  return s;
+}
+
+StepOutcome baseline(double r_sync, std::uint64_t completed = 10) {
+  StepOutcome o;
+  o.kind = StepKind::baseline;
+  o.verdict = Verdict::pass;
+  o.measured_rate_rps = r_sync;
+  o.completed = completed;
+  o.measured = 10;
+  o.summary = {{"completed", completed}, {"p95_ttft_ms", 20.0}};
+  return o;
+}
+
+StepOutcome probe(double r_max, std::uint64_t completed = 200) {
+  StepOutcome o;
+  o.kind = StepKind::probe;
+  o.verdict = Verdict::fail;
+  o.measured_rate_rps = r_max;
+  o.completed = completed;
+  o.measured = 200;
+  return o;
+}
+
+// A fabricated server: latency flat up to `capacity`, steep above; verdicts from a function.
+using VerdictFn = std::function<Verdict(double rate, bool rerun)>;
+
+StepOutcome fixed_step(const StepOrder& order, const VerdictFn& verdict, double capacity) {
+  StepOutcome o;
+  o.kind = order.kind;
+  o.offered_rate_rps = order.rate_rps;
+  o.rerun = order.rerun;
+  o.verdict = verdict(order.rate_rps, order.rerun);
+  o.saturated = order.rate_rps > capacity;
+  o.completion_ratio = order.rate_rps > capacity ? capacity / order.rate_rps : 1.0;
+  o.measured_rate_rps = std::min(order.rate_rps, capacity);
+  o.completed = 300;
+  o.measured = 300;
+  o.limiting_metric = o.verdict == Verdict::pass ? "p95_itl_ms" : "p95_ttft_ms";
+  o.mean_e2el_ms = 500;
+  o.server_in_system = order.rate_rps * 0.5;
+  o.summary = {{"p95_ttft_ms", 40 + 2 * order.rate_rps + 300 * std::max(0.0, order.rate_rps - capacity)},
+               {"mean_e2el_ms", 500.0}};
+  return o;
+}
+
+struct Run {
+  std::vector<StepOutcome> steps;
+  std::vector<StepOrder> orders;
+  Action last;
+};
+
+Run simulate(const JobSpec& spec, double r_sync, double r_max, const VerdictFn& verdict, double capacity) {
+  Run run;
+  run.steps = {baseline(r_sync), probe(r_max)};
+  for (int guard = 0; guard < 200; ++guard) {
+    run.last = next_action(spec, run.steps);
+    const auto* order = std::get_if<StepOrder>(&run.last);
+    if (!order) return run;
+    run.orders.push_back(*order);
+    run.steps.push_back(fixed_step(*order, verdict, capacity));
+  }
+  FAIL("the orchestrator did not finish in 200 steps");
+  return run;
+}
+
+VerdictFn threshold(double t) {
+  return [t](double rate, bool) { return rate <= t ? Verdict::pass : Verdict::fail; };
+}
+
+const json& result_of(const Action& a) {
+  REQUIRE(std::holds_alternative<Finish>(a));
+  return std::get<Finish>(a).result;
+}
+
+}  // namespace
+
+TEST_CASE("orchestrator: baseline first, then the probe, then the ladder") {
+  const JobSpec spec = sweep_spec();
+  auto a = next_action(spec, {});
+  REQUIRE(std::holds_alternative<StepOrder>(a));
+  CHECK(std::get<StepOrder>(a).kind == StepKind::baseline);
+  CHECK(std::get<StepOrder>(a).concurrency == 1);
+  CHECK(std::get<StepOrder>(a).requests == spec.sweep.baseline_requests);
+
+  a = next_action(spec, {baseline(2)});
+  REQUIRE(std::holds_alternative<StepOrder>(a));
+  CHECK(std::get<StepOrder>(a).kind == StepKind::probe);
+  CHECK(std::get<StepOrder>(a).requests == spec.sweep.probe_requests);
+
+  a = next_action(spec, {baseline(2), probe(30)});
+  REQUIRE(std::holds_alternative<StepOrder>(a));
+  const auto& o = std::get<StepOrder>(a);
+  CHECK(o.kind == StepKind::ladder);
+  CHECK(o.rate_rps == Approx(9));  // 2 + 28 * 1/4: K-1 inner rates, then r_max itself
+  CHECK(o.duration == spec.sweep.step_duration);
+  CHECK(o.warmup == spec.sweep.warmup);
+  // Pure: asking again from the same stored steps gives the same answer (recovery).
+  CHECK(std::get<StepOrder>(next_action(spec, {baseline(2), probe(30)})).rate_rps == Approx(o.rate_rps));
+}
+
+TEST_CASE("orchestrator: a monotone server converges on its threshold within the tolerance") {
+  const JobSpec spec = sweep_spec();
+  const double t = 23.3;
+  const Run run = simulate(spec, 2, 30, threshold(t), t);
+  const json& r = result_of(run.last);
+  const double max = r["max_slo_rate_rps"].get<double>();
+  const double fail = r["slo_bracket_rps"][1].get<double>();
+  CHECK(max <= t);
+  CHECK(fail > t);
+  CHECK((fail - max) / max <= spec.sweep.tolerance);
+  CHECK(r["slo_bracket_rps"][0].get<double>() == max);
+  CHECK(r["limiting_metric"] == "p95_ttft_ms");
+  CHECK(r["saturation_rate_rps"].get<double>() == Approx(fail));
+  // The knee of the fabricated latency (flat, then steep at the capacity).
+  REQUIRE(r["knee_rate_rps"].is_number());
+  CHECK(r["knee_rate_rps"].get<double>() == Approx(t).epsilon(0.15));
+  CHECK(r["concurrency_at_max_slo"]["littles_law"].get<double>() == Approx(max * 0.5));
+  CHECK(r["concurrency_at_max_slo"]["server_running_waiting"].get<double>() == Approx(max * 0.5));
+  CHECK(r["baseline"]["rate_rps"] == 2.0);
+  CHECK(r["probe"]["rate_rps"] == 30.0);
+  CHECK(r["warnings"].empty());
+  CHECK(r["steps_run"] == run.steps.size());
+}
+
+TEST_CASE("orchestrator: when every ladder rate passes it escalates until a rate fails or the cap") {
+  const JobSpec spec = sweep_spec();
+  const Run run = simulate(spec, 2, 30, threshold(45), 45);
+  const json& r = result_of(run.last);
+  bool escalated = false;
+  for (const auto& o : run.orders) escalated |= o.phase == "escalate";
+  CHECK(escalated);
+  CHECK(r["max_slo_rate_rps"].get<double>() <= 45);
+  CHECK(r["slo_bracket_rps"][1].get<double>() > 45);
+
+  const Run capped = simulate(spec, 2, 30, threshold(1000), 1000);
+  const json& c = result_of(capped.last);
+  CHECK(c["max_slo_rate_rps"].get<double>() == Approx(100));  // sweep.max_rate_rps
+  CHECK(c["slo_bracket_rps"][1].is_null());
+  REQUIRE(c["warnings"].size() == 1);
+  for (const auto& o : capped.orders) CHECK(o.rate_rps <= 100);
+}
+
+TEST_CASE("orchestrator: when every rate fails it halves down, then answers with no rate") {
+  const JobSpec spec = sweep_spec();
+  const Run run = simulate(spec, 2, 30, threshold(0), 0.01);
+  const json& r = result_of(run.last);
+  CHECK(r["max_slo_rate_rps"].is_null());
+  CHECK(r["slo_bracket_rps"][0].is_null());
+  CHECK(r["concurrency_at_max_slo"].is_null());
+  // Two ladder failures stop the ladder; the rest halve down to a floor of r_sync / 8.
+  int ladder = 0;
+  for (const auto& o : run.orders) ladder += o.phase == "ladder";
+  CHECK(ladder == spec.sweep.stop_after_failures);
+  CHECK(run.orders.back().rate_rps >= 2.0 / 8);
+  CHECK_FALSE(r["warnings"].empty());
+}
+
+TEST_CASE("orchestrator: non-monotone results give the highest rate with no failure below it") {
+  const JobSpec spec = sweep_spec();
+  // Fails in [9, 12] only (a noisy dip), and above 25.
+  auto dip = [](double rate, bool) { return (rate >= 9 && rate <= 12) || rate > 25 ? Verdict::fail : Verdict::pass; };
+  const Run run = simulate(spec, 2, 30, dip, 25);
+  const json& r = result_of(run.last);
+  CHECK(r["max_slo_rate_rps"].get<double>() < 9);
+  CHECK(r["slo_bracket_rps"][1].get<double>() == Approx(9));
+  bool warned = false;
+  for (const auto& w : r["warnings"]) warned |= w.get<std::string>().find("non-monotone") != std::string::npos;
+  CHECK(warned);
+}
+
+TEST_CASE("orchestrator: a baseline or probe with no success fails the sweep") {
+  const JobSpec spec = sweep_spec();
+  auto a = next_action(spec, {baseline(0, 0)});
+  REQUIRE(std::holds_alternative<Fail>(a));
+  CHECK(std::get<Fail>(a).reason.find("baseline") != std::string::npos);
+  auto b = next_action(spec, {baseline(2), probe(0, 0)});
+  REQUIRE(std::holds_alternative<Fail>(b));
+  CHECK(std::get<Fail>(b).reason.find("probe") != std::string::npos);
+}
+
+TEST_CASE("orchestrator: a probe no faster than the baseline widens the ladder around it") {
+  const auto range = ladder_range(5, 4);
+  CHECK(range.probe_not_faster);
+  CHECK(range.lo == Approx(2.5));
+  CHECK(range.hi == Approx(7.5));
+  const Run run = simulate(sweep_spec(), 5, 4, threshold(6), 6);
+  const json& r = result_of(run.last);
+  CHECK(r["max_slo_rate_rps"].get<double>() <= 6);
+  CHECK(r["max_slo_rate_rps"].get<double>() >= 6 / 1.05 - 1e-9);
+  bool warned = false;
+  for (const auto& w : r["warnings"]) warned |= w.get<std::string>().find("probe") != std::string::npos;
+  CHECK(warned);
+}
+
+TEST_CASE("orchestrator: an inconclusive step is re-run once, twice as long, before it counts") {
+  const JobSpec spec = sweep_spec();
+  // The first attempt at every rate is inconclusive; the re-run decides.
+  auto unsure = [](double rate, bool rerun) { return !rerun ? Verdict::inconclusive : rate <= 20 ? Verdict::pass : Verdict::fail; };
+  const Run run = simulate(spec, 2, 30, unsure, 20);
+  REQUIRE(run.orders.size() >= 2);
+  CHECK(run.orders[1].rerun);
+  CHECK(run.orders[1].rate_rps == run.orders[0].rate_rps);
+  CHECK(run.orders[1].duration == 2 * spec.sweep.step_duration);
+  const json& r = result_of(run.last);
+  CHECK(r["max_slo_rate_rps"].get<double>() <= 20);
+  CHECK(r["max_slo_rate_rps"].get<double>() >= 20 / 1.05 - 1e-9);
+
+  // Inconclusive twice (a generator-limited step stays so) counts as failing, with a warning.
+  auto never_sure = [](double rate, bool) { return rate <= 5 ? Verdict::pass : Verdict::inconclusive; };
+  const Run stuck = simulate(spec, 2, 30, never_sure, 5);
+  const json& s = result_of(stuck.last);
+  CHECK(s["max_slo_rate_rps"].get<double>() <= 5);
+  bool warned = false;
+  for (const auto& w : s["warnings"]) warned |= w.get<std::string>().find("re-run") != std::string::npos;
+  CHECK(warned);
+}
+
+TEST_CASE("orchestrator: generator-limited steps never pass and are reported") {
+  const JobSpec spec = sweep_spec();
+  std::vector<StepOutcome> steps{baseline(2), probe(30)};
+  StepOrder o = std::get<StepOrder>(next_action(spec, steps));
+  StepOutcome limited = fixed_step(o, threshold(100), 100);
+  limited.verdict = Verdict::inconclusive;  // what evaluate_slo says of a generator-limited step
+  limited.generator_limited = true;
+  steps.push_back(limited);
+  StepOrder again = std::get<StepOrder>(next_action(spec, steps));
+  CHECK(again.rerun);
+  limited.rerun = true;
+  steps.push_back(limited);
+  // Counted as failing: the ladder goes on, and the answer will carry the warning.
+  auto third = std::get<StepOrder>(next_action(spec, steps));
+  CHECK_FALSE(third.rerun);
+  for (int i = 0; i < 40; ++i) {
+    auto a = next_action(spec, steps);
+    if (!std::holds_alternative<StepOrder>(a)) {
+      const json& r = result_of(a);
+      bool warned = false;
+      for (const auto& w : r["warnings"]) warned |= w.get<std::string>().find("generator-limited") != std::string::npos;
+      CHECK(warned);
+      CHECK((r["max_slo_rate_rps"].is_null() || r["max_slo_rate_rps"].get<double>() < o.rate_rps));
+      return;
+    }
+    steps.push_back(fixed_step(std::get<StepOrder>(a), threshold(100), 100));
+  }
+  FAIL("no answer");
+}
+
+TEST_CASE("orchestrator: max_steps bounds the fixed-rate steps") {
+  JobSpec spec = sweep_spec();
+  spec.sweep.max_steps = 3;
+  const Run run = simulate(spec, 2, 30, threshold(23.3), 23.3);
+  CHECK(run.orders.size() == 3);
+  const json& r = result_of(run.last);
+  CHECK(r["warnings"].size() == 1);
+  CHECK(r["max_slo_rate_rps"].get<double>() <= 23.3);
+}
+
+TEST_CASE("orchestrator: progress names the phase and plans at least one more step") {
+  const JobSpec spec = sweep_spec();
+  auto p = plan_progress(spec, {});
+  CHECK(p.phase == "baseline");
+  CHECK(p.steps_planned >= 2 + spec.sweep.steps);
+  p = plan_progress(spec, {baseline(2), probe(30)});
+  CHECK(p.phase == "ladder");
+  CHECK(p.steps_planned > 2);
+  const Run run = simulate(spec, 2, 30, threshold(23.3), 23.3);
+  p = plan_progress(spec, run.steps);
+  CHECK(p.phase == "done");
+  CHECK(p.steps_planned == static_cast<int>(run.steps.size()));
+}
+
+TEST_CASE("orchestrator: a check job runs one step and records the five parts of the criterion") {
+  JobSpec spec;
+  spec.kind = JobKind::check;
+  spec.base_url = "http://127.0.0.1:8000";
+  spec.target.model = "sim-8b";
+  spec.check.rate_rps = 10;
+  spec.check.duration = std::chrono::seconds(600);
+  spec.check.warmup = std::chrono::seconds(120);
+  spec.check.max_concurrency = 64;
+  spec.basis = "contract 42";
+  auto a = next_action(spec, {});
+  REQUIRE(std::holds_alternative<StepOrder>(a));
+  const auto& o = std::get<StepOrder>(a);
+  CHECK(o.kind == StepKind::check);
+  CHECK(o.rate_rps == 10);
+  CHECK(o.duration == std::chrono::seconds(600));
+  CHECK(o.warmup == std::chrono::seconds(120));
+  CHECK(o.concurrency == 64);
+
+  StepOutcome s;
+  s.kind = StepKind::check;
+  s.verdict = Verdict::fail;
+  s.limiting_metric = "p95_ttft_ms";
+  s.summary = {{"p95_ttft_ms", 900.0}};
+  s.evaluation = {{"criteria", json::array({{{"name", "p95_ttft_ms"}, {"verdict", "fail"}}})}};
+  const Action done = next_action(spec, {s});
+  const json& r = result_of(done);
+  CHECK(r["verdict"] == "fail");
+  CHECK(r["target"]["base_url"] == "http://127.0.0.1:8000");
+  CHECK(r["conditions"]["rate_rps"] == 10.0);
+  CHECK(r["conditions"]["warmup_s"] == 120.0);
+  CHECK(r["observations"]["p95_ttft_ms"] == 900.0);
+  CHECK(r["criteria"][0]["name"] == "p95_ttft_ms");
+  CHECK(r["basis"] == "contract 42");
+}
+
+TEST_CASE("orchestrator: step outcomes round-trip through their stored JSON") {
+  StepOutcome o;
+  o.kind = StepKind::refine;
+  o.offered_rate_rps = 12.5;
+  o.verdict = Verdict::pass;
+  o.rerun = true;
+  o.saturated = true;
+  o.limiting_metric = "p95_ttft_ms";
+  o.limiting_value = std::numeric_limits<double>::infinity();
+  o.server_in_system = 7;
+  const auto back = StepOutcome::from_json(o.to_json()).value();
+  CHECK(back.kind == StepKind::refine);
+  CHECK(back.offered_rate_rps == 12.5);
+  CHECK(back.verdict == Verdict::pass);
+  CHECK(back.rerun);
+  CHECK(back.saturated);
+  CHECK(std::isinf(back.limiting_value));
+  CHECK(back.server_in_system == 7);
+  CHECK_FALSE(StepOutcome::from_json(json{{"kind", "bogus"}}).has_value());
+  CHECK_FALSE(StepOutcome::from_json(json::array()).has_value());
+}

@@ -1,0 +1,155 @@
+// The job spec: schema validation (valijson) with the failing field named, defaults filled,
+// and the cross-field checks of parse_job_spec.
+#include "api/schema.hpp"
+#include "sweep/spec.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <sstream>
+
+using namespace capsweep;
+using json = nlohmann::json;
+
+namespace {
+
+json demo() {
+  std::ifstream in(std::string(CAPSWEEP_SOURCE_DIR) + "/config/sweeps/demo.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  return json::parse(text.str());
+}
+
+const api::SchemaValidator& validator() {
+  static const api::SchemaValidator v(api::embedded_schema("sweep-spec.schema.json"));
+  return v;
+}
+
+// The error field the schema, then the spec parser, name for a spec (empty when valid).
+std::string first_error(json spec) {
+  if (auto ok = validator().validate(spec); !ok) return ok.error().field;
+  validator().apply_defaults(spec);
+  auto parsed = sweep::parse_job_spec(spec);
+  return parsed ? std::string() : parsed.error().field;
+}
+
+json with(json spec, const std::string& pointer, json value) {
+  spec[json::json_pointer(pointer)] = std::move(value);
+  return spec;
+}
+
+json without(json spec, const std::string& parent, const std::string& key) {
+  spec[json::json_pointer(parent)].erase(key);
+  return spec;
+}
+
+}  // namespace
+
+TEST_CASE("spec: the demo spec is valid and parses to its values") {
+  json spec = demo();
+  REQUIRE(validator().validate(spec).has_value());
+  validator().apply_defaults(spec);
+  auto js = sweep::parse_job_spec(spec).value();
+  CHECK(js.kind == sweep::JobKind::sweep);
+  CHECK(js.target.model == "sim-8b");
+  CHECK(js.metrics_url == "http://127.0.0.1:8000/metrics");
+  CHECK(js.arrival.process == ArrivalProcess::poisson);
+  CHECK(js.slo.latency.size() == 2);
+  CHECK(js.sweep.steps == spec["sweep"]["steps"].get<int>());
+  CHECK(js.sweep.step_duration == std::chrono::seconds(spec["sweep"]["step_duration_s"].get<int>()));
+}
+
+TEST_CASE("spec: defaults filled from the schema equal the parser's own defaults") {
+  json minimal = {{"target", {{"base_url", "http://127.0.0.1:8000"}, {"model", "m"}}}, {"slo", {{"ttft_ms", {{"p95", 800}}}}}};
+  REQUIRE(validator().validate(minimal).has_value());
+  json filled = minimal;
+  validator().apply_defaults(filled);
+  filled["sweep"] = json::object();
+  validator().apply_defaults(filled);
+  CHECK(filled["kind"] == "sweep");
+  CHECK(filled["arrival"]["process"] == "poisson");
+  CHECK(filled["sweep"]["steps"] == 6);
+  CHECK(filled["workload"]["output_tokens"]["value"] == 64);
+  const auto a = sweep::parse_job_spec(minimal).value();
+  const auto b = sweep::parse_job_spec(filled).value();
+  CHECK(a.sweep.steps == b.sweep.steps);
+  CHECK(a.sweep.step_duration == b.sweep.step_duration);
+  CHECK(a.sweep.warmup == b.sweep.warmup);
+  CHECK(a.sweep.tolerance == b.sweep.tolerance);
+  CHECK(a.sweep.max_steps == b.sweep.max_steps);
+  CHECK(a.sweep.stop_after_failures == b.sweep.stop_after_failures);
+  CHECK(a.sweep.baseline_requests == b.sweep.baseline_requests);
+  CHECK(a.sweep.probe_requests == b.sweep.probe_requests);
+  CHECK(a.sweep.probe_concurrency == b.sweep.probe_concurrency);
+  CHECK(a.sweep.escalation_factor == b.sweep.escalation_factor);
+  CHECK(a.sweep.drain_timeout == b.sweep.drain_timeout);
+  CHECK(a.workload.prompt_tokens.nominal_mean() == b.workload.prompt_tokens.nominal_mean());
+  CHECK(a.slo.confidence == b.slo.confidence);
+}
+
+TEST_CASE("spec: malformed specs name the failing field") {
+  const json d = demo();
+  CHECK(first_error(d).empty());
+  CHECK(first_error(with(d, "/target/model", 5)) == "/target/model");
+  CHECK(first_error(without(d, "/target", "model")) == "/target/model");
+  CHECK(first_error(without(d, "", "target")) == "/target");
+  CHECK(first_error(with(d, "/target/api", "grpc")) == "/target/api");
+  CHECK(first_error(with(d, "/target/base_url", "ftp://host")) == "/target/base_url");
+  CHECK(first_error(with(d, "/target/base_url", "http://")) == "/target/base_url");
+  CHECK(first_error(with(d, "/bogus", 1)) == "/bogus");
+  CHECK(first_error(with(d, "/sweep/steps", 0)) == "/sweep/steps");
+  CHECK(first_error(with(d, "/sweep/steps", "six")) == "/sweep/steps");
+  CHECK(first_error(with(d, "/sweep/warmup_s", 30)) == "/sweep/warmup_s");  // not shorter than the step
+  CHECK(first_error(with(d, "/sweep/tolerance", 1.5)) == "/sweep/tolerance");
+  CHECK(first_error(with(d, "/slo/ttft_ms", json{{"p95", -1}})) == "/slo/ttft_ms/p95");
+  CHECK(first_error(with(d, "/slo/ttft_ms", json{{"q95", 1}})) == "/slo/ttft_ms/q95");
+  CHECK(first_error(with(d, "/slo/ttft_ms", json{{"p100", 5}})) == "/slo/ttft_ms/p100");  // (0, 100) exclusive
+  CHECK(first_error(with(d, "/slo/max_error_rate", 2)) == "/slo/max_error_rate");
+  CHECK(first_error(with(d, "/workload/prompt_tokens", json{{"dist", "uniform"}, {"min", 50}, {"max", 10}})) ==
+        "/workload/prompt_tokens/max");
+  CHECK(first_error(with(d, "/workload/output_tokens", json{{"value", 3}})) == "/workload/output_tokens/dist");
+  CHECK(first_error(with(d, "/arrival/process", "bursty")) == "/arrival/process");
+  CHECK(first_error(with(d, "/arrival/process", "all_at_once")) == "/arrival/process");  // a sweep needs rates
+  CHECK(first_error(with(d, "/kind", "check")) == "/sweep");  // a check job carries "check", not "sweep"
+}
+
+TEST_CASE("spec: check jobs need a rate, or a count with all_at_once") {
+  json c = without(demo(), "", "sweep");
+  c["kind"] = "check";
+  c["check"] = {{"rate_rps", 10}, {"duration_s", 60}, {"warmup_s", 10}};
+  c["basis"] = "SLA 4.2";
+  CHECK(first_error(c).empty());
+  json filled = c;
+  validator().apply_defaults(filled);
+  const auto js = sweep::parse_job_spec(filled).value();
+  CHECK(js.kind == sweep::JobKind::check);
+  CHECK(js.check.rate_rps == 10);
+  CHECK(js.check.duration == std::chrono::seconds(60));
+  CHECK(js.check.warmup == std::chrono::seconds(10));
+  CHECK(js.basis == "SLA 4.2");
+  CHECK(first_error(without(c, "/check", "rate_rps")) == "/check/rate_rps");
+  CHECK(first_error(with(c, "/check/rate_rps", -3)) == "/check/rate_rps");
+  CHECK(first_error(with(c, "/check/warmup_s", 60)) == "/check/warmup_s");
+  json offline = with(c, "/arrival/process", "all_at_once");
+  offline["check"].erase("rate_rps");
+  CHECK(first_error(offline) == "/check/requests");
+  offline["check"]["requests"] = 500;
+  CHECK(first_error(offline).empty());
+  validator().apply_defaults(offline);
+  CHECK(std::isinf(sweep::parse_job_spec(offline).value().check.rate_rps));
+  CHECK(first_error(with(offline, "/check/rate_rps", 5)) == "/check/rate_rps");
+}
+
+TEST_CASE("spec: header values are split off and never part of the visible spec") {
+  json d = with(demo(), "/target/headers", json{{"Authorization", "Bearer s3cret"}});
+  auto split = sweep::split_secrets(d);
+  CHECK(split.visible.dump().find("s3cret") == std::string::npos);
+  CHECK(split.visible["target"]["headers"]["Authorization"] == "(secret)");
+  CHECK(split.secret_headers["Authorization"] == "Bearer s3cret");
+  const json joined = sweep::join_secrets(split.visible, split.secret_headers);
+  CHECK(joined["target"]["headers"]["Authorization"] == "Bearer s3cret");
+  const auto js = sweep::parse_job_spec(joined).value();
+  REQUIRE(js.target.headers.size() == 1);
+  CHECK(js.target.headers[0].second == "Bearer s3cret");
+  CHECK(sweep::split_secrets(demo()).secret_headers.empty());
+}

@@ -1,0 +1,170 @@
+// The SQLite store on a real temporary file: migrations, sweeps, one-transaction steps.
+#include "store/store.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <unistd.h>
+
+using namespace capsweep::store;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh database path under the temp dir, removed (with -wal/-shm) afterwards.
+struct TempDb {
+  fs::path path;
+  TempDb() {
+    path = fs::temp_directory_path() / ("capsweep-store-test-" + std::to_string(::getpid()) + "-" +
+                                        std::to_string(reinterpret_cast<std::uintptr_t>(this)) + ".db");
+    clean();
+  }
+  ~TempDb() { clean(); }
+  void clean() {
+    for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(path.string() + suffix);
+  }
+};
+
+SweepRow sweep_row(const std::string& id, const std::string& target = "http://127.0.0.1:8000") {
+  SweepRow r;
+  r.id = id;
+  r.name = "n-" + id;
+  r.target_key = target;
+  r.spec = {{"target", {{"base_url", target}}}};
+  r.secret_headers = {{"Authorization", "Bearer x"}};
+  return r;
+}
+
+StepRow step_row(int index) {
+  StepRow s;
+  s.index = index;
+  s.kind = "ladder";
+  s.phase = "ladder";
+  s.offered_rate_rps = 2.5 * (index + 1);
+  s.verdict = "pass";
+  s.summary = {{"p95_ttft_ms", 10.0 * index}};
+  s.outcome = {{"kind", "ladder"}};
+  s.server = {{"mean_running", 3.0}};
+  s.started_at = s.finished_at = utc_now();
+  return s;
+}
+
+std::vector<RequestRow> requests(int n) {
+  std::vector<RequestRow> out;
+  for (int i = 0; i < n; ++i) {
+    RequestRow r;
+    r.index = static_cast<std::uint64_t>(i);
+    r.scheduled_ms = i * 10.0;
+    r.sent_ms = i * 10.0 + 0.5;
+    r.ttft_ms = 20;
+    r.outcome = i == n - 1 ? "incomplete" : "ok";
+    out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("store: migrations apply once and the version is recorded; WAL is on") {
+  TempDb db;
+  {
+    Store s(db.path.string());
+    CHECK(s.schema_version() == 1);
+    s.insert_sweep(sweep_row("a"));
+    CHECK(fs::exists(db.path.string() + "-wal"));
+  }
+  Store again(db.path.string());  // reopening applies nothing twice and keeps the data
+  CHECK(again.schema_version() == 1);
+  CHECK(again.sweep("a").has_value());
+  CHECK(again.writable());
+}
+
+TEST_CASE("store: sweeps list newest first, filter by status, and move by compare-and-set") {
+  TempDb db;
+  Store s(db.path.string());
+  s.insert_sweep(sweep_row("a"));
+  s.insert_sweep(sweep_row("b"));
+  s.insert_sweep(sweep_row("c"));
+  auto all = s.list_sweeps(std::nullopt, 10, 0);
+  REQUIRE(all.size() == 3);
+  CHECK(all[0].id == "c");
+  CHECK(all[2].id == "a");
+  CHECK(s.list_sweeps(std::nullopt, 1, 1)[0].id == "b");
+  CHECK(all[0].secret_headers["Authorization"] == "Bearer x");
+
+  CHECK(s.transition("b", "queued", "running"));
+  CHECK_FALSE(s.transition("b", "queued", "running"));  // already moved
+  CHECK_FALSE(s.transition("zzz", "queued", "running"));
+  auto b = s.sweep("b").value();
+  CHECK(b.status == "running");
+  CHECK_FALSE(b.started_at.empty());
+  CHECK(s.list_sweeps(std::string("running"), 10, 0).size() == 1);
+  CHECK(s.count_status("queued") == 2);
+  CHECK(s.count_by_status()["running"] == 1);
+  CHECK(s.count_by_status()["failed"] == 0);
+
+  s.finish_sweep("b", "succeeded", json{{"max_slo_rate_rps", 9.5}}, "");
+  b = s.sweep("b").value();
+  CHECK(b.status == "succeeded");
+  CHECK(b.result["max_slo_rate_rps"] == 9.5);
+  CHECK_FALSE(b.finished_at.empty());
+  s.set_progress("a", {{"phase", "ladder"}});
+  CHECK(s.sweep("a")->progress["phase"] == "ladder");
+  s.set_resumable("a", true);
+  CHECK(s.sweep("a")->resumable);
+}
+
+TEST_CASE("store: a step and its requests are written together, in order, or not at all") {
+  TempDb db;
+  Store s(db.path.string());
+  s.insert_sweep(sweep_row("a"));
+  s.append_step("a", step_row(0), requests(5));
+  s.append_step("a", step_row(1), requests(3));
+  // Out of order (a duplicate index, or a gap): refused, nothing written.
+  CHECK_THROWS_AS(s.append_step("a", step_row(1), requests(4)), StoreError);
+  CHECK_THROWS_AS(s.append_step("a", step_row(5), requests(4)), StoreError);
+  auto steps = s.steps("a");
+  REQUIRE(steps.size() == 2);
+  CHECK(steps[1].offered_rate_rps == 5.0);
+  CHECK(steps[1].summary["p95_ttft_ms"] == 10.0);
+  CHECK(steps[0].server["mean_running"] == 3.0);
+  int rows = 0, incomplete = 0;
+  s.for_each_request("a", [&](int step, const RequestRow& r) {
+    ++rows;
+    incomplete += r.outcome == "incomplete";
+    CHECK(step >= 0);
+    CHECK_FALSE(r.finished_ms.has_value());
+    CHECK(r.sent_ms.has_value());
+  });
+  CHECK(rows == 8);
+  CHECK(incomplete == 2);
+  // A step with no server summary stores none.
+  StepRow bare = step_row(2);
+  bare.server = nullptr;
+  s.append_step("a", bare, {});
+  CHECK(s.steps("a")[2].server.is_null());
+}
+
+TEST_CASE("store: a running sweep cannot be deleted; others go with their steps") {
+  TempDb db;
+  Store s(db.path.string());
+  s.insert_sweep(sweep_row("a"));
+  s.append_step("a", step_row(0), requests(2));
+  REQUIRE(s.transition("a", "queued", "running"));
+  CHECK_FALSE(s.delete_sweep("a"));
+  CHECK(s.sweep("a").has_value());
+  s.finish_sweep("a", "failed", nullptr, "boom");
+  CHECK(s.sweep("a")->error == "boom");
+  CHECK(s.delete_sweep("a"));
+  CHECK_FALSE(s.sweep("a").has_value());
+  CHECK(s.steps("a").empty());
+  int rows = 0;
+  s.for_each_request("a", [&](int, const RequestRow&) { ++rows; });
+  CHECK(rows == 0);
+  CHECK_FALSE(s.delete_sweep("a"));
+}
+
+TEST_CASE("store: a path that cannot be opened throws") {
+  CHECK_THROWS_AS(Store("/nonexistent-dir/for/sure/x.db"), StoreError);
+}
