@@ -11,6 +11,7 @@
 #include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <array>
 #include <charconv>
 #include <exception>
 #include <fmt/format.h>
@@ -89,6 +90,19 @@ asio::awaitable<void> Server::State::serve(beast::tcp_stream stream) {
       res.prepare_payload();
       stream.expires_after(options.read_timeout);
       co_await bhttp::async_write(stream, res, use_tuple);
+      // Lingering close: the client may still be sending the body; closing now would reset
+      // the connection and lose the answer. Stop sending, read and drop what comes (bounded
+      // in time and size), then close.
+      beast::error_code ignored;
+      stream.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+      std::array<char, 16384> sink;
+      std::size_t drained = 0;
+      stream.expires_after(std::chrono::seconds(2));
+      while (drained < (std::size_t{64} << 20)) {
+        auto [rec, rn] = co_await stream.async_read_some(asio::buffer(sink), use_tuple);
+        if (rec) break;
+        drained += rn;
+      }
       break;
     }
     if (ec) break;  // EOF, timeout, reset or a malformed request: close quietly

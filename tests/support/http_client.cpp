@@ -38,13 +38,22 @@ bhttp::request<bhttp::string_body> make_request(const std::string& method, const
 HttpResult http_request(const asio::ip::tcp::endpoint& ep, const std::string& method,
                         const std::string& target, const std::string& body,
                         std::chrono::milliseconds timeout) {
+  return http_request(ep, method, target, body, {}, timeout);
+}
+
+HttpResult http_request(const asio::ip::tcp::endpoint& ep, const std::string& method,
+                        const std::string& target, const std::string& body,
+                        const std::map<std::string, std::string>& headers,
+                        std::chrono::milliseconds timeout) {
   HttpResult out;
   try {
     asio::io_context io;
     beast::tcp_stream stream(io);
     stream.expires_after(timeout);
     stream.connect(ep);
-    bhttp::write(stream, make_request(method, target, body));
+    auto req = make_request(method, target, body);
+    for (const auto& [name, value] : headers) req.set(name, value);
+    bhttp::write(stream, req);
     beast::flat_buffer buffer;
     bhttp::response_parser<bhttp::string_body> parser;
     parser.body_limit(64 << 20);

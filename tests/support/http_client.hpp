@@ -24,6 +24,11 @@ struct HttpResult {
 HttpResult http_request(const boost::asio::ip::tcp::endpoint& ep, const std::string& method,
                         const std::string& target, const std::string& body = {},
                         std::chrono::milliseconds timeout = std::chrono::milliseconds(10'000));
+// The same with extra request headers (e.g. {"Authorization", "Bearer ..."}).
+HttpResult http_request(const boost::asio::ip::tcp::endpoint& ep, const std::string& method,
+                        const std::string& target, const std::string& body,
+                        const std::map<std::string, std::string>& headers,
+                        std::chrono::milliseconds timeout = std::chrono::milliseconds(10'000));
 
 struct SseEvent {
   std::chrono::steady_clock::time_point arrival;

@@ -1,0 +1,151 @@
+#include "service/daemon_fixture.hpp"
+
+#include <catch2/catch.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+namespace capsweep::testing {
+
+namespace fs = std::filesystem;
+
+TempDir::TempDir() {
+  std::random_device rd;
+  dir_ = fs::temp_directory_path() / ("capsweep-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
+  fs::create_directories(dir_);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  fs::remove_all(dir_, ec);
+}
+
+Daemon::Daemon(fs::path db, fs::path log, std::vector<std::string> args)
+    : db_(std::move(db)), log_(std::move(log)), args_(std::move(args)) {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor probe(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
+  ep_ = probe.local_endpoint();
+  probe.close();
+  spawn();
+}
+
+Daemon::~Daemon() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+}
+
+void Daemon::spawn() {
+  std::vector<std::string> argv{CAPSWEEPD_PATH, "--listen", "127.0.0.1:" + std::to_string(ep_.port()), "--db", db_.string()};
+  argv.insert(argv.end(), args_.begin(), args_.end());
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 2);
+      ::dup2(fd, 1);
+    }
+    std::vector<char*> raw;
+    for (auto& a : argv) raw.push_back(a.data());
+    raw.push_back(nullptr);
+    ::execv(raw[0], raw.data());
+    ::_exit(127);
+  }
+  pid_ = pid;
+  bool up = false;
+  for (int i = 0; i < 500 && !up; ++i) {
+    up = http_request(ep_, "GET", "/healthz", "", std::chrono::milliseconds(200)).status == 200;
+    if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(up);
+}
+
+bool Daemon::alive() {
+  if (pid_ <= 0) return false;
+  int status = 0;
+  if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+    pid_ = -1;
+    return false;
+  }
+  return true;
+}
+
+void Daemon::kill9() {
+  REQUIRE(pid_ > 0);
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+int Daemon::terminate(std::chrono::seconds wait) {
+  REQUIRE(pid_ > 0);
+  ::kill(pid_, SIGTERM);
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill9();
+  return -1;
+}
+
+void Daemon::restart() {
+  REQUIRE(pid_ <= 0);
+  spawn();
+}
+
+HttpResult Daemon::get(const std::string& target, const std::map<std::string, std::string>& headers) const {
+  return http_request(ep_, "GET", target, "", headers);
+}
+
+HttpResult Daemon::post(const std::string& target, const std::string& body,
+                        const std::map<std::string, std::string>& headers) const {
+  return http_request(ep_, "POST", target, body, headers);
+}
+
+HttpResult Daemon::del(const std::string& target) const { return http_request(ep_, "DELETE", target, ""); }
+
+nlohmann::json Daemon::get_json(const std::string& target) const {
+  auto r = get(target);
+  REQUIRE(r.status == 200);
+  return nlohmann::json::parse(r.body);
+}
+
+nlohmann::json Daemon::wait_for(const std::string& id, const std::function<bool(const nlohmann::json&)>& done,
+                                std::chrono::seconds deadline) const {
+  const auto end = std::chrono::steady_clock::now() + deadline;
+  nlohmann::json view;
+  while (std::chrono::steady_clock::now() < end) {
+    auto r = get("/v1/sweeps/" + id);
+    if (r.status == 200) {
+      view = nlohmann::json::parse(r.body);
+      if (done(view)) return view;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return view;
+}
+
+std::string Daemon::log_text() const {
+  std::ifstream in(log_);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace capsweep::testing

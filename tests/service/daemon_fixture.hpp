@@ -1,0 +1,68 @@
+#pragma once
+// Runs the real capsweepd program as a child process on 127.0.0.1 with a port it alone
+// uses, a database file of the test's, and its stderr in a log file; kills it (SIGKILL) at
+// the end of the test if it is still alive. Stops, kills and restarts on demand.
+
+#include "support/http_client.hpp"
+
+#include <boost/asio/ip/tcp.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <sys/types.h>
+
+namespace capsweep::testing {
+
+// A fresh directory under the temp dir for a test's database, config and logs.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  std::filesystem::path path(const std::string& name) const { return dir_ / name; }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+class Daemon {
+ public:
+  // Starts capsweepd --listen 127.0.0.1:<free port> --db <db> plus `args`; waits for /healthz.
+  Daemon(std::filesystem::path db, std::filesystem::path log, std::vector<std::string> args = {});
+  ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  const boost::asio::ip::tcp::endpoint& endpoint() const { return ep_; }
+  bool alive();
+  // SIGKILL, as a crash.
+  void kill9();
+  // SIGTERM and wait (bounded); the exit status, or -1 when it had to be killed.
+  int terminate(std::chrono::seconds wait = std::chrono::seconds(20));
+  // Starts it again on the same port and database.
+  void restart();
+
+  HttpResult get(const std::string& target, const std::map<std::string, std::string>& headers = {}) const;
+  HttpResult post(const std::string& target, const std::string& body,
+                  const std::map<std::string, std::string>& headers = {}) const;
+  HttpResult del(const std::string& target) const;
+  nlohmann::json get_json(const std::string& target) const;
+  // Polls GET /v1/sweeps/{id} until `done(view)` holds or the deadline passes; the last view.
+  nlohmann::json wait_for(const std::string& id, const std::function<bool(const nlohmann::json&)>& done,
+                          std::chrono::seconds deadline) const;
+  std::string log_text() const;
+
+ private:
+  void spawn();
+  std::filesystem::path db_, log_;
+  std::vector<std::string> args_;
+  boost::asio::ip::tcp::endpoint ep_;
+  pid_t pid_ = -1;
+};
+
+}  // namespace capsweep::testing
