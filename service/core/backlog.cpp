@@ -39,13 +39,22 @@ BacklogTrend backlog_trend(const std::vector<std::pair<Nanos, std::optional<Nano
   }
   t.mean_in_flight = my;
   t.slope_per_s = sxy / sxx;
+  std::vector<double> residual(static_cast<std::size_t>(slots));
   double ssr = 0;
   for (int s = 0; s < slots; ++s) {
     const double fit = my + t.slope_per_s * (w0 + (s + 0.5) * width - mx);
     const double e = busy[static_cast<std::size_t>(s)] / width - fit;
+    residual[static_cast<std::size_t>(s)] = e;
     ssr += e * e;
   }
-  const double slope_se = std::sqrt(ssr / (slots - 2) / sxx);
+  // Neighbouring slots share the requests that span them, so residuals are autocorrelated
+  // and the OLS standard error is too small. Inflate it by the AR(1) variance factor
+  // (1 + r) / (1 - r) of the residuals' lag-1 autocorrelation r (clamped to [0, 0.9]).
+  double lag1 = 0;
+  for (std::size_t s = 1; s < residual.size(); ++s) lag1 += residual[s] * residual[s - 1];
+  const double r = ssr > 0 ? std::clamp(lag1 / ssr, 0.0, 0.9) : 0.0;
+  t.residual_autocorrelation = r;
+  const double slope_se = std::sqrt(ssr / (slots - 2) / sxx * (1 + r) / (1 - r));
   t.growth = t.slope_per_s * (w1 - w0);
   t.growth_stderr = slope_se * (w1 - w0);
   t.growing = t.growth > 3 * t.growth_stderr && t.growth > 1.0;

@@ -15,7 +15,8 @@ struct BacklogTrend {
   double mean_in_flight = 0;  // time-average over the window
   double slope_per_s = 0;     // least-squares slope of the in-flight count
   double growth = 0;          // slope x window: requests added to the backlog
-  double growth_stderr = 0;   // standard error of `growth` from the fit's residuals
+  double growth_stderr = 0;   // standard error of `growth`, corrected for autocorrelation
+  double residual_autocorrelation = 0;  // lag-1, of the fit's residuals (clamped to [0, 0.9])
   // growth beyond noise: more than 3 standard errors and more than one request
   bool growing = false;
 };

@@ -58,6 +58,7 @@ nlohmann::json StepResult::summary() const {
                   {"slope_per_s", backlog.slope_per_s},
                   {"growth", backlog.growth},
                   {"growth_stderr", backlog.growth_stderr},
+                  {"residual_autocorrelation", backlog.residual_autocorrelation},
                   {"growing", backlog.growing}};
   return j;
 }

@@ -55,3 +55,41 @@ TEST_CASE("backlog: an empty or degenerate window reports nothing") {
   CHECK_FALSE(backlog_trend({}, 0s, 10s).growing);
   CHECK(backlog_trend({{0s, 5s}}, 10s, 10s).mean_in_flight == 0);
 }
+
+TEST_CASE("backlog: a short window over long stays (correlated slots) raises no false alarm") {
+  // A 6-s window cut in 20 slots while a request stays 1.5 s on average: neighbouring slots
+  // share most of their requests, so the residuals are strongly autocorrelated and a naive
+  // standard error is several times too small.
+  int false_alarms = 0;
+  for (std::uint64_t seed = 1; seed <= 100; ++seed) {
+    Rng rng(seed);
+    std::vector<std::pair<Nanos, std::optional<Nanos>>> stays;
+    double t = 0;
+    while (t < 12) {
+      t += rng.exponential() / 20;  // 20 req/s
+      stays.emplace_back(secs(t), secs(t + 0.5 + rng.exponential()));
+    }
+    if (backlog_trend(stays, 4s, 10s).growing) ++false_alarms;
+  }
+  CHECK(false_alarms <= 3);
+}
+
+TEST_CASE("backlog: a 10% overload is found over a 60-s window") {
+  // A server of fixed capacity 20/s (FIFO, 32 slots of 1.6 s) offered 22 req/s (Poisson).
+  int found = 0;
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    Rng rng(seed);
+    std::vector<std::pair<Nanos, std::optional<Nanos>>> stays;
+    std::vector<double> free_at(32, 0.0);
+    double t = 0;
+    while (t < 70) {
+      t += rng.exponential() / 22;
+      auto slot = std::min_element(free_at.begin(), free_at.end());
+      const double done = std::max(t, *slot) + 1.6;
+      *slot = done;
+      stays.emplace_back(secs(t), done <= 70 ? std::optional<Nanos>(secs(done)) : std::nullopt);
+    }
+    if (backlog_trend(stays, 10s, 70s).growing) ++found;
+  }
+  CHECK(found >= 18);
+}
