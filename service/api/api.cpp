@@ -581,6 +581,12 @@ struct Api::Impl {
 Api::Api(ApiContext ctx) : impl_(std::make_unique<Impl>(ctx)) {}
 Api::~Api() = default;
 
+std::vector<std::pair<std::string, std::string>> Api::routes() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& r : impl_->routes) out.emplace_back(std::string(bhttp::to_string(r.method)), r.pattern);
+  return out;
+}
+
 http::Handler Api::handler() {
   return [impl = impl_.get()](Request& req, boost::beast::tcp_stream&) -> boost::asio::awaitable<http::Reply> {
     http::Reply reply;

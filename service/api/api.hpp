@@ -10,6 +10,9 @@
 #include "sweep/manager.hpp"
 
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace capsweep::api {
 
@@ -28,6 +31,8 @@ class Api {
 
   // The handler for http::Server; `this` must outlive the server.
   http::Handler handler();
+  // The route table as {"METHOD", "/path/{id}"} pairs (documentation is checked against it).
+  std::vector<std::pair<std::string, std::string>> routes() const;
 
  private:
   struct Impl;

@@ -29,11 +29,16 @@ JudgedStep judge_step(const JobSpec& spec, const StepOrder& order, const loadgen
   o.kind = order.kind;
   o.rerun = order.rerun;
   o.offered_rate_rps = (order.kind == StepKind::baseline || order.kind == StepKind::probe) ? 0 : order.rate_rps;
-  o.generator_limited = result.generator_limited;
+  // Every request of an all-at-once step is due at time zero, so its schedule lag measures
+  // the dispatch of the burst, not a late generator: only CPU saturation counts there.
+  const bool burst = order.kind == StepKind::probe || !std::isfinite(order.rate_rps);
+  const bool generator_limited = burst ? result.generator_cpu > 0.9 : result.generator_limited;
+  o.generator_limited = generator_limited;
   o.completed = m.completed;
   o.measured = m.measured;
 
   json summary = result.summary();
+  summary["generator_limited"] = generator_limited;
   summary["step_kind"] = to_string(order.kind);
   summary["phase"] = order.phase;
 
@@ -61,7 +66,7 @@ JudgedStep judge_step(const JobSpec& spec, const StepOrder& order, const loadgen
   }
 
   // The SLO, then the capacity witnesses for fixed-rate steps.
-  const SloEvaluation ev = evaluate_slo(spec.slo, m, result.generator_limited);
+  const SloEvaluation ev = evaluate_slo(spec.slo, m, generator_limited);
   json evaluation = ev.to_json();
   Verdict verdict = ev.verdict;
   const auto* lim = ev.limiting();
@@ -122,7 +127,7 @@ JudgedStep judge_step(const JobSpec& spec, const StepOrder& order, const loadgen
   row.phase = order.phase;
   if (fixed_rate || (order.kind == StepKind::check && std::isfinite(order.rate_rps))) row.offered_rate_rps = order.rate_rps;
   row.verdict = std::string(to_string(verdict));
-  row.generator_limited = result.generator_limited;
+  row.generator_limited = generator_limited;
   row.summary = summary;
   row.evaluation = evaluation;
   row.outcome = o.to_json();

@@ -1,5 +1,9 @@
 // The example files under config/ parse with the project's own parsers.
+#include "api/api.hpp"
+#include "api/config.hpp"
+#include "api/schema.hpp"
 #include "core/slo.hpp"
+#include "sweep/spec.hpp"
 #include "llm/target.hpp"
 #include "llm/workload.hpp"
 #include "llmsim/config.hpp"
@@ -7,6 +11,7 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 using json = nlohmann::json;
@@ -40,4 +45,62 @@ TEST_CASE("config files: the llmsim example is valid and equals the defaults") {
   CHECK(cfg->engine.decode_per_seq_ms == defaults.engine.decode_per_seq_ms);
   CHECK(cfg->engine.prefill_ms_per_token == defaults.engine.prefill_ms_per_token);
   CHECK(cfg->engine.kv_cache_tokens == defaults.engine.kv_cache_tokens);
+}
+
+TEST_CASE("config files: every example job spec passes the schema and the spec parser") {
+  static const capsweep::api::SchemaValidator validator(capsweep::api::embedded_schema("sweep-spec.schema.json"));
+  for (const char* file : {"config/sweeps/demo.json", "config/sweeps/standard.json", "config/sweeps/chat.json",
+                           "config/sweeps/rag.json"}) {
+    INFO(file);
+    json spec = read(file);
+    auto ok = validator.validate(spec);
+    INFO((ok ? std::string() : ok.error().field + ": " + ok.error().message));
+    REQUIRE(ok.has_value());
+    validator.apply_defaults(spec);
+    if (!spec.contains("sweep")) spec["sweep"] = json::object();
+    auto parsed = capsweep::sweep::parse_job_spec(spec);
+    INFO((parsed ? std::string() : parsed.error().field + ": " + parsed.error().message));
+    CHECK(parsed.has_value());
+  }
+}
+
+TEST_CASE("config files: the capsweepd example is valid and equals the defaults") {
+  const auto cfg = capsweep::api::parse_config(read("config/capsweepd.json")).value();
+  const auto defaults = capsweep::api::default_config();
+  CHECK(cfg.listen == defaults.listen);
+  CHECK(cfg.db == defaults.db);
+  CHECK(cfg.allow.entries() == defaults.allow.entries());
+  CHECK(cfg.max_concurrent_sweeps == defaults.max_concurrent_sweeps);
+  CHECK(cfg.limits.max_rate_rps == defaults.limits.max_rate_rps);
+  CHECK(cfg.limits.max_body_bytes == defaults.limits.max_body_bytes);
+  CHECK(cfg.limits.max_queued_sweeps == defaults.limits.max_queued_sweeps);
+}
+
+TEST_CASE("config files: openapi.yaml documents every route of the API, and no other") {
+  std::ifstream in(std::string(CAPSWEEP_SOURCE_DIR) + "/schema/openapi.yaml");
+  REQUIRE(in);
+  // Paths are the two-space-indented keys under "paths:", methods the four-space ones.
+  std::set<std::pair<std::string, std::string>> documented;
+  std::string line, path;
+  bool in_paths = false;
+  while (std::getline(in, line)) {
+    if (line == "paths:") {
+      in_paths = true;
+      continue;
+    }
+    if (!in_paths) continue;
+    if (line.size() > 3 && line.rfind("  /", 0) == 0 && line.back() == ':') path = line.substr(2, line.size() - 3);
+    for (const char* m : {"get", "post", "delete", "put", "patch"}) {
+      if (line == std::string("    ") + m + ":") {
+        std::string upper(m);
+        for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        documented.emplace(upper, path);
+      }
+    }
+  }
+  capsweep::api::Api api(capsweep::api::ApiContext{});
+  std::set<std::pair<std::string, std::string>> served;
+  for (const auto& r : api.routes()) served.insert(r);
+  CHECK(documented == served);
+  CHECK(served.size() == 10);
 }

@@ -1,0 +1,160 @@
+#include "format.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <vector>
+
+namespace capsweep::cli {
+
+namespace {
+
+using json = nlohmann::json;
+
+// j[key], or null when j is not an object or has no such key (never inserts, never throws).
+const json& at(const json& j, const char* key) {
+  static const json null;
+  if (!j.is_object()) return null;
+  auto it = j.find(key);
+  return it != j.end() ? *it : null;
+}
+
+std::string metric_name(const std::string& key) {
+  // "ttft_ms" -> "TTFT", "e2el_sent_ms" -> "E2EL (sent)"
+  std::string base = key.substr(0, key.rfind("_ms"));
+  std::string suffix;
+  if (base.size() > 5 && base.compare(base.size() - 5, 5, "_sent") == 0) {
+    base = base.substr(0, base.size() - 5);
+    suffix = " (sent)";
+  }
+  for (char& c : base) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return base + suffix;
+}
+
+// "p95_ttft_ms" -> "TTFT p95"; "saturation" stays.
+std::string criterion_name(const std::string& name) {
+  const auto us = name.find('_');
+  if (us == std::string::npos || name.size() < 4 || name.compare(name.size() - 3, 3, "_ms") != 0) return name;
+  return metric_name(name.substr(us + 1)) + " " + name.substr(0, us);
+}
+
+std::string num(const json& v, const char* f = "{:.1f}") {
+  return v.is_number() ? fmt::format(fmt::runtime(f), v.get<double>()) : std::string("-");
+}
+
+}  // namespace
+
+std::string text_of(const json& j, const char* key, const std::string& fallback) {
+  if (!j.is_object()) return fallback;
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+std::string duration_text(double s) {
+  if (!std::isfinite(s) || s < 0) return "-";
+  const long t = std::lround(s);
+  if (t >= 3600) return fmt::format("{}h{:02}m", t / 3600, (t % 3600) / 60);
+  if (t >= 60) return fmt::format("{}m{:02}s", t / 60, t % 60);
+  return fmt::format("{}s", t);
+}
+
+std::string slo_text(const json& slo) {
+  std::vector<std::string> parts;
+  if (!slo.is_object()) return "no SLO";
+  for (const auto& [key, bound] : slo.items()) {
+    if (key.size() > 3 && key.compare(key.size() - 3, 3, "_ms") == 0 && bound.is_object()) {
+      for (const auto& [stat, value] : bound.items()) {
+        parts.push_back(fmt::format("{} {} <= {} ms", metric_name(key), stat, num(value, "{:g}")));
+      }
+    }
+  }
+  if (slo.contains("max_error_rate")) parts.push_back(fmt::format("errors <= {:g}%", 100 * at(slo, "max_error_rate").get<double>()));
+  if (slo.contains("min_goodput_rps")) parts.push_back(fmt::format("goodput >= {:g} req/s", at(slo, "min_goodput_rps").get<double>()));
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out.empty() ? "no SLO" : out;
+}
+
+std::string verdict_text(const json& sweep) {
+  const std::string status = text_of(sweep, "status", "");
+  if (status == "failed") return "FAILED: " + text_of(sweep, "error", "(no reason recorded)");
+  if (status == "cancelled") return "CANCELLED: " + text_of(sweep, "error", std::string());
+  if (status != "succeeded") return fmt::format("not finished ({})", status);
+  const json& r = at(sweep, "result");
+  const json slo = sweep.contains("spec") ? at(sweep, "spec").value("slo", json::object()) : json::object();
+  if (text_of(r, "kind", "sweep") == "check") {
+    std::string v = text_of(r, "verdict", "inconclusive");
+    for (char& c : v) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    const json& c = at(r, "conditions");
+    std::string out = fmt::format("{}: {} at {} req/s ({} arrivals, {} s measured) against {}", v, slo_text(slo),
+                                  num(at(c, "rate_rps"), "{:g}"), text_of(c, "arrival", ""), num(at(c, "duration_s"), "{:g}"),
+                                  text_of(at(r, "target"), "base_url", ""));
+    for (const auto& k : at(r, "criteria")) {
+      out += fmt::format("\n  {:<22} measured {:>10}  bound {:>10}  {}", criterion_name(text_of(k, "name", "")),
+                         num(at(k, "measured"), "{:.3f}"), num(at(k, "bound"), "{:g}"), text_of(k, "verdict", ""));
+    }
+    if (r.value("saturated", false)) out += "\n  saturated: the completions fell behind the offered rate";
+    return out;
+  }
+  std::string out;
+  if (at(r, "max_slo_rate_rps").is_number()) {
+    out = fmt::format("max {:.1f} req/s within SLO ({})", at(r, "max_slo_rate_rps").get<double>(), slo_text(slo));
+  } else {
+    out = fmt::format("no rate met the SLO ({})", slo_text(slo));
+  }
+  if (at(r, "knee_rate_rps").is_number()) out += fmt::format("; knee at {:.1f} req/s", at(r, "knee_rate_rps").get<double>());
+  if (at(r, "limiting_metric").is_string()) out += "; limited by " + criterion_name(at(r, "limiting_metric").get<std::string>());
+  const json& b = at(r, "slo_bracket_rps");
+  if (b.is_array() && b.size() == 2) out += fmt::format("\n  bracket: passes at {} req/s, fails at {} req/s", num(b[0]), num(b[1]));
+  if (at(r, "saturation_rate_rps").is_number()) out += fmt::format("\n  saturation from {:.1f} req/s", at(r, "saturation_rate_rps").get<double>());
+  const json& c = at(r, "concurrency_at_max_slo");
+  if (c.is_object()) {
+    out += fmt::format("\n  in flight at the max rate: {} (Little's law), {} (server running+waiting)", num(at(c, "littles_law")),
+                       num(at(c, "server_running_waiting")));
+  }
+  out += fmt::format("\n  baseline {} req/s synchronous, probe {} req/s flat out", num(at(at(r, "baseline"), "rate_rps"), "{:.2f}"),
+                     num(at(at(r, "probe"), "rate_rps"), "{:.1f}"));
+  for (const auto& w : r.value("warnings", json::array())) out += "\n  warning: " + w.get<std::string>();
+  return out;
+}
+
+std::string steps_table(const json& steps) {
+  std::string out = fmt::format("{:>3}  {:<9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9}  {:<12} {}\n", "#", "phase", "offered",
+                                "achieved", "TTFT p50", "TTFT p95", "ITL p95", "TPOT", "goodput", "verdict", "notes");
+  out += fmt::format("{:>3}  {:<9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9}\n", "", "", "req/s", "req/s", "ms", "ms", "ms", "ms", "req/s");
+  for (const auto& s : steps) {
+    const json& m = at(s, "summary");
+    std::string notes;
+    if (s.value("generator_limited", false)) notes += "generator-limited ";
+    const json& sat = at(s, "evaluation").value("saturation", json::object());
+    if (sat.value("saturated", false)) notes += "saturated ";
+    if (m.contains("probe")) notes += fmt::format("r_max {} ", num(at(at(m, "probe"), "rate_rps")));
+    if (m.contains("rate_rps") && text_of(s, "kind", "") == "baseline") notes += fmt::format("r_sync {} ", num(at(m, "rate_rps"), "{:.2f}"));
+    out += fmt::format("{:>3}  {:<9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9}  {:<12} {}\n", s.value("index", 0),
+                       text_of(s, "phase", ""), num(at(s, "offered_rate_rps"), "{:.2f}"), num(at(m, "request_throughput"), "{:.2f}"),
+                       num(at(m, "p50_ttft_ms")), num(at(m, "p95_ttft_ms")), num(at(m, "p95_itl_ms")), num(at(m, "mean_tpot_ms")),
+                       num(at(m, "request_goodput"), "{:.2f}"), text_of(s, "verdict", ""), notes);
+  }
+  return out;
+}
+
+std::string progress_text(const json& sweep) {
+  const json& p = at(sweep, "progress");
+  const std::string status = text_of(sweep, "status", "");
+  if (status == "queued") return "queued: waiting for the target (one sweep per target at a time)";
+  std::string out = fmt::format("{:<8}", text_of(p, "phase", status));
+  if (at(p, "step").is_number() && at(p, "steps_planned").is_number()) {
+    out += fmt::format("  step {}/{}", at(p, "step").get<int>(), at(p, "steps_planned").get<int>());
+  }
+  if (at(p, "percent").is_number()) out += fmt::format("  {:5.1f}%", at(p, "percent").get<double>());
+  if (p.contains("current_rate_rps") && at(p, "current_rate_rps").is_number()) {
+    out += fmt::format("  {:.1f} req/s", at(p, "current_rate_rps").get<double>());
+  }
+  if (p.contains("p95_ttft_ms_so_far") && at(p, "p95_ttft_ms_so_far").is_number() && at(p, "p95_ttft_ms_so_far").get<double>() > 0) {
+    out += fmt::format("  p95 TTFT {:.0f} ms", at(p, "p95_ttft_ms_so_far").get<double>());
+  }
+  if (p.contains("eta_s") && at(p, "eta_s").is_number()) out += "  ETA " + duration_text(at(p, "eta_s").get<double>());
+  return out;
+}
+
+}  // namespace capsweep::cli
