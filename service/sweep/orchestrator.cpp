@@ -176,7 +176,10 @@ json sweep_result(const JobSpec& spec, const Analysis& a, std::vector<std::strin
 
   std::optional<double> saturation;
   for (const auto& f : a.fixed) {
-    if ((f.step->saturated || f.step->completion_ratio < 0.9) && (!saturation || f.rate < *saturation)) {
+    // Saturated by the step's witnesses (completion shortfall beyond noise, a growing client
+    // backlog or server queue); a bare completions/offered ratio under 0.9 is noise on a short
+    // step and is not enough.
+    if (f.step->saturated && (!saturation || f.rate < *saturation)) {
       saturation = f.rate;
     }
   }

@@ -177,7 +177,7 @@ TEST_CASE("loadgen: above capacity the client-side backlog grows, and the trend 
   CHECK(r.summary().at("backlog").at("growing") == true);
 }
 
-TEST_CASE("loadgen: concurrency mode keeps N in flight; a cap in rate mode queues on the client") {
+TEST_CASE("loadgen: concurrency mode keeps N in flight - a cap in rate mode queues on the client") {
   SimFixture sim(sim_config(10, 0.5, 0.01));
   loadgen::StepRunner runner(target_for(sim), workload(10, 10));
   loadgen::StepSpec closed;

@@ -165,7 +165,7 @@ TEST_CASE("tls: an HTTPS target with a trusted CA file streams like plain HTTP")
   std::remove(ca.c_str());
 }
 
-TEST_CASE("tls: certificates are verified by default; an unknown issuer is a tls error") {
+TEST_CASE("tls: certificates are verified by default - an unknown issuer is a tls error") {
   const auto creds = make_self_signed();
   TlsSseServer server(creds);
   auto target = llm::parse_base_url(llm::Target{}, "https://127.0.0.1:" + std::to_string(server.port()), "/u").value();

@@ -170,7 +170,7 @@ TEST_CASE("capsweepd: check jobs pass below capacity and fail above it, recordin
   CHECK(fail["result"]["saturated"] == true);
 }
 
-TEST_CASE("capsweepd: malformed specs get a 4xx naming the field; nothing is stored; it keeps serving") {
+TEST_CASE("capsweepd: malformed specs get a 4xx naming the field - nothing is stored - it keeps serving") {
   SimFixture sim(default_sim());
   TempDir dir;
   Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
@@ -261,7 +261,7 @@ TEST_CASE("capsweepd: routes answer 404 and 405, and unknown ids name the id") {
   CHECK(expo->types.at("capsweepd_api_request_duration_seconds") == "histogram");
 }
 
-TEST_CASE("capsweepd: with tokens every endpoint but /healthz needs one; read tokens cannot submit") {
+TEST_CASE("capsweepd: with tokens every endpoint but /healthz needs one - read tokens cannot submit") {
   SimFixture sim(default_sim());
   TempDir dir;
   {
@@ -301,7 +301,7 @@ TEST_CASE("capsweepd: with tokens every endpoint but /healthz needs one; read to
   CHECK(d.log_text().find("target-secret-value") == std::string::npos);
 }
 
-TEST_CASE("capsweepd: one sweep per target at a time; cancel stops a running sweep and keeps its steps") {
+TEST_CASE("capsweepd: one sweep per target at a time - cancel stops a running sweep and keeps its steps") {
   SimFixture sim(default_sim());
   TempDir dir;
   Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"), {"--max-concurrent-sweeps", "2"});

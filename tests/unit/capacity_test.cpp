@@ -30,7 +30,7 @@ TEST_CASE("capacity: the probe's steady rate is the full batch's rate, even when
   CHECK(st.window_start_s == Approx(1.6));
 }
 
-TEST_CASE("capacity: a staggered stream gives its rate; too short a steady part falls back to the whole run") {
+TEST_CASE("capacity: a staggered stream gives its rate - too short a steady part falls back to the whole run") {
   std::vector<ProbeRequest> stream;
   for (int i = 0; i < 100; ++i) stream.push_back({0.0, 0.1 * i + 0.05, 0.1 * i + 1.0, 10});
   const auto st = steady_throughput(stream).value();
@@ -43,7 +43,7 @@ TEST_CASE("capacity: a staggered stream gives its rate; too short a steady part 
   CHECK_FALSE(steady_throughput({}).has_value());
 }
 
-TEST_CASE("capacity: a stable step is not saturated; a shortfall beyond noise is") {
+TEST_CASE("capacity: a stable step is not saturated - a shortfall beyond noise is") {
   SaturationInput stable{1000, 990, 30, false, 0, std::nullopt, std::nullopt};
   const auto s = judge_saturation(stable);
   CHECK_FALSE(s.saturated);

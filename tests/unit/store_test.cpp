@@ -66,7 +66,7 @@ std::vector<RequestRow> requests(int n) {
 
 }  // namespace
 
-TEST_CASE("store: migrations apply once and the version is recorded; WAL is on") {
+TEST_CASE("store: migrations apply once and the version is recorded - WAL is on") {
   TempDb db;
   {
     Store s(db.path.string());
@@ -146,7 +146,7 @@ TEST_CASE("store: a step and its requests are written together, in order, or not
   CHECK(s.steps("a")[2].server.is_null());
 }
 
-TEST_CASE("store: a running sweep cannot be deleted; others go with their steps") {
+TEST_CASE("store: a running sweep cannot be deleted - others go with their steps") {
   TempDb db;
   Store s(db.path.string());
   s.insert_sweep(sweep_row("a"));

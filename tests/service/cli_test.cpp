@@ -1,0 +1,162 @@
+// The capsweep CLI against a running capsweepd: every subcommand and every exit code.
+#include "integration/llmsim_fixture.hpp"
+#include "service/daemon_fixture.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <sys/wait.h>
+
+using namespace capsweep;
+using namespace capsweep::testing;
+using json = nlohmann::json;
+
+namespace {
+
+struct CliRun {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs `capsweep ARGS` (arguments are single-quoted for the shell) with stdout and stderr
+// captured.
+CliRun cli(const TempDir& dir, const std::vector<std::string>& args) {
+  std::string cmd = std::string("'") + CAPSWEEP_CLI_PATH + "'";
+  for (const auto& a : args) cmd += " '" + a + "'";
+  cmd += " >'" + dir.path("cli.out").string() + "' 2>'" + dir.path("cli.err").string() + "' </dev/null";
+  const int status = std::system(cmd.c_str());
+  CliRun r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(dir.path("cli.out"));
+  r.err = slurp(dir.path("cli.err"));
+  return r;
+}
+
+std::string write(const TempDir& dir, const std::string& name, const json& j) {
+  std::ofstream(dir.path(name)) << j.dump(2);
+  return dir.path(name).string();
+}
+
+json job(const SimFixture& sim) {
+  const std::string base = "http://127.0.0.1:" + std::to_string(sim.endpoint().port());
+  return {{"name", "cli"},
+          {"target", {{"base_url", base}, {"model", "sim-8b"}, {"metrics_url", base + "/metrics"}}},
+          {"workload", {{"prompt_tokens", {{"dist", "fixed"}, {"value", 200}}}, {"output_tokens", {{"dist", "fixed"}, {"value", 64}}}}},
+          {"slo", {{"ttft_ms", {{"p95", 800}}}, {"itl_ms", {{"p95", 50}}}}}};
+}
+
+json check(const SimFixture& sim, double rate, double duration) {
+  json j = job(sim);
+  j["kind"] = "check";
+  j["check"] = {{"rate_rps", rate}, {"duration_s", duration}, {"warmup_s", 1}};
+  return j;
+}
+
+}  // namespace
+
+TEST_CASE("cli: every subcommand and exit code against a running capsweepd") {
+  SimFixture sim(llmsim::SimConfig{});
+  TempDir dir;
+  Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
+  const std::string server = "http://127.0.0.1:" + std::to_string(d.endpoint().port());
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"--server", server});
+    return cli(dir, args);
+  };
+
+  // Usage: help everywhere (0); unknown subcommands and missing arguments (1).
+  CHECK(cli(dir, {"--help"}).code == 0);
+  for (const char* sub : {"submit", "check", "status", "watch", "verdict", "steps", "list", "cancel"}) {
+    INFO(sub);
+    const auto h = cli(dir, {sub, "--help"});
+    CHECK(h.code == 0);
+    CHECK(h.out.find("Usage") != std::string::npos);
+  }
+  CHECK(cli(dir, {"bogus"}).code == 1);
+  CHECK(cli(dir, {"status"}).code == 1);
+  CHECK(cli(dir, {"--server", "ftp://x", "list"}).code == 1);
+  // Transport error (1): nothing listens on port 1.
+  const auto down = cli(dir, {"--server", "http://127.0.0.1:1", "list"});
+  CHECK(down.code == 1);
+  CHECK(down.err.find("cannot reach") != std::string::npos);
+
+  // A spec the server refuses: 1, with the field it names.
+  json bad = job(sim);
+  bad["sweep"] = {{"steps", 0}};
+  const auto refused = run({"submit", write(dir, "bad.json", bad)});
+  CHECK(refused.code == 1);
+  CHECK(refused.err.find("/sweep/steps") != std::string::npos);
+  CHECK(run({"submit", dir.path("missing.json").string()}).code == 1);
+
+  // check: pass (0) below capacity, fail (3) far above it, inconclusive (4) on too few samples.
+  const auto pass = run({"check", write(dir, "pass.json", check(sim, 15, 8))});
+  INFO(pass.out << pass.err);
+  CHECK(pass.code == 0);
+  CHECK(pass.out.find("PASS") == 0);
+  const auto fail = run({"check", write(dir, "fail.json", check(sim, 70, 4))});
+  INFO(fail.out << fail.err);
+  CHECK(fail.code == 3);
+  CHECK(fail.out.find("FAIL") == 0);
+  const auto unsure = run({"check", write(dir, "unsure.json", check(sim, 2, 2))});
+  INFO(unsure.out << unsure.err);
+  CHECK(unsure.code == 4);
+  CHECK(unsure.out.find("INCONCLUSIVE") == 0);
+
+  // list, status, steps, verdict (--json too) on the finished checks.
+  const auto listed = run({"--json", "list", "--status", "succeeded"});
+  REQUIRE(listed.code == 0);
+  const json l = json::parse(listed.out);
+  REQUIRE(l["sweeps"].size() == 3);
+  const std::string fail_id = l["sweeps"][1]["id"];
+  CHECK(run({"list"}).out.find(fail_id) != std::string::npos);
+  const auto st = run({"status", fail_id});
+  CHECK(st.code == 0);
+  CHECK(st.out.find("succeeded") != std::string::npos);
+  const auto steps = run({"steps", fail_id});
+  CHECK(steps.code == 0);
+  CHECK(steps.out.find("TTFT p95") != std::string::npos);
+  CHECK(steps.out.find("check") != std::string::npos);
+  CHECK(run({"verdict", fail_id}).code == 3);
+  const auto vj = run({"--json", "verdict", fail_id});
+  CHECK(vj.code == 3);
+  CHECK(json::parse(vj.out)["verdict"] == "fail");
+
+  // A small sweep: verdict 0, or 3 under --require-rate above its answer.
+  json small = job(sim);
+  small["sweep"] = {{"steps", 2}, {"step_duration_s", 5}, {"warmup_s", 1}, {"baseline_requests", 3},
+                    {"probe_requests", 128}, {"tolerance", 0.5}, {"max_steps", 3}};
+  const auto sw = run({"submit", write(dir, "small.json", small), "--wait"});
+  INFO(sw.out << sw.err);
+  CHECK(sw.code == 0);
+  CHECK(sw.out.find("within SLO") != std::string::npos);
+  const std::string sweep_id = json::parse(run({"--json", "list", "--limit", "1"}).out)["sweeps"][0]["id"];
+  CHECK(run({"verdict", sweep_id, "--require-rate", "1"}).code == 0);
+  CHECK(run({"verdict", sweep_id, "--require-rate", "100000"}).code == 3);
+  // An unattainable SLO: no rate meets it (3).
+  json never = small;
+  never["slo"] = {{"ttft_ms", {{"mean", 0.001}}}};
+  never["sweep"]["max_steps"] = 2;
+  CHECK(run({"submit", write(dir, "never.json", never), "--wait"}).code == 3);
+
+  // submit without --wait prints the id; cancel (0); watch and verdict of a cancelled job (2).
+  json longer = small;
+  longer["sweep"]["step_duration_s"] = 60;
+  const auto queued = run({"submit", write(dir, "long.json", longer)});
+  CHECK(queued.code == 0);
+  const std::string long_id = queued.out.substr(0, queued.out.find('\n'));
+  CHECK(long_id.rfind("sw-", 0) == 0);
+  CHECK(run({"cancel", long_id}).code == 0);
+  CHECK(run({"watch", long_id}).code == 2);
+  CHECK(run({"verdict", long_id}).code == 2);
+  CHECK(run({"cancel", long_id}).code == 1);  // already ended: the server says 409
+  CHECK(run({"status", "sw-0000000000000000"}).code == 1);
+}
