@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -191,6 +192,20 @@ int main(int argc, char** argv) {
   auto* cancel_cmd = app.add_subcommand("cancel", "stop a job (its stored steps stay)");
   cancel_cmd->add_option("ID", id, "job id")->required();
 
+  std::string format = "keda", model, ns, deployment, prometheus;
+  double utilization = 0.7, base_rps = 0, peak_rps = 0, cold_start_s = 0;
+  auto* autoscale_cmd = app.add_subcommand("autoscale", "autoscaler thresholds from a succeeded sweep (KEDA, HPA or JSON)");
+  autoscale_cmd->add_option("ID", id, "sweep id")->required();
+  autoscale_cmd->add_option("--format", format, "keda, hpa or json")->check(CLI::IsMember({"keda", "hpa", "json"}))->capture_default_str();
+  autoscale_cmd->add_option("--utilization", utilization, "target utilisation u of a replica's capacity")->capture_default_str();
+  auto* base_opt = autoscale_cmd->add_option("--base-rps", base_rps, "steady traffic, req/s (sets the minimum replicas)");
+  auto* peak_opt = autoscale_cmd->add_option("--peak-rps", peak_rps, "peak traffic, req/s (sets the maximum replicas)");
+  auto* cold_opt = autoscale_cmd->add_option("--cold-start-s", cold_start_s, "a replica's start-up time (scale-down window >= 2x)");
+  autoscale_cmd->add_option("--model", model, "model_name label of the vLLM metrics (default: the sweep's model)");
+  autoscale_cmd->add_option("--namespace", ns, "Kubernetes namespace (default: default)");
+  autoscale_cmd->add_option("--deployment", deployment, "the Deployment to scale (default: from the model name)");
+  autoscale_cmd->add_option("--prometheus", prometheus, "Prometheus server address for KEDA");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -212,6 +227,29 @@ int main(int argc, char** argv) {
   if (*submit_cmd) return submit(c, spec_path, wait, false, o);
   if (*check_cmd) return submit(c, spec_path, true, true, o);
   if (*watch_cmd) return watch(c, id, o, std::nullopt);
+  if (*autoscale_cmd) {
+    auto encode = [](const std::string& v) {
+      std::string out;
+      for (unsigned char ch : v) {
+        if (std::isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~') out += static_cast<char>(ch);
+        else out += fmt::format("%{:02X}", ch);
+      }
+      return out;
+    };
+    std::string path = fmt::format("/v1/sweeps/{}/autoscale?format={}&u={}", id, format, utilization);
+    if (*base_opt) path += fmt::format("&base_rps={}", base_rps);
+    if (*peak_opt) path += fmt::format("&peak_rps={}", peak_rps);
+    if (*cold_opt) path += fmt::format("&cold_start_s={}", cold_start_s);
+    if (!model.empty()) path += "&model=" + encode(model);
+    if (!ns.empty()) path += "&namespace=" + encode(ns);
+    if (!deployment.empty()) path += "&deployment=" + encode(deployment);
+    if (!prometheus.empty()) path += "&prometheus=" + encode(prometheus);
+    auto a = c.request("GET", path);
+    if (a.status != 200) return report_error(a);
+    fmt::print("{}", a.body);
+    if (!a.body.empty() && a.body.back() != '\n') fmt::print("\n");
+    return kOk;
+  }
   if (*cancel_cmd) {
     auto a = c.request("POST", "/v1/sweeps/" + id + "/cancel");
     if (a.status != 202) return report_error(a);

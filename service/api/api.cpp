@@ -1,6 +1,7 @@
 #include "api/api.hpp"
 
 #include "api/schema.hpp"
+#include "report/autoscale.hpp"
 #include "llm/target.hpp"
 #include "sweep/spec.hpp"
 
@@ -205,6 +206,7 @@ struct Api::Impl {
         {bhttp::verb::get, "/v1/sweeps/{id}/steps", Role::read, &Impl::get_steps},
         {bhttp::verb::get, "/v1/sweeps/{id}/requests.csv", Role::read, &Impl::get_requests_csv},
         {bhttp::verb::post, "/v1/sweeps/{id}/cancel", Role::submit, &Impl::cancel_sweep},
+        {bhttp::verb::get, "/v1/sweeps/{id}/autoscale", Role::read, &Impl::get_autoscale},
         {bhttp::verb::get, "/healthz", Role::none, &Impl::healthz},
         {bhttp::verb::get, "/readyz", Role::read, &Impl::readyz},
         {bhttp::verb::get, "/metrics", Role::read, &Impl::metrics},
@@ -535,6 +537,54 @@ struct Api::Impl {
     auto row = find(c);
     json body = {{"id", c.id}, {"status", row ? row->status : "cancelled"}};
     return json_ok(c.req, bhttp::status::accepted, body);
+  }
+
+  // GET /v1/sweeps/{id}/autoscale?format=keda|hpa|json&u=&base_rps=&peak_rps=&cold_start_s=
+  //     &model=&namespace=&deployment=&prometheus=: thresholds derived from the result.
+  Answer get_autoscale(const Call& c) {
+    auto row = find(c);
+    if (!row) return no_sweep(c);
+    report::AutoscaleOptions o;
+    std::string format = "keda";
+    for (const auto& [key, value] : c.query) {
+      auto number = [&](std::optional<double>& out) -> std::optional<ApiError> {
+        try {
+          std::size_t used = 0;
+          out = std::stod(value, &used);
+          if (used != value.size()) throw std::invalid_argument(key);
+        } catch (const std::exception&) {
+          return ApiError{bhttp::status::bad_request, "invalid_argument", key + " must be a number", "/" + key};
+        }
+        return std::nullopt;
+      };
+      std::optional<ApiError> e;
+      if (key == "format") format = value;
+      else if (key == "u") {
+        std::optional<double> u;
+        e = number(u);
+        if (u) o.utilization = *u;
+      } else if (key == "base_rps") e = number(o.base_rps);
+      else if (key == "peak_rps") e = number(o.peak_rps);
+      else if (key == "cold_start_s") e = number(o.cold_start_s);
+      else if (key == "model") o.model = value;
+      else if (key == "namespace") o.ns = value;
+      else if (key == "deployment") o.deployment = value;
+      else if (key == "prometheus") o.prometheus = value;
+      else e = ApiError{bhttp::status::bad_request, "invalid_argument", "unknown parameter '" + key + "'", "/" + key};
+      if (e) return *e;
+    }
+    if (format != "keda" && format != "hpa" && format != "json") {
+      return ApiError{bhttp::status::bad_request, "invalid_argument", "format must be keda, hpa or json", "/format"};
+    }
+    auto plan = report::plan_autoscale(view(*row), o);
+    if (!plan) return from_error(plan.error());
+    if (format == "json") return json_ok(c.req, bhttp::status::ok, report::autoscale_json(*plan));
+    Response res{bhttp::status::ok, c.req.version()};
+    res.set(bhttp::field::content_type, "application/yaml; charset=utf-8");
+    res.keep_alive(c.req.keep_alive());
+    res.body() = format == "keda" ? report::keda_yaml(*plan) : report::hpa_yaml(*plan);
+    res.prepare_payload();
+    return res;
   }
 
   // GET /healthz: the process answers.

@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -75,7 +76,7 @@ TEST_CASE("cli: every subcommand and exit code against a running capsweepd") {
 
   // Usage: help everywhere (0); unknown subcommands and missing arguments (1).
   CHECK(cli(dir, {"--help"}).code == 0);
-  for (const char* sub : {"submit", "check", "status", "watch", "verdict", "steps", "list", "cancel"}) {
+  for (const char* sub : {"submit", "check", "status", "watch", "verdict", "steps", "list", "cancel", "autoscale"}) {
     INFO(sub);
     const auto h = cli(dir, {sub, "--help"});
     CHECK(h.code == 0);
@@ -141,6 +142,24 @@ TEST_CASE("cli: every subcommand and exit code against a running capsweepd") {
   const std::string sweep_id = json::parse(run({"--json", "list", "--limit", "1"}).out)["sweeps"][0]["id"];
   CHECK(run({"verdict", sweep_id, "--require-rate", "1"}).code == 0);
   CHECK(run({"verdict", sweep_id, "--require-rate", "100000"}).code == 3);
+  // autoscale: the thresholds of the sweep, as JSON, KEDA or HPA; a check has none (1).
+  const auto aj = run({"--json", "autoscale", sweep_id, "--format", "json", "--peak-rps", "100", "--utilization", "0.5"});
+  INFO(aj.out << aj.err);
+  REQUIRE(aj.code == 0);
+  const json plan = json::parse(aj.out);
+  const json sweep_view = d.get_json("/v1/sweeps/" + sweep_id);
+  const double capacity = sweep_view["result"]["max_slo_rate_rps"];
+  CHECK(plan["capacity_rps"].get<double>() == capacity);
+  CHECK(plan["max_replicas"].get<int>() == static_cast<int>(std::ceil(100 / (0.5 * capacity))));
+  CHECK(plan["target_inflight_per_replica"].get<int>() ==
+        std::max(1, static_cast<int>(std::floor(0.5 * sweep_view["result"]["concurrency_at_max_slo"]["littles_law"].get<double>()))));
+  const auto keda = run({"autoscale", sweep_id, "--namespace", "llm"});
+  CHECK(keda.code == 0);
+  CHECK(keda.out.find("kind: ScaledObject") != std::string::npos);
+  CHECK(keda.out.find("namespace=\\\"llm\\\"") != std::string::npos);
+  CHECK(run({"autoscale", sweep_id, "--format", "hpa"}).out.find("HorizontalPodAutoscaler") != std::string::npos);
+  CHECK(run({"autoscale", fail_id}).code == 1);
+  CHECK(run({"autoscale", sweep_id, "--format", "yaml"}).code == 1);
   // An unattainable SLO: no rate meets it (3).
   json never = small;
   never["slo"] = {{"ttft_ms", {{"mean", 0.001}}}};
