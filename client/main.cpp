@@ -206,6 +206,11 @@ int main(int argc, char** argv) {
   autoscale_cmd->add_option("--deployment", deployment, "the Deployment to scale (default: from the model name)");
   autoscale_cmd->add_option("--prometheus", prometheus, "Prometheus server address for KEDA");
 
+  std::string output;
+  auto* report_cmd = app.add_subcommand("report", "the HTML report of a job (charts, steps, warnings)");
+  report_cmd->add_option("ID", id, "job id")->required();
+  report_cmd->add_option("-o,--output", output, "file to write (FILE.html)")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -227,6 +232,18 @@ int main(int argc, char** argv) {
   if (*submit_cmd) return submit(c, spec_path, wait, false, o);
   if (*check_cmd) return submit(c, spec_path, true, true, o);
   if (*watch_cmd) return watch(c, id, o, std::nullopt);
+  if (*report_cmd) {
+    auto a = c.request("GET", "/v1/sweeps/" + id + "/report");
+    if (a.status != 200) return report_error(a);
+    std::ofstream out(output, std::ios::binary);
+    out << a.body;
+    if (!out) {
+      fmt::print(stderr, "capsweep: cannot write {}\n", output);
+      return kUsage;
+    }
+    fmt::print(stderr, "wrote {} ({} bytes)\n", output, a.body.size());
+    return kOk;
+  }
   if (*autoscale_cmd) {
     auto encode = [](const std::string& v) {
       std::string out;

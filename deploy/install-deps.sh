@@ -10,6 +10,7 @@ packages=(
   libvalijson-dev libssl-dev libcli11-dev libyaml-cpp-dev
   clang libclang-rt-14-dev
   curl procps wrk
+  chromium fonts-dejavu-core
 )
 
 missing=()

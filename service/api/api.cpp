@@ -2,6 +2,7 @@
 
 #include "api/schema.hpp"
 #include "report/autoscale.hpp"
+#include "report/html.hpp"
 #include "llm/target.hpp"
 #include "sweep/spec.hpp"
 
@@ -207,6 +208,8 @@ struct Api::Impl {
         {bhttp::verb::get, "/v1/sweeps/{id}/requests.csv", Role::read, &Impl::get_requests_csv},
         {bhttp::verb::post, "/v1/sweeps/{id}/cancel", Role::submit, &Impl::cancel_sweep},
         {bhttp::verb::get, "/v1/sweeps/{id}/autoscale", Role::read, &Impl::get_autoscale},
+        {bhttp::verb::get, "/v1/sweeps/{id}/report", Role::read, &Impl::get_report},
+        {bhttp::verb::get, "/v1/sweeps/{id}/steps.csv", Role::read, &Impl::get_steps_csv},
         {bhttp::verb::get, "/healthz", Role::none, &Impl::healthz},
         {bhttp::verb::get, "/readyz", Role::read, &Impl::readyz},
         {bhttp::verb::get, "/metrics", Role::read, &Impl::metrics},
@@ -484,8 +487,13 @@ struct Api::Impl {
   Answer get_steps(const Call& c) {
     auto row = find(c);
     if (!row) return no_sweep(c);
+    const json steps = steps_json(c.id);
+    return json_ok(c.req, bhttp::status::ok, {{"id", c.id}, {"status", row->status}, {"steps", steps}});
+  }
+
+  json steps_json(const std::string& id) {
     json steps = json::array();
-    for (const auto& s : ctx.store->steps(c.id)) {
+    for (const auto& s : ctx.store->steps(id)) {
       steps.push_back({{"index", s.index},
                        {"kind", s.kind},
                        {"phase", s.phase},
@@ -498,7 +506,49 @@ struct Api::Impl {
                        {"started_at", s.started_at},
                        {"finished_at", s.finished_at}});
     }
-    return json_ok(c.req, bhttp::status::ok, {{"id", c.id}, {"status", row->status}, {"steps", steps}});
+    return steps;
+  }
+
+  Response text_response(const Request& req, std::string content_type, std::string body, std::string filename = {}) {
+    Response res{bhttp::status::ok, req.version()};
+    res.set(bhttp::field::content_type, content_type);
+    if (!filename.empty()) res.set(bhttp::field::content_disposition, fmt::format("attachment; filename=\"{}\"", filename));
+    res.keep_alive(req.keep_alive());
+    res.body() = std::move(body);
+    res.prepare_payload();
+    return res;
+  }
+
+  // GET /v1/sweeps/{id}/report: the self-contained HTML report.
+  Answer get_report(const Call& c) {
+    auto row = find(c);
+    if (!row) return no_sweep(c);
+    return text_response(c.req, "text/html; charset=utf-8", report::render_report(view(*row), steps_json(c.id)));
+  }
+
+  // GET /v1/sweeps/{id}/steps.csv: one line per step with its main figures.
+  Answer get_steps_csv(const Call& c) {
+    auto row = find(c);
+    if (!row) return no_sweep(c);
+    static const std::array<const char*, 19> keys{
+        "completed", "failed", "request_throughput", "output_throughput", "request_goodput", "achieved_rate_rps",
+        "mean_ttft_ms", "p50_ttft_ms", "p95_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "p95_tpot_ms", "mean_itl_ms",
+        "p95_itl_ms", "p99_itl_ms", "mean_e2el_ms", "p95_e2el_ms", "p99_schedule_lag_ms", "duration_s"};
+    std::string csv = "step,kind,phase,offered_rate_rps,verdict,generator_limited";
+    for (const char* k : keys) csv += std::string(",") + k;
+    csv += "\n";
+    for (const auto& s : ctx.store->steps(c.id)) {
+      csv += fmt::format("{},{},{},{},{},{}", s.index, s.kind, s.phase,
+                         s.offered_rate_rps ? fmt::format("{:.4f}", *s.offered_rate_rps) : std::string(), s.verdict,
+                         s.generator_limited ? 1 : 0);
+      for (const char* k : keys) {
+        auto it = s.summary.find(k);
+        csv += ",";
+        if (it != s.summary.end() && it->is_number()) csv += fmt::format("{:.4f}", it->get<double>());
+      }
+      csv += "\n";
+    }
+    return text_response(c.req, "text/csv; charset=utf-8", std::move(csv), c.id + "-steps.csv");
   }
 
   // GET /v1/sweeps/{id}/requests.csv: one line per request of every stored step.

@@ -1,0 +1,93 @@
+// The HTML report: chart geometry and a page that needs nothing from elsewhere.
+#include "report/html.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace capsweep::report;
+using json = nlohmann::json;
+
+namespace {
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
+  return n;
+}
+
+json step(int index, double rate, double p95_ttft, const char* verdict) {
+  return {{"index", index},
+          {"kind", "ladder"},
+          {"phase", "ladder"},
+          {"offered_rate_rps", rate},
+          {"verdict", verdict},
+          {"generator_limited", false},
+          {"summary", {{"p50_ttft_ms", p95_ttft / 2}, {"p95_ttft_ms", p95_ttft}, {"p99_ttft_ms", p95_ttft * 1.5},
+                       {"p95_itl_ms", 20.0}, {"mean_tpot_ms", 15.0}, {"request_throughput", std::min(rate, 30.0)},
+                       {"request_goodput", std::min(rate, 28.0)}, {"failed", 0}}},
+          {"evaluation", {{"saturation", {{"saturated", rate > 30}}}}},
+          {"server", {{"mean_running", rate}, {"mean_waiting", rate > 30 ? 20.0 : 0.0}, {"mean_kv_cache_usage", 0.5}}}};
+}
+
+}  // namespace
+
+TEST_CASE("report: ticks are 1-2-5 multiples covering the range") {
+  const auto t = nice_ticks(0, 37);
+  REQUIRE(t.size() >= 4);
+  CHECK(t.front() == 0);
+  CHECK(t[1] == Approx(5).margin(1e-9));
+  CHECK(t.back() <= 37);
+  CHECK(t.back() >= 30);
+  const auto small = nice_ticks(0.12, 0.9);
+  CHECK(small.front() >= 0.12 - 1e-9);
+  CHECK(small[1] - small[0] == Approx(0.1));
+  CHECK(nice_ticks(5, 5).size() == 1);  // degenerate range
+}
+
+TEST_CASE("report: a chart draws its series, markers, legend and a log axis") {
+  Chart c{"TTFT <p95>", "offered rate (req/s)", "TTFT (ms)",
+          {{"p95", "#bf8700", {{10, 30}, {20, 40}, {30, 3000}}}},
+          {{"SLO p95 800 ms", 800, "#cf222e"}},
+          {{"knee", 25, "#8250df"}},
+          true};
+  const std::string svg = render_chart(c);
+  CHECK(svg.rfind("<svg", 0) == 0);
+  CHECK(count(svg, "<circle") == 3);
+  CHECK(count(svg, "<polyline") == 1);
+  CHECK(count(svg, "class=\"marker\"") == 2);
+  CHECK(svg.find("TTFT &lt;p95&gt;") != std::string::npos);  // escaped
+  CHECK(svg.find("(log)") != std::string::npos);
+  CHECK(svg.find(">1000<") != std::string::npos);  // a power-of-ten tick
+  const std::string empty = render_chart(Chart{"nothing", "x", "y", {}, {}, {}, false});
+  CHECK(empty.find("no data") != std::string::npos);
+}
+
+TEST_CASE("report: the page carries the verdict and charts and fetches nothing") {
+  const json sweep = {{"id", "sw-0123456789abcdef"},
+                      {"name", "demo <&>"},
+                      {"status", "succeeded"},
+                      {"spec", {{"target", {{"base_url", "http://127.0.0.1:8000"}, {"model", "sim-8b"}, {"api", "completions"}}},
+                                {"slo", {{"ttft_ms", {{"p95", 800}}}, {"itl_ms", {{"p95", 50}}}}}}},
+                      {"result", {{"kind", "sweep"}, {"max_slo_rate_rps", 29.5}, {"knee_rate_rps", 27.0},
+                                  {"limiting_metric", "p95_ttft_ms"}, {"saturation_rate_rps", 31.0},
+                                  {"warnings", {"non-monotone: example"}}}}};
+  const json steps = json::array({step(0, 10, 30, "pass"), step(1, 20, 40, "pass"), step(2, 29.5, 300, "pass"),
+                                  step(3, 31, 2500, "fail")});
+  const std::string html = render_report(sweep, steps);
+  CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
+  CHECK(html.find("Max <b>29.5 req/s</b>") != std::string::npos);
+  CHECK(html.find("demo &lt;&amp;&gt;") != std::string::npos);
+  CHECK(count(html, "<svg class=\"chart\"") == 4);  // TTFT, ITL, throughput, server gauges
+  CHECK(count(html, "<tr class=") == 4);
+  CHECK(html.find("non-monotone: example") != std::string::npos);
+  // Self-contained: no script, no external resource of any kind.
+  for (const char* banned : {"<script", "src=", "href=", "@import", "url(", "<link"}) {
+    INFO(banned);
+    CHECK(html.find(banned) == std::string::npos);
+  }
+  // Without scraped gauges the fourth chart is left out; without a result the page says so.
+  json bare = steps;
+  for (auto& s : bare) s["server"] = nullptr;
+  json failed = {{"id", "sw-1"}, {"status", "failed"}, {"error", "baseline: no request succeeded"}};
+  CHECK(count(render_report(sweep, bare), "<svg class=\"chart\"") == 3);
+  CHECK(render_report(failed, json::array()).find("baseline: no request succeeded") != std::string::npos);
+}
