@@ -187,7 +187,7 @@ TEST_CASE("loadgen: concurrency mode keeps N in flight - a cap in rate mode queu
   auto c = runner.run(closed).value();
   CHECK(c.peak_in_flight == 4);
   CHECK(c.metrics.completed > 20);
-  CHECK(c.metrics.client_queue_ms.max() < 5);
+  CHECK(c.metrics.client_queue_ms.percentile(50) < 1);  // no cap: nothing waits on the client
 
   // A counted closed-loop step (the sweep's baseline) measures every request it sends: the
   // workers start at the step's origin, so none is scheduled before the window opens.
