@@ -134,15 +134,21 @@ std::string render_chart(const Chart& c) {
   svg += fmt::format(R"svg(<text x="16" y="{0}" class="axis" text-anchor="middle" transform="rotate(-90 16 {0})">{1}{2}</text>)svg",
                      kTop + ph / 2, esc(c.y_label), c.log_y ? " (log)" : "");
   // Markers.
+  // Horizontal markers are labelled at the left end, vertical ones stacked from the top, to
+  // the left of their line when it lies in the right half, so labels do not collide.
   for (const auto& m : c.hlines) {
     if (!std::isfinite(m.value)) continue;
-    svg += fmt::format(R"(<line x1="{}" y1="{:.1f}" x2="{}" y2="{:.1f}" stroke="{}" class="marker"/><text x="{}" y="{:.1f}" class="mlabel" fill="{}" text-anchor="end">{}</text>)",
-                       kLeft, sy(m.value), kLeft + pw, sy(m.value), m.color, kLeft + pw - 4, sy(m.value) - 4, m.color, esc(m.label));
+    svg += fmt::format(R"(<line x1="{}" y1="{:.1f}" x2="{}" y2="{:.1f}" stroke="{}" class="marker"/><text x="{}" y="{:.1f}" class="mlabel" fill="{}">{}</text>)",
+                       kLeft, sy(m.value), kLeft + pw, sy(m.value), m.color, kLeft + 4, sy(m.value) - 4, m.color, esc(m.label));
   }
+  int stacked = 0;
   for (const auto& m : c.vlines) {
     if (!std::isfinite(m.value)) continue;
-    svg += fmt::format(R"(<line x1="{0:.1f}" y1="{1}" x2="{0:.1f}" y2="{2}" stroke="{3}" class="marker"/><text x="{4:.1f}" y="{5}" class="mlabel" fill="{3}">{6}</text>)",
-                       sx(m.value), kTop, kTop + ph, m.color, sx(m.value) + 4, kTop + 12, esc(m.label));
+    const bool right_half = sx(m.value) > kLeft + pw / 2;
+    svg += fmt::format(R"(<line x1="{0:.1f}" y1="{1}" x2="{0:.1f}" y2="{2}" stroke="{3}" class="marker"/><text x="{4:.1f}" y="{5}" class="mlabel" fill="{3}" text-anchor="{6}">{7}</text>)",
+                       sx(m.value), kTop, kTop + ph, m.color, sx(m.value) + (right_half ? -4 : 4), kTop + 24 + 14 * stacked,
+                       right_half ? "end" : "start", esc(m.label));
+    ++stacked;
   }
   // Series and legend.
   double legend_x = kLeft;
@@ -186,6 +192,7 @@ th{background:#f6f8fa} td.l,th.l{text-align:left} tr.fail td{color:#a40e26} tr.p
 .chart .marker{stroke-dasharray:6 4;stroke-width:1.5} .chart .mlabel{font-size:11px} .chart .legend{font-size:12px}
 .warn{background:#fff8c5;border:1px solid #d4a72c;padding:6px 10px;margin:4px 0;border-radius:4px}
 dl{display:grid;grid-template-columns:max-content auto;gap:2px 14px;font-size:14px} dt{color:#57606a}
+dd{margin:0;overflow-wrap:anywhere;font-family:ui-monospace,monospace;font-size:12px}
 </style></head><body>
 )";
   h += fmt::format("<h1>{}</h1><div class=\"muted\">sweep {} &middot; {} &middot; created {} &middot; finished {}</div>\n",
