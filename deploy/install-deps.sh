@@ -10,7 +10,7 @@ packages=(
   libvalijson-dev libssl-dev libcli11-dev libyaml-cpp-dev
   clang libclang-rt-14-dev
   curl procps wrk
-  chromium fonts-dejavu-core
+  chromium fonts-dejavu-core prometheus
 )
 
 missing=()
@@ -38,4 +38,10 @@ if ! { "${sudo_cmd[@]}" apt-get update -q && \
   cat "$log" >&2
   echo "install-deps: apt-get failed (see above)" >&2
   exit 1
+fi
+
+# The prometheus package is here for promtool (the tests check generated PromQL with it); its
+# server is not wanted on a build machine: stop it where the package started it.
+if printf '%s\n' "${missing[@]}" | grep -qx prometheus && command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+  "${sudo_cmd[@]}" systemctl disable --now prometheus >/dev/null 2>&1 || true
 fi

@@ -4,6 +4,12 @@
 #include <catch2/catch.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cctype>
 #include <cmath>
 #include <regex>
@@ -150,4 +156,29 @@ TEST_CASE("autoscale: errors name what is wrong") {
   AutoscaleOptions neg;
   neg.cold_start_s = -1;
   CHECK(plan_autoscale(succeeded_sweep(), neg).error().field == "/cold_start_s");
+}
+
+TEST_CASE("autoscale: promtool parses the generated PromQL") {
+  // Prometheus's own parser (promtool, Debian's prometheus package) checks both queries as
+  // recording rules; a broken expression makes it exit non-zero (checked with one below).
+  AutoscaleOptions o;
+  o.model = "meta/llama \"8b\"";
+  const auto p = plan_autoscale(succeeded_sweep(), o).value();
+  const auto dir = std::filesystem::temp_directory_path() / ("capsweep-promtool-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto check = [&](const std::string& name, const std::string& expr) {
+    YAML::Emitter out;
+    out << YAML::BeginMap << YAML::Key << "groups" << YAML::Value << YAML::BeginSeq << YAML::BeginMap << YAML::Key << "name"
+        << YAML::Value << "capsweep" << YAML::Key << "rules" << YAML::Value << YAML::BeginSeq << YAML::BeginMap << YAML::Key
+        << "record" << YAML::Value << "capsweep:" + name << YAML::Key << "expr" << YAML::Value << expr << YAML::EndMap
+        << YAML::EndSeq << YAML::EndMap << YAML::EndSeq << YAML::EndMap;
+    const auto file = dir / (name + ".yml");
+    std::ofstream(file) << out.c_str();
+    const int status = std::system(("promtool check rules '" + file.string() + "' >/dev/null 2>&1").c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  CHECK(check("inflight", p.inflight_query) == 0);
+  CHECK(check("waiting", p.waiting_query) == 0);
+  CHECK(check("broken", "sum(vllm:num_requests_running{model_name=\"x\"}") != 0);
+  std::filesystem::remove_all(dir);
 }
