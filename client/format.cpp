@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -61,15 +62,16 @@ std::string duration_text(double s) {
 std::string slo_text(const json& slo) {
   std::vector<std::string> parts;
   if (!slo.is_object()) return "no SLO";
-  for (const auto& [key, bound] : slo.items()) {
-    if (key.size() > 3 && key.compare(key.size() - 3, 3, "_ms") == 0 && bound.is_object()) {
-      for (const auto& [stat, value] : bound.items()) {
-        parts.push_back(fmt::format("{} {} <= {} ms", metric_name(key), stat, num(value, "{:g}")));
-      }
+  // In the order people state them: first token, then per token, then whole request.
+  for (const char* key : {"ttft_ms", "ttft_sent_ms", "tpot_ms", "itl_ms", "e2el_ms", "e2el_sent_ms"}) {
+    const json& bound = at(slo, key);
+    if (!bound.is_object()) continue;
+    for (const auto& [stat, value] : bound.items()) {
+      parts.push_back(fmt::format("{} {} \u2264 {} ms", metric_name(key), stat, num(value, "{:g}")));
     }
   }
-  if (slo.contains("max_error_rate")) parts.push_back(fmt::format("errors <= {:g}%", 100 * at(slo, "max_error_rate").get<double>()));
-  if (slo.contains("min_goodput_rps")) parts.push_back(fmt::format("goodput >= {:g} req/s", at(slo, "min_goodput_rps").get<double>()));
+  if (at(slo, "max_error_rate").is_number()) parts.push_back(fmt::format("errors \u2264 {:g}%", 100 * at(slo, "max_error_rate").get<double>()));
+  if (at(slo, "min_goodput_rps").is_number()) parts.push_back(fmt::format("goodput \u2265 {:g} req/s", at(slo, "min_goodput_rps").get<double>()));
   std::string out;
   for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
   return out.empty() ? "no SLO" : out;
@@ -138,7 +140,7 @@ std::string steps_table(const json& steps) {
   return out;
 }
 
-std::string progress_text(const json& sweep) {
+std::string progress_text(const json& sweep, bool bar) {
   const json& p = at(sweep, "progress");
   const std::string status = text_of(sweep, "status", "");
   if (status == "queued") return "queued: waiting for the target (one sweep per target at a time)";
@@ -146,7 +148,14 @@ std::string progress_text(const json& sweep) {
   if (at(p, "step").is_number() && at(p, "steps_planned").is_number()) {
     out += fmt::format("  step {}/{}", at(p, "step").get<int>(), at(p, "steps_planned").get<int>());
   }
-  if (at(p, "percent").is_number()) out += fmt::format("  {:5.1f}%", at(p, "percent").get<double>());
+  if (at(p, "percent").is_number()) {
+    const double pct = std::clamp(at(p, "percent").get<double>(), 0.0, 100.0);
+    if (bar) {
+      const int filled = static_cast<int>(std::lround(pct / 5));
+      out += "  [" + std::string(static_cast<std::size_t>(filled), '#') + std::string(static_cast<std::size_t>(20 - filled), '.') + "]";
+    }
+    out += fmt::format("  {:5.1f}%", pct);
+  }
   if (p.contains("current_rate_rps") && at(p, "current_rate_rps").is_number()) {
     out += fmt::format("  {:.1f} req/s", at(p, "current_rate_rps").get<double>());
   }

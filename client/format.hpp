@@ -8,15 +8,16 @@
 
 namespace capsweep::cli {
 
-// "TTFT p95 <= 800 ms, ITL p95 <= 50 ms, errors <= 0.1%" from the spec's "slo".
+// "TTFT p95 ≤ 800 ms, ITL p95 ≤ 50 ms, errors ≤ 0.1%" from the spec's "slo".
 std::string slo_text(const nlohmann::json& slo);
 // The verdict of a finished job, e.g. "max 10.2 req/s within SLO (TTFT p95 <= 800 ms, ...);
 // knee at 12.7 req/s; limited by TTFT p95", or a check's "PASS ..." line.
 std::string verdict_text(const nlohmann::json& sweep);
 // The stored steps as an aligned table.
 std::string steps_table(const nlohmann::json& steps);
-// One line of progress: "ladder  step 4/10  42%  25.6 req/s  p95 TTFT 120 ms  ETA 1m05s".
-std::string progress_text(const nlohmann::json& sweep);
+// One line of progress: "ladder  step 4/10  42%  25.6 req/s  p95 TTFT 120 ms  ETA 1m05s";
+// with `bar`, a 20-cell bar before the percentage ("[########............]").
+std::string progress_text(const nlohmann::json& sweep, bool bar = false);
 // j[key] when it is a string, else `fallback` (null and absent alike).
 std::string text_of(const nlohmann::json& j, const char* key, const std::string& fallback = {});
 // "1m05s", "42s", "1h02m".

@@ -104,7 +104,7 @@ int watch(const ApiClient& c, const std::string& id, const Options& o, std::opti
       }
       return exit_for(v, require_rate);
     }
-    const std::string line = progress_text(v);
+    const std::string line = progress_text(v, tty);
     if (tty) {
       fmt::print(stderr, "\r\033[K{}", line);
       std::fflush(stderr);
