@@ -1,5 +1,8 @@
 #include "format.hpp"
 
+#include "core/json_access.hpp"
+#include "core/slo.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -12,13 +15,8 @@ namespace {
 
 using json = nlohmann::json;
 
-// j[key], or null when j is not an object or has no such key (never inserts, never throws).
-const json& at(const json& j, const char* key) {
-  static const json null;
-  if (!j.is_object()) return null;
-  auto it = j.find(key);
-  return it != j.end() ? *it : null;
-}
+using capsweep::json_at;
+const json& at(const json& j, const char* key) { return json_at(j, key); }
 
 std::string metric_name(const std::string& key) {
   // "ttft_ms" -> "TTFT", "e2el_sent_ms" -> "E2EL (sent)"
@@ -59,23 +57,7 @@ std::string duration_text(double s) {
   return fmt::format("{}s", t);
 }
 
-std::string slo_text(const json& slo) {
-  std::vector<std::string> parts;
-  if (!slo.is_object()) return "no SLO";
-  // In the order people state them: first token, then per token, then whole request.
-  for (const char* key : {"ttft_ms", "ttft_sent_ms", "tpot_ms", "itl_ms", "e2el_ms", "e2el_sent_ms"}) {
-    const json& bound = at(slo, key);
-    if (!bound.is_object()) continue;
-    for (const auto& [stat, value] : bound.items()) {
-      parts.push_back(fmt::format("{} {} \u2264 {} ms", metric_name(key), stat, num(value, "{:g}")));
-    }
-  }
-  if (at(slo, "max_error_rate").is_number()) parts.push_back(fmt::format("errors \u2264 {:g}%", 100 * at(slo, "max_error_rate").get<double>()));
-  if (at(slo, "min_goodput_rps").is_number()) parts.push_back(fmt::format("goodput \u2265 {:g} req/s", at(slo, "min_goodput_rps").get<double>()));
-  std::string out;
-  for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
-  return out.empty() ? "no SLO" : out;
-}
+std::string slo_text(const json& slo) { return describe_slo(slo); }
 
 std::string verdict_text(const json& sweep) {
   const std::string status = text_of(sweep, "status", "");

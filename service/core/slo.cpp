@@ -1,5 +1,7 @@
 #include "core/slo.hpp"
 
+#include <cctype>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -250,6 +252,30 @@ SloEvaluation evaluate_slo(const SloSpec& slo, const StepMetrics& m, bool genera
                : (any_inconclusive || generator_limited) ? Verdict::inconclusive
                                                          : Verdict::pass;
   return ev;
+}
+
+std::string describe_slo(const nlohmann::json& slo) {
+  if (!slo.is_object()) return "no SLO";
+  std::string out;
+  auto add = [&out](const std::string& part) { out += (out.empty() ? "" : ", ") + part; };
+  // First token, then per token, then whole request; "e2el_sent_ms" reads "E2EL (sent)".
+  for (const char* key : {"ttft_ms", "ttft_sent_ms", "tpot_ms", "itl_ms", "e2el_ms", "e2el_sent_ms"}) {
+    auto bound = slo.find(key);
+    if (bound == slo.end() || !bound->is_object()) continue;
+    std::string name(key, std::string_view(key).find('_'));
+    for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (std::string_view(key).find("_sent") != std::string_view::npos) name += " (sent)";
+    for (const auto& [stat, value] : bound->items()) {
+      if (value.is_number()) add(fmt::format("{} {} \u2264 {:g} ms", name, stat, value.get<double>()));
+    }
+  }
+  if (auto e = slo.find("max_error_rate"); e != slo.end() && e->is_number()) {
+    add(fmt::format("errors \u2264 {:g}%", 100 * e->get<double>()));
+  }
+  if (auto g = slo.find("min_goodput_rps"); g != slo.end() && g->is_number()) {
+    add(fmt::format("goodput \u2265 {:g} req/s", g->get<double>()));
+  }
+  return out.empty() ? "no SLO" : out;
 }
 
 }  // namespace capsweep

@@ -69,6 +69,10 @@ struct SloEvaluation {
   nlohmann::json to_json() const;
 };
 
+// The "slo" object of a spec in words, in the order people state an SLO:
+// "TTFT p95 ≤ 800 ms, ITL p95 ≤ 50 ms, errors ≤ 0.1%"; "no SLO" when it bounds nothing.
+std::string describe_slo(const nlohmann::json& slo);
+
 // Judges a step. Incomplete requests count as values above the bound for TTFT and E2EL
 // criteria whose bound they had already exceeded when the drain ended.
 SloEvaluation evaluate_slo(const SloSpec& slo, const StepMetrics& m, bool generator_limited = false);

@@ -1,5 +1,8 @@
 #include "report/autoscale.hpp"
 
+#include "core/json_access.hpp"
+#include "core/slo.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -57,25 +60,7 @@ std::string yq(const std::string& s) {
   return out + "\"";
 }
 
-const json& at(const json& j, const char* key) {
-  static const json null;
-  if (!j.is_object()) return null;
-  auto it = j.find(key);
-  return it != j.end() ? *it : null;
-}
-
-std::string slo_summary(const json& slo) {
-  std::string out;
-  if (!slo.is_object()) return out;
-  for (const auto& [key, bound] : slo.items()) {
-    if (key.size() > 3 && key.compare(key.size() - 3, 3, "_ms") == 0 && bound.is_object()) {
-      for (const auto& [stat, v] : bound.items()) {
-        if (v.is_number()) out += fmt::format("{}{} {} <= {:g} ms", out.empty() ? "" : ", ", key.substr(0, key.size() - 3), stat, v.get<double>());
-      }
-    }
-  }
-  return out;
-}
+const json& at(const json& j, const char* key) { return json_at(j, key); }
 
 std::string annotations(const AutoscalePlan& p, int indent) {
   const std::string pad(static_cast<std::size_t>(indent), ' ');
@@ -150,7 +135,7 @@ Result<AutoscalePlan> plan_autoscale(const json& sweep, const AutoscaleOptions& 
   p.ns = o.ns;
   p.deployment = o.deployment.empty() ? k8s_name_from(p.model) : o.deployment;
   p.prometheus = o.prometheus;
-  p.slo = slo_summary(at(spec, "slo"));
+  p.slo = describe_slo(at(spec, "slo"));
   const std::string labels = fmt::format("model_name=\"{}\",namespace=\"{}\"", promql_escape(p.model), promql_escape(p.ns));
   p.inflight_query = fmt::format("sum(vllm:num_requests_running{{{0}}} + vllm:num_requests_waiting{{{0}}})", labels);
   p.waiting_query = fmt::format("sum(vllm:num_requests_waiting{{{0}}})", labels);

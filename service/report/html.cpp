@@ -1,5 +1,8 @@
 #include "report/html.hpp"
 
+#include "core/json_access.hpp"
+#include "core/slo.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -13,12 +16,7 @@ namespace {
 
 using json = nlohmann::json;
 
-const json& at(const json& j, const char* key) {
-  static const json null;
-  if (!j.is_object()) return null;
-  auto it = j.find(key);
-  return it != j.end() ? *it : null;
-}
+const json& at(const json& j, const char* key) { return json_at(j, key); }
 
 std::string esc(const std::string& s) {
   std::string out;
@@ -229,7 +227,7 @@ dd{margin:0;overflow-wrap:anywhere;font-family:ui-monospace,monospace;font-size:
   h += fmt::format("<dt>arrival</dt><dd>{}</dd>", esc(at(spec, "arrival").dump()));
   if (at(spec, "sweep").is_object()) h += fmt::format("<dt>sweep</dt><dd>{}</dd>", esc(spec["sweep"].dump()));
   if (at(spec, "check").is_object()) h += fmt::format("<dt>check</dt><dd>{}</dd>", esc(spec["check"].dump()));
-  h += fmt::format("<dt>SLO</dt><dd>{}</dd></dl>\n", esc(slo.dump()));
+  h += fmt::format("<dt>SLO</dt><dd>{}</dd></dl>\n", esc(describe_slo(slo)));
 
   // Charts from the fixed-rate steps.
   std::vector<const json*> fixed;

@@ -1,0 +1,17 @@
+#pragma once
+// Reading JSON that may lack a key or hold null (API answers, stored summaries) without
+// inserting into it or throwing.
+
+#include <nlohmann/json.hpp>
+
+namespace capsweep {
+
+// j[key], or null when j is not an object or has no such key.
+inline const nlohmann::json& json_at(const nlohmann::json& j, const char* key) {
+  static const nlohmann::json null;
+  if (!j.is_object()) return null;
+  auto it = j.find(key);
+  return it != j.end() ? *it : null;
+}
+
+}  // namespace capsweep
