@@ -563,13 +563,7 @@ struct Api::Impl {
                          num(r.sent_ms), num(r.finished_ms), num(r.ttft_ms), num(r.e2el_ms), r.input_tokens,
                          r.output_tokens, r.chunks, r.outcome);
     });
-    Response res{bhttp::status::ok, c.req.version()};
-    res.set(bhttp::field::content_type, "text/csv; charset=utf-8");
-    res.set(bhttp::field::content_disposition, fmt::format("attachment; filename=\"{}-requests.csv\"", c.id));
-    res.keep_alive(c.req.keep_alive());
-    res.body() = std::move(csv);
-    res.prepare_payload();
-    return res;
+    return text_response(c.req, "text/csv; charset=utf-8", std::move(csv), c.id + "-requests.csv");
   }
 
   // POST /v1/sweeps/{id}/cancel: stops it; stored steps stay.
@@ -629,12 +623,8 @@ struct Api::Impl {
     auto plan = report::plan_autoscale(view(*row), o);
     if (!plan) return from_error(plan.error());
     if (format == "json") return json_ok(c.req, bhttp::status::ok, report::autoscale_json(*plan));
-    Response res{bhttp::status::ok, c.req.version()};
-    res.set(bhttp::field::content_type, "application/yaml; charset=utf-8");
-    res.keep_alive(c.req.keep_alive());
-    res.body() = format == "keda" ? report::keda_yaml(*plan) : report::hpa_yaml(*plan);
-    res.prepare_payload();
-    return res;
+    return text_response(c.req, "application/yaml; charset=utf-8",
+                         format == "keda" ? report::keda_yaml(*plan) : report::hpa_yaml(*plan));
   }
 
   // GET /healthz: the process answers.
@@ -669,12 +659,7 @@ struct Api::Impl {
                        "# TYPE capsweepd_sweeps_rejected_total counter\ncapsweepd_sweeps_rejected_total {}\n",
                        sweeps_rejected.load());
     latency.render(out);
-    Response res{bhttp::status::ok, c.req.version()};
-    res.set(bhttp::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
-    res.keep_alive(c.req.keep_alive());
-    res.body() = std::move(out);
-    res.prepare_payload();
-    return res;
+    return text_response(c.req, "text/plain; version=0.0.4; charset=utf-8", std::move(out));
   }
 };
 

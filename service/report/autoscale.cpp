@@ -32,33 +32,23 @@ std::string k8s_name_from(const std::string& model) {
   return out.empty() ? "llm" : out;
 }
 
-// A PromQL string literal's body.
-std::string promql_escape(const std::string& s) {
+// The body of a double-quoted string, as PromQL and YAML both read it: backslash and quote
+// escaped, newlines as \n.
+std::string escape_quoted(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '\\' || c == '"') out += '\\';
     if (c == '\n') {
       out += "\\n";
       continue;
     }
+    if (c == '\\' || c == '"') out += '\\';
     out += c;
   }
   return out;
 }
 
 // A YAML double-quoted scalar.
-std::string yq(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
-}
+std::string yq(const std::string& s) { return "\"" + escape_quoted(s) + "\""; }
 
 const json& at(const json& j, const char* key) { return json_at(j, key); }
 
@@ -136,7 +126,7 @@ Result<AutoscalePlan> plan_autoscale(const json& sweep, const AutoscaleOptions& 
   p.deployment = o.deployment.empty() ? k8s_name_from(p.model) : o.deployment;
   p.prometheus = o.prometheus;
   p.slo = describe_slo(at(spec, "slo"));
-  const std::string labels = fmt::format("model_name=\"{}\",namespace=\"{}\"", promql_escape(p.model), promql_escape(p.ns));
+  const std::string labels = fmt::format("model_name=\"{}\",namespace=\"{}\"", escape_quoted(p.model), escape_quoted(p.ns));
   p.inflight_query = fmt::format("sum(vllm:num_requests_running{{{0}}} + vllm:num_requests_waiting{{{0}}})", labels);
   p.waiting_query = fmt::format("sum(vllm:num_requests_waiting{{{0}}})", labels);
   p.derivation = {

@@ -21,24 +21,16 @@ struct CliRun {
   std::string out, err;
 };
 
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Runs `capsweep ARGS` (arguments are single-quoted for the shell) with stdout and stderr
 // captured.
 CliRun cli(const TempDir& dir, const std::vector<std::string>& args) {
   std::string cmd = std::string("'") + CAPSWEEP_CLI_PATH + "'";
   for (const auto& a : args) cmd += " '" + a + "'";
   cmd += " >'" + dir.path("cli.out").string() + "' 2>'" + dir.path("cli.err").string() + "' </dev/null";
-  const int status = std::system(cmd.c_str());
   CliRun r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(dir.path("cli.out"));
-  r.err = slurp(dir.path("cli.err"));
+  r.code = shell_exit(cmd);
+  r.out = read_text(dir.path("cli.out"));
+  r.err = read_text(dir.path("cli.err"));
   return r;
 }
 
@@ -47,13 +39,7 @@ std::string write(const TempDir& dir, const std::string& name, const json& j) {
   return dir.path(name).string();
 }
 
-json job(const SimFixture& sim) {
-  const std::string base = "http://127.0.0.1:" + std::to_string(sim.endpoint().port());
-  return {{"name", "cli"},
-          {"target", {{"base_url", base}, {"model", "sim-8b"}, {"metrics_url", base + "/metrics"}}},
-          {"workload", {{"prompt_tokens", {{"dist", "fixed"}, {"value", 200}}}, {"output_tokens", {{"dist", "fixed"}, {"value", 64}}}}},
-          {"slo", {{"ttft_ms", {{"p95", 800}}}, {"itl_ms", {{"p95", 50}}}}}};
-}
+json job(const SimFixture& sim) { return sim_job("http://127.0.0.1:" + std::to_string(sim.endpoint().port()), "cli"); }
 
 json check(const SimFixture& sim, double rate, double duration) {
   json j = job(sim);

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -26,6 +27,31 @@ TempDir::TempDir() {
 TempDir::~TempDir() {
   std::error_code ec;
   fs::remove_all(dir_, ec);
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+int shell_exit(const std::string& command) {
+  const int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
+  return n;
+}
+
+nlohmann::json sim_job(const std::string& base_url, const std::string& name) {
+  return {{"name", name},
+          {"target", {{"base_url", base_url}, {"model", "sim-8b"}, {"metrics_url", base_url + "/metrics"}}},
+          {"workload", {{"prompt_tokens", {{"dist", "fixed"}, {"value", 200}}}, {"output_tokens", {{"dist", "fixed"}, {"value", 64}}}}},
+          {"slo", {{"ttft_ms", {{"p95", 800}}}, {"itl_ms", {{"p95", 50}}}}}};
 }
 
 Daemon::Daemon(fs::path db, fs::path log, std::vector<std::string> args)
@@ -141,11 +167,6 @@ nlohmann::json Daemon::wait_for(const std::string& id, const std::function<bool(
   return view;
 }
 
-std::string Daemon::log_text() const {
-  std::ifstream in(log_);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string Daemon::log_text() const { return read_text(log_); }
 
 }  // namespace capsweep::testing

@@ -30,6 +30,16 @@ class TempDir {
   std::filesystem::path dir_;
 };
 
+// The whole text of a file ("" when it cannot be read).
+std::string read_text(const std::filesystem::path& p);
+// Runs a shell command line; its exit code, or -1 when it did not exit normally.
+int shell_exit(const std::string& command);
+// How many times `what` occurs in `text`.
+std::size_t count_of(const std::string& text, const std::string& what);
+// A job aimed at a simulator at `base_url`: the demo's target, workload (200 prompt and 64
+// output tokens) and SLO (TTFT p95 800 ms, ITL p95 50 ms); add "sweep" or "check".
+nlohmann::json sim_job(const std::string& base_url, const std::string& name);
+
 class Daemon {
  public:
   // Starts capsweepd --listen 127.0.0.1:<free port> --db <db> plus `args`; waits for /healthz.
