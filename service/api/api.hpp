@@ -1,8 +1,11 @@
 #pragma once
-// capsweepd's REST API (DESIGN.md section 6): a route table of {method, path pattern,
-// handler}, bearer-token auth, spec validation against schema/sweep-spec.schema.json, and
-// capsweepd's own /metrics. Errors are {"error": {"code", "message", "field"}}; a 500 body
-// discloses nothing. Heavy header (Beast): include from capsweepd's main only.
+// capsweepd's REST API: a route table of {method, path pattern, handler} with bearer-token
+// auth and request guards (router.*), one handler file per resource (sweeps.cpp), exports
+// (exports.cpp), the service's own endpoints (service_endpoints.cpp), one error mapping
+// (errors.*). Errors are {"error": {"code", "message", "field"}}; a 500 body discloses
+// nothing. Handlers that touch the database run on a worker pool of the API's own, never on
+// the I/O threads, so a locked or slow database cannot stall /healthz or other connections.
+// Heavy header (Beast): include from capsweepd's main only.
 
 #include "api/config.hpp"
 #include "http/server.hpp"
@@ -20,6 +23,7 @@ struct ApiContext {
   const ServiceConfig* config = nullptr;
   store::Store* store = nullptr;              // the API's own connection
   sweep::SweepManager* manager = nullptr;
+  int workers = 4;                            // threads of the API's worker pool
 };
 
 class Api {

@@ -80,6 +80,15 @@ Result<AllowList> AllowList::parse(const std::vector<std::string>& entries, cons
 bool AllowList::allows(std::string_view host) const {
   Block h;
   if (parse_ip(host, h.v6, h.addr)) {
+    // ::ffff:a.b.c.d is the IPv4 address a.b.c.d: match it against the IPv4 entries.
+    const bool mapped = h.v6 && std::all_of(h.addr.begin(), h.addr.begin() + 10, [](std::uint8_t b) { return b == 0; }) &&
+                        h.addr[10] == 0xff && h.addr[11] == 0xff;
+    if (mapped) {
+      std::array<std::uint8_t, 16> v4{};
+      std::copy(h.addr.begin() + 12, h.addr.end(), v4.begin());
+      h.addr = v4;
+      h.v6 = false;
+    }
     for (const auto& b : blocks_) {
       if (b.v6 == h.v6 && prefix_match(b.addr, h.addr, b.prefix)) return true;
     }
@@ -116,6 +125,19 @@ Result<ServiceConfig> parse_config(const nlohmann::json& input) {
   c.limits.max_connections_per_sweep = l.at("max_connections_per_sweep").get<std::uint32_t>();
   c.limits.max_queued_sweeps = l.at("max_queued_sweeps").get<std::uint64_t>();
   c.limits.max_body_bytes = l.at("max_body_bytes").get<std::size_t>();
+  c.limits.max_json_depth = l.at("max_json_depth").get<int>();
+  c.limits.max_requests_per_step = l.at("max_requests_per_step").get<std::uint64_t>();
+  c.limits.max_prompt_tokens = l.at("max_prompt_tokens").get<std::uint32_t>();
+  c.limits.max_output_tokens = l.at("max_output_tokens").get<std::uint32_t>();
+  c.limits.max_api_connections = l.at("max_api_connections").get<std::size_t>();
+  c.limits.max_api_connections_per_client = l.at("max_api_connections_per_client").get<std::size_t>();
+  c.limits.max_response_bytes = l.at("max_response_bytes").get<std::size_t>();
+  c.limits.max_sse_event_bytes = l.at("max_sse_event_bytes").get<std::size_t>();
+  c.allowed_hosts = doc.at("allowed_hosts").get<std::vector<std::string>>();
+  c.tls_ca_dir = doc.at("tls_ca_dir").get<std::string>();
+  c.insecure_no_auth = doc.at("insecure_no_auth").get<bool>();
+  c.retention.max_age_days = doc.at("retention").at("max_age_days").get<double>();
+  c.retention.max_sweeps = doc.at("retention").at("max_sweeps").get<std::uint64_t>();
   return c;
 }
 

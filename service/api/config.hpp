@@ -21,6 +21,7 @@ class AllowList {
   // Errors name the entry ("/allow_targets/2").
   static Result<AllowList> parse(const std::vector<std::string>& entries, const std::string& field = "/allow_targets");
   // `host` as in a URL: a name, an IPv4 address or an IPv6 address with or without brackets.
+  // An IPv4-mapped IPv6 address (::ffff:127.0.0.1) is matched as the IPv4 address it holds.
   bool allows(std::string_view host) const;
   const std::vector<std::string>& entries() const noexcept { return text_; }
 
@@ -42,6 +43,20 @@ struct Limits {
   std::uint32_t max_connections_per_sweep = 1024;
   std::uint64_t max_queued_sweeps = 100;
   std::size_t max_body_bytes = 1 << 20;
+  int max_json_depth = 64;                       // nesting of a request body
+  std::uint64_t max_requests_per_step = 1'000'000;  // requests (and stored rows) of one step
+  std::uint32_t max_prompt_tokens = 131'072;    // largest prompt a workload may ask for
+  std::uint32_t max_output_tokens = 32'768;     // largest max_tokens a workload may ask for
+  std::size_t max_api_connections = 256;        // API connections open at once (503 beyond)
+  std::size_t max_api_connections_per_client = 64;
+  std::size_t max_response_bytes = 16 << 20;    // one answer of a target (larger: an error)
+  std::size_t max_sse_event_bytes = 1 << 20;    // one SSE event of a target
+};
+
+// Old sweeps removed by the service (0 = keep).
+struct Retention {
+  double max_age_days = 0;
+  std::uint64_t max_sweeps = 0;
 };
 
 struct TokenEntry {
@@ -57,6 +72,10 @@ struct ServiceConfig {
   AllowList allow;
   int max_concurrent_sweeps = 1;
   Limits limits;
+  std::vector<std::string> allowed_hosts;  // Host names the API answers besides loopback
+  std::string tls_ca_dir;                  // target.tls.ca_file must lie in it ("" = refused)
+  bool insecure_no_auth = false;           // allow a non-loopback listen address without tokens
+  Retention retention;
 };
 
 // The defaults (an empty config file).

@@ -18,6 +18,11 @@ enum class errc {
   conflict,
   forbidden,
   unavailable,
+  unauthorized,        // no valid credentials
+  method_not_allowed,  // the path exists, the method does not
+  too_many_requests,   // a queue or rate limit is full
+  payload_too_large,   // a body or upload over its limit
+  internal,            // a fault of ours; its message discloses nothing
 };
 
 // Stable lower-case name of an errc ("invalid_argument", ...), as the API prints it.

@@ -125,6 +125,14 @@ std::uint32_t LengthDist::sample(Rng& rng) const {
   return 1;
 }
 
+std::uint32_t LengthDist::upper_bound() const noexcept {
+  switch (kind_) {
+    case LengthKind::fixed: return static_cast<std::uint32_t>(a_);
+    case LengthKind::empirical: return *std::max_element(values_.begin(), values_.end());
+    default: return max_;
+  }
+}
+
 double LengthDist::nominal_mean() const noexcept {
   switch (kind_) {
     case LengthKind::fixed: return a_;

@@ -37,6 +37,8 @@ class LengthDist {
   // One draw, >= 1.
   std::uint32_t sample(Rng& rng) const;
   LengthKind kind() const noexcept { return kind_; }
+  // The largest value a draw can take (UINT32_MAX for normal and lognormal without a max).
+  std::uint32_t upper_bound() const noexcept;
   // Mean of the distribution before clamping (exact for fixed, uniform, empirical).
   double nominal_mean() const noexcept;
 

@@ -14,6 +14,7 @@ std::string_view to_string(Outcome o) noexcept {
     case Outcome::empty_stream: return "empty_stream";
     case Outcome::cancelled: return "cancelled";
     case Outcome::incomplete: return "incomplete";
+    case Outcome::client_error: return "client_error";
   }
   return "unknown";
 }

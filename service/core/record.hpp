@@ -23,8 +23,9 @@ enum class Outcome : std::uint8_t {
   empty_stream,  // the stream ended without a content token
   cancelled,     // the step was cancelled while the request ran
   incomplete,    // still running when the drain timeout ended
+  client_error,  // the load generator itself failed on this request (e.g. out of memory)
 };
-inline constexpr std::size_t kOutcomeCount = 10;
+inline constexpr std::size_t kOutcomeCount = 11;
 
 std::string_view to_string(Outcome o) noexcept;
 

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace capsweep {
@@ -34,6 +35,17 @@ constexpr std::uint32_t count_words(std::string_view text) noexcept {
     in_word = !space;
   }
   return n;
+}
+
+// `text` cut to `max_bytes` with every byte outside printable ASCII (control characters,
+// escape sequences, invalid or any non-ASCII UTF-8) replaced by '?': safe to log, to store as
+// JSON and to print on a terminal, whatever a target or a client sent.
+inline std::string printable_ascii(std::string_view text, std::size_t max_bytes = 200) {
+  std::string out(text.substr(0, max_bytes));
+  for (char& c : out) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  return out;
 }
 
 }  // namespace capsweep

@@ -1,111 +1,227 @@
 #include "http/server.hpp"
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/ip/v6_only.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
-#include <boost/beast/http/parser.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
-#include <boost/asio/ip/v6_only.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include <array>
+#include <atomic>
 #include <charconv>
 #include <exception>
 #include <fmt/format.h>
-#include <unordered_set>
+#include <map>
+#include <mutex>
+#include <vector>
 
 namespace capsweep::http {
 
 namespace {
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+
+void log_failure(std::exception_ptr e) {
+  if (!e) return;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    fmt::print(stderr, "http: connection failed: {}\n", ex.what());
+  }
 }
 
+// A plain error answer written by the server itself (413, 503): JSON in the API's error shape.
+Response server_error(bhttp::status status, std::string_view code, std::string_view message, const ServerOptions& o) {
+  Response res{status, 11};
+  res.set(bhttp::field::content_type, "application/json");
+  res.set(bhttp::field::server, o.server_name);
+  res.body() = fmt::format(R"({{"error": {{"code": "{}", "message": "{}", "field": ""}}}})", code, message);
+  res.keep_alive(false);
+  res.prepare_payload();
+  return res;
+}
+}  // namespace
+
+// One accepted connection. Its stream lives on a strand of its own: everything the
+// connection's coroutine does, and the cancel that shutdown() posts, runs on that strand.
+struct Connection {
+  explicit Connection(asio::ip::tcp::socket socket) : stream(std::move(socket)) {}
+  beast::tcp_stream stream;
+  bool idle = false;  // waiting for the next request (strand only)
+};
+
+// State shared by the accept loop and every connection. The connections run on strands of
+// one multi-threaded io_context, so what they share is guarded by `mutex` (held only to
+// update counts and the registry, never across I/O) or atomic.
 struct Server::State : std::enable_shared_from_this<State> {
   State(asio::any_io_executor ex, Handler h, ServerOptions o)
-      : executor(ex), acceptor(ex), handler(std::move(h)), options(std::move(o)) {}
+      : executor(ex), acceptor(asio::make_strand(ex)), handler(std::move(h)), options(std::move(o)) {}
 
   asio::any_io_executor executor;
-  asio::ip::tcp::acceptor acceptor;
+  asio::ip::tcp::acceptor acceptor;  // on a strand of its own
   Handler handler;
   ServerOptions options;
-  bool stopping = false;
-  // Connections waiting for their next request: closed on shutdown.
-  std::unordered_set<beast::tcp_stream*> idle;
-  std::size_t open = 0;
+  std::atomic<bool> stopping{false};
+  std::atomic<std::size_t> open{0};
+  std::atomic<std::size_t> refusing{0};  // 503 answers being written
+
+  std::mutex mutex;
+  std::uint64_t next_id = 0;
+  std::map<std::uint64_t, std::weak_ptr<Connection>> registry;  // for shutdown()
+  std::map<asio::ip::address, std::size_t> per_client;
 
   asio::awaitable<void> accept_loop();
-  asio::awaitable<void> serve(beast::tcp_stream stream);
+  asio::awaitable<void> serve(std::shared_ptr<Connection> conn, std::uint64_t id, asio::ip::address peer);
+  asio::awaitable<void> refuse(asio::ip::tcp::socket socket, std::string message);
+  asio::awaitable<bool> read_request(Connection& conn, beast::flat_buffer& buffer,
+                                     bhttp::request_parser<bhttp::string_body>& parser, beast::error_code& ec);
+  asio::awaitable<void> answer_too_large(beast::tcp_stream& stream);
+  // Admits a new connection from `peer`, or says why not.
+  std::optional<std::string> admit(const asio::ip::address& peer, std::uint64_t& id);
+  void release(std::uint64_t id, const asio::ip::address& peer);
 };
+
+std::optional<std::string> Server::State::admit(const asio::ip::address& peer, std::uint64_t& id) {
+  std::lock_guard lock(mutex);
+  if (options.max_connections > 0 && open.load() >= options.max_connections) {
+    return fmt::format("the server holds its limit of {} connections; retry later", options.max_connections);
+  }
+  auto& mine = per_client[peer];
+  if (options.max_connections_per_client > 0 && mine >= options.max_connections_per_client) {
+    if (mine == 0) per_client.erase(peer);
+    return fmt::format("this client holds its limit of {} connections; retry later", options.max_connections_per_client);
+  }
+  ++mine;
+  ++open;
+  id = next_id++;
+  return std::nullopt;
+}
+
+void Server::State::release(std::uint64_t id, const asio::ip::address& peer) {
+  std::lock_guard lock(mutex);
+  registry.erase(id);
+  if (auto it = per_client.find(peer); it != per_client.end() && --it->second == 0) per_client.erase(it);
+  --open;
+}
 
 asio::awaitable<void> Server::State::accept_loop() {
   auto self = shared_from_this();
   while (!stopping) {
-    auto [ec, socket] = co_await acceptor.async_accept(use_tuple);
+    // Each connection gets a strand of its own, so two io threads never run one connection.
+    auto [ec, socket] = co_await acceptor.async_accept(asio::make_strand(executor), use_tuple);
     if (ec) {
       if (ec == asio::error::operation_aborted || stopping) co_return;
       // Out of descriptors or a reset before accept: back off briefly instead of spinning.
-      asio::steady_timer t(executor, std::chrono::milliseconds(10));
+      asio::steady_timer t(acceptor.get_executor(), std::chrono::milliseconds(10));
       co_await t.async_wait(use_tuple);
       continue;
     }
     socket.set_option(asio::ip::tcp::no_delay(true), ec);
-    asio::co_spawn(executor, serve(beast::tcp_stream(std::move(socket))),
-                   [](std::exception_ptr e) {
-                     if (!e) return;
-                     try {
-                       std::rethrow_exception(e);
-                     } catch (const std::exception& ex) {
-                       fmt::print(stderr, "http: connection failed: {}\n", ex.what());
-                     }
-                   });
+    beast::error_code pec;
+    const auto peer = socket.remote_endpoint(pec).address();
+    std::uint64_t id = 0;
+    if (auto why = admit(peer, id)) {
+      // Over a cap: a short 503 when few are being refused already, else just close.
+      if (refusing.load() < 64) {
+        auto ex = socket.get_executor();
+        asio::co_spawn(ex, refuse(std::move(socket), std::move(*why)), log_failure);
+      }
+      continue;
+    }
+    auto conn = std::make_shared<Connection>(std::move(socket));
+    {
+      std::lock_guard lock(mutex);
+      registry[id] = conn;
+    }
+    auto ex = conn->stream.get_executor();
+    asio::co_spawn(ex, serve(std::move(conn), id, peer), log_failure);
   }
 }
 
-asio::awaitable<void> Server::State::serve(beast::tcp_stream stream) {
+asio::awaitable<void> Server::State::refuse(asio::ip::tcp::socket socket, std::string message) {
   auto self = shared_from_this();
-  ++open;
+  ++refusing;
+  beast::tcp_stream stream(std::move(socket));
+  Response res = server_error(bhttp::status::service_unavailable, "unavailable", message, options);
+  res.set(bhttp::field::retry_after, "1");
+  stream.expires_after(std::chrono::seconds(2));
+  co_await bhttp::async_write(stream, res, use_tuple);
+  beast::error_code ignored;
+  stream.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+  stream.socket().close(ignored);
+  --refusing;
+}
+
+// Reads one request: waits for its first byte as an idle connection (idle timeout; shutdown
+// cancels it), then gives the header `header_timeout` and the body `read_timeout`, so a
+// client that trickles a header cannot hold the socket for the idle timeout.
+asio::awaitable<bool> Server::State::read_request(Connection& conn, beast::flat_buffer& buffer,
+                                                  bhttp::request_parser<bhttp::string_body>& parser,
+                                                  beast::error_code& ec) {
+  auto& stream = conn.stream;
+  if (buffer.size() == 0) {
+    conn.idle = true;
+    if (stopping) co_return false;
+    stream.expires_after(options.idle_timeout);
+    auto [rec, n] = co_await stream.async_read_some(buffer.prepare(4096), use_tuple);
+    conn.idle = false;
+    if (rec) {
+      ec = rec;
+      co_return false;
+    }
+    buffer.commit(n);
+  }
+  stream.expires_after(options.header_timeout);
+  auto [hec, hn] = co_await bhttp::async_read_header(stream, buffer, parser, use_tuple);
+  ec = hec;
+  if (!ec && !parser.is_done()) {
+    stream.expires_after(options.read_timeout);
+    std::tie(ec, hn) = co_await bhttp::async_read(stream, buffer, parser, use_tuple);
+  }
+  co_return !ec;
+}
+
+// 413 with a lingering close: the client may still be sending the body; closing at once would
+// reset the connection and lose the answer. Stop sending, read and drop what comes (bounded
+// in time and size), then close.
+asio::awaitable<void> Server::State::answer_too_large(beast::tcp_stream& stream) {
+  Response res = server_error(bhttp::status::payload_too_large, "payload_too_large",
+                              fmt::format("request body exceeds {} bytes", options.body_limit), options);
+  stream.expires_after(options.read_timeout);
+  co_await bhttp::async_write(stream, res, use_tuple);
+  beast::error_code ignored;
+  stream.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+  std::array<char, 16384> sink;
+  std::size_t drained = 0;
+  stream.expires_after(std::chrono::seconds(2));
+  while (drained < (std::size_t{64} << 20)) {
+    auto [rec, rn] = co_await stream.async_read_some(asio::buffer(sink), use_tuple);
+    if (rec) break;
+    drained += rn;
+  }
+}
+
+asio::awaitable<void> Server::State::serve(std::shared_ptr<Connection> conn, std::uint64_t id, asio::ip::address peer) {
+  auto self = shared_from_this();
+  auto& stream = conn->stream;
   beast::flat_buffer buffer;
   for (;;) {
-    // Wait for the next request as an idle connection (closed on shutdown).
     bhttp::request_parser<bhttp::string_body> parser;
     parser.body_limit(options.body_limit);
-    idle.insert(&stream);
-    stream.expires_after(buffer.size() ? options.read_timeout : options.idle_timeout);
-    auto [ec, n] = co_await bhttp::async_read_header(stream, buffer, parser, use_tuple);
-    idle.erase(&stream);
-    if (!ec && !parser.is_done()) {
-      stream.expires_after(options.read_timeout);
-      std::tie(ec, n) = co_await bhttp::async_read(stream, buffer, parser, use_tuple);
-    }
+    parser.header_limit(options.header_limit);
+    beast::error_code ec;
+    const bool got = co_await read_request(*conn, buffer, parser, ec);
     if (ec == bhttp::error::body_limit) {
-      Response res{bhttp::status::payload_too_large, 11};
-      res.set(bhttp::field::content_type, "application/json");
-      res.set(bhttp::field::server, options.server_name);
-      res.body() = fmt::format(R"({{"error": {{"code": "payload_too_large", "message": "request body exceeds {} bytes", "field": ""}}}})",
-                               options.body_limit);
-      res.keep_alive(false);
-      res.prepare_payload();
-      stream.expires_after(options.read_timeout);
-      co_await bhttp::async_write(stream, res, use_tuple);
-      // Lingering close: the client may still be sending the body; closing now would reset
-      // the connection and lose the answer. Stop sending, read and drop what comes (bounded
-      // in time and size), then close.
-      beast::error_code ignored;
-      stream.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
-      std::array<char, 16384> sink;
-      std::size_t drained = 0;
-      stream.expires_after(std::chrono::seconds(2));
-      while (drained < (std::size_t{64} << 20)) {
-        auto [rec, rn] = co_await stream.async_read_some(asio::buffer(sink), use_tuple);
-        if (rec) break;
-        drained += rn;
-      }
+      co_await answer_too_large(stream);
       break;
     }
-    if (ec) break;  // EOF, timeout, reset or a malformed request: close quietly
+    if (!got) break;  // EOF, timeout, reset, shutdown or a malformed request: close quietly
     Request req = parser.release();
     const bool wants_keep_alive = req.keep_alive();
     stream.expires_never();
@@ -126,16 +242,18 @@ asio::awaitable<void> Server::State::serve(beast::tcp_stream stream) {
   beast::error_code ignored;
   stream.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
   stream.socket().close(ignored);
-  --open;
+  release(id, peer);
 }
 
 Server::Server(asio::any_io_executor executor, Handler handler, ServerOptions options)
     : state_(std::make_shared<State>(executor, std::move(handler), std::move(options))) {}
 
 Server::~Server() {
-  beast::error_code ignored;
   state_->stopping = true;
-  state_->acceptor.close(ignored);
+  asio::post(state_->acceptor.get_executor(), [s = state_] {
+    beast::error_code ignored;
+    s->acceptor.close(ignored);
+  });
 }
 
 void Server::bind(const asio::ip::tcp::endpoint& endpoint) {
@@ -150,17 +268,34 @@ asio::ip::tcp::endpoint Server::local_endpoint() const { return state_->acceptor
 
 void Server::start() {
   state_->acceptor.listen(asio::socket_base::max_listen_connections);
-  asio::co_spawn(state_->executor, state_->accept_loop(), asio::detached);
+  asio::co_spawn(state_->acceptor.get_executor(), state_->accept_loop(), log_failure);
 }
 
 void Server::shutdown() {
   state_->stopping = true;
-  beast::error_code ignored;
-  state_->acceptor.close(ignored);
-  for (auto* s : state_->idle) s->socket().cancel(ignored);
+  asio::post(state_->acceptor.get_executor(), [s = state_] {
+    beast::error_code ignored;
+    s->acceptor.close(ignored);
+  });
+  // Idle keep-alive connections are closed on their own strands; busy ones finish their
+  // request and then close (serve() sees `stopping`).
+  std::vector<std::shared_ptr<Connection>> conns;
+  {
+    std::lock_guard lock(state_->mutex);
+    for (auto& [id, weak] : state_->registry) {
+      if (auto c = weak.lock()) conns.push_back(std::move(c));
+    }
+  }
+  for (auto& c : conns) {
+    auto ex = c->stream.get_executor();
+    asio::post(ex, [c] {
+      beast::error_code ignored;
+      if (c->idle) c->stream.socket().cancel(ignored);
+    });
+  }
 }
 
-std::size_t Server::connections() const noexcept { return state_->open; }
+std::size_t Server::connections() const noexcept { return state_->open.load(); }
 
 Result<asio::ip::tcp::endpoint> parse_listen_address(std::string_view text) {
   const auto colon = text.rfind(':');

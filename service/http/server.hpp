@@ -1,7 +1,10 @@
 #pragma once
 // HTTP/1.1 server plumbing shared by capsweepd and capsweep-llmsim: an accept loop and one
-// coroutine per connection that reads requests (body limit, read deadline, keep-alive) and
-// hands each to the program's handler. Heavy headers: include only from .cpp files and mains.
+// coroutine per connection that reads requests (body limit, header and read deadlines,
+// keep-alive) and hands each to the program's handler. Every connection runs on a strand of
+// its own, so the io_context may be run by several threads; what connections share (counts,
+// the registry shutdown() walks) is guarded inside. Connections beyond the total or
+// per-client cap get a 503 and are closed. Heavy headers: include only from .cpp files and mains.
 
 #include "core/error.hpp"
 
@@ -13,6 +16,7 @@
 #include <boost/beast/http/string_body.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -31,9 +35,13 @@ using Response = bhttp::response<bhttp::string_body>;
 
 struct ServerOptions {
   std::size_t body_limit = 1 << 20;                  // larger bodies get 413
-  std::chrono::milliseconds read_timeout{30'000};    // to read one request once it started
-  std::chrono::milliseconds idle_timeout{120'000};   // keep-alive wait for the next request
+  std::chrono::milliseconds read_timeout{30'000};    // to read a request's body, or write an answer
+  std::chrono::milliseconds idle_timeout{120'000};   // keep-alive wait for a request's first byte
   std::string server_name = "capsweep";
+  std::chrono::milliseconds header_timeout{10'000};  // from a request's first byte to its header's end
+  std::uint32_t header_limit = 16 * 1024;            // header bytes; more closes the connection
+  std::size_t max_connections = 0;                   // open at once; 0 = no cap
+  std::size_t max_connections_per_client = 0;        // open at once from one address; 0 = no cap
 };
 
 // What a handler did with a request. Either it returns a response for the server to write,

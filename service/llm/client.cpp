@@ -103,6 +103,15 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
           for (const auto& r : results) endpoints.push_back(r.endpoint());
         }
       }
+      // Every address we would connect to must pass the service's allow-list, so a name
+      // cannot be pointed (or rebound) past it.
+      if (target.allow_address) {
+        std::erase_if(endpoints, [&](const asio::ip::tcp::endpoint& e) { return !target.allow_address(e.address().to_string()); });
+        if (endpoints.empty()) {
+          failure = Outcome::connect;
+          co_return nullptr;
+        }
+      }
     }
     auto c = std::make_unique<Connection>();
     if (target.tls()) {
@@ -199,7 +208,8 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
     const unsigned status = parser.get().result_int();
     const bool ok_status = status >= 200 && status < 300;
 
-    SseParser sse;
+    SseParser sse(target.max_sse_event_bytes);
+    std::uint64_t body_bytes = 0;  // a hostile target may not stream without end
     std::uint64_t last_completion_tokens = 0;
     std::optional<std::uint64_t> usage_completion, usage_prompt;
     bool saw_done = false, stream_failed = false;
@@ -213,6 +223,11 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
       const std::size_t got = sizeof chunk - parser.get().body().size;
       const Nanos now = SteadyClock::now() - origin;  // arrival of this piece
       if (rec_ec == bhttp::error::need_buffer) rec_ec = {};
+      body_bytes += got;
+      if (body_bytes > target.max_response_bytes) {
+        rec.outcome = ok_status ? Outcome::stream_error : status_outcome(status);
+        co_return;  // the connection is not reused: the rest of the answer is unread
+      }
       if (got > 0) {
         if (!ok_status) {
           if (error_body.size() < 4096) error_body.append(chunk, std::min(got, 4096 - error_body.size()));
@@ -282,7 +297,7 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
     const auto deadline = SteadyClock::now() + target.request_timeout;
     if (!co_await write_request(stream, c, req, rec, origin, deadline)) co_return;
     bhttp::response_parser<bhttp::string_body> parser;
-    parser.body_limit(64 << 20);
+    parser.body_limit(target.max_response_bytes);
     arm(c, deadline);
     auto [rec_ec, n] = co_await bhttp::async_read(stream, c.buffer, parser, use_tuple);
     const Nanos now = SteadyClock::now() - origin;
@@ -368,7 +383,7 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
     auto req = make_request(bhttp::string_to_verb(method), target.base_path + path, std::move(body), "", false);
     if (req.method() == bhttp::verb::get) req.erase(bhttp::field::content_type);
     bhttp::response_parser<bhttp::string_body> parser;
-    parser.body_limit(64 << 20);
+    parser.body_limit(target.max_response_bytes);
     beast::error_code ec;
     c->lowest().expires_after(target.read_timeout);
     if (c->tls) {

@@ -1,5 +1,8 @@
 #include "llm/target.hpp"
 
+#include <algorithm>
+#include <array>
+
 #include <charconv>
 #include <fmt/format.h>
 
@@ -99,6 +102,18 @@ Result<Target> parse_target(const nlohmann::json& j, const std::string& field) {
   }
   if (auto e = j.find("extra_body"); e != j.end()) {
     if (!e->is_object()) return invalid(field + "/extra_body", "must be an object");
+    // Fields that define the load (how many answers, how long, to what, in which form) are
+    // set by the spec; overriding them would multiply the load past the service's limits or
+    // measure something else than the spec says.
+    static constexpr std::array<std::string_view, 14> kLoadFields{
+        "model", "prompt", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens",
+        "n", "best_of", "ignore_eos", "min_tokens", "use_beam_search", "echo", "logprobs"};
+    for (const auto& [k, v] : e->items()) {
+      if (std::find(kLoadFields.begin(), kLoadFields.end(), k) != kLoadFields.end()) {
+        return invalid(field + "/extra_body/" + k,
+                       "defines the load and may not be overridden in extra_body; set it through the spec");
+      }
+    }
     t.extra_body = *e;
   }
   for (const char* key : {"stream", "ignore_eos"}) {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +30,12 @@ struct Target {
   bool ignore_eos = true;
   bool verify_tls = true;
   std::string ca_file;          // PEM file of extra trusted CAs
+  // Set by the service, not the spec: what a target may send before it counts as an error.
+  std::uint64_t max_response_bytes = 16 << 20;  // one answer (a stream in all)
+  std::size_t max_sse_event_bytes = 1 << 20;    // one SSE event
+  // Set by the service: whether an address ("127.0.0.1", "::1") may be connected to; every
+  // resolved address is checked before connecting (none allowed: a connect failure).
+  std::function<bool(std::string_view address)> allow_address;
   Nanos connect_timeout = std::chrono::seconds(10);
   Nanos read_timeout = std::chrono::seconds(60);     // longest silence while reading
   Nanos request_timeout = std::chrono::seconds(600); // whole request
@@ -43,7 +50,9 @@ Result<Target> parse_base_url(Target t, std::string_view url, const std::string&
 
 // Parses the spec's target object: {"base_url", "api": "completions"|"chat", "model",
 // "headers": {...}, "extra_body": {...}, "stream", "ignore_eos", "tls": {"verify", "ca_file"},
-// "timeouts": {"connect_s", "read_s", "request_s"}}. Errors carry a JSON pointer below `field`.
+// "timeouts": {"connect_s", "read_s", "request_s"}}. Errors carry a JSON pointer below `field`;
+// extra_body may not set a field that defines the load (model, prompt, messages, stream,
+// max_tokens, n, best_of, ignore_eos, ...): "/target/extra_body/n".
 Result<Target> parse_target(const nlohmann::json& j, const std::string& field = "/target");
 
 // The JSON body of one completion request for `prompt` (completions) or a single user

@@ -1,5 +1,6 @@
 #include "loadgen/step_runner.hpp"
 
+#include "core/text.hpp"
 #include "llm/client.hpp"
 #include "observe/prometheus.hpp"
 
@@ -40,6 +41,11 @@ void log_exception(std::exception_ptr e) {
   } catch (const std::exception& ex) {
     fmt::print(stderr, "loadgen: request coroutine failed: {}\n", ex.what());
   }
+}
+
+// "metrics line 7: '\xff' is not a number" -> "not Prometheus text (metrics line 7)".
+std::string scrape_parse_failure(const std::string& message) {
+  return fmt::format("not Prometheus text ({})", printable_ascii(message.substr(0, message.find(':')), 40));
 }
 
 }  // namespace
@@ -116,19 +122,33 @@ struct StepState {
     asio::co_spawn(io, one(index, scheduled, dispatched), log_exception);
   }
 
+  // One request, settled exactly once whatever happens: a failure of our own (an exception
+  // while building or sending it, e.g. bad_alloc) ends it as client_error, so the count of
+  // requests in flight always returns to zero and the drain cannot wait forever.
   asio::awaitable<void> one(std::uint64_t index, Nanos scheduled, Nanos dispatched) {
     RequestRecord rec;
     rec.scheduled = scheduled;
     rec.dispatched = dispatched;
-    const llm::WorkItem item = workload.item(spec.request_index_base + index);
-    rec.input_tokens = item.input_tokens;
-    rec.chunks.reserve(std::min<std::uint32_t>(item.max_tokens, 4096));  // no regrowth on typical answers
-    std::string body = llm::completion_body(client.target(), item.prompt, item.max_tokens);
-    progress.sent.fetch_add(1, std::memory_order_relaxed);
-    co_await client.send(std::move(body), rec, t0, fmt::format("capsweep-{}-{}", spec.seed, index));
-    peak_connections = std::max<std::uint64_t>(peak_connections, client.open_connections());
+    try {
+      const llm::WorkItem item = workload.item(spec.request_index_base + index);
+      rec.input_tokens = item.input_tokens;
+      rec.chunks.reserve(std::min<std::uint32_t>(item.max_tokens, 4096));  // no regrowth on typical answers
+      std::string body = llm::completion_body(client.target(), item.prompt, item.max_tokens);
+      progress.sent.fetch_add(1, std::memory_order_relaxed);
+      if (spec.fail_request && *spec.fail_request == index) throw std::runtime_error("test hook: request failed in the generator");
+      co_await client.send(std::move(body), rec, t0, fmt::format("capsweep-{}-{}", spec.seed, index));
+      peak_connections = std::max<std::uint64_t>(peak_connections, client.open_connections());
+    } catch (const std::exception& e) {
+      rec.outcome = Outcome::client_error;
+      rec.chunks.clear();
+      if (!client_error_logged) {
+        client_error_logged = true;
+        fmt::print(stderr, "loadgen: request {} failed in the generator: {}\n", index, e.what());
+      }
+    }
     finish(rec, index);
   }
+  bool client_error_logged = false;
 
   void finish(RequestRecord& rec, std::uint64_t index) {
     if (rec.outcome == Outcome::cancelled && abandoning && !cancelled) rec.outcome = Outcome::incomplete;
@@ -235,13 +255,25 @@ struct StepState {
       }
       capped.clear();
       client.cancel_all();
-      while (in_flight > 0) {
+      // Aborted requests settle at once; should one not (a bug, never a target's doing), the
+      // step still ends: its state is then left alone rather than freed under it.
+      const auto give_up = SteadyClock::now() + kSettleBound;
+      while (in_flight > 0 && SteadyClock::now() < give_up) {
         drained.expires_after(std::chrono::milliseconds(5));
         co_await drained.async_wait(use_tuple);
+      }
+      if (in_flight > 0) {
+        unsettled = true;
+        fmt::print(stderr, "loadgen: {} requests did not settle {} s after being aborted; the step ends without them\n",
+                   in_flight, std::chrono::duration_cast<std::chrono::seconds>(kSettleBound).count());
+        io.stop();
+        co_return;
       }
     }
     monitor_timer.cancel();
   }
+  static constexpr Nanos kSettleBound = std::chrono::seconds(3);
+  bool unsettled = false;  // requests never settled: io stopped, state must not be freed
 
   void cancel() {
     cancelled = true;
@@ -333,6 +365,8 @@ Result<StepResult> StepRunner::run(const StepSpec& spec) {
       }
       const std::string path = base->base_path.empty() ? "/metrics" : base->base_path;
       base->base_path.clear();
+      base->allow_address = target_.allow_address;
+      base->max_response_bytes = target_.max_response_bytes;
       asio::io_context io(1);
       llm::Client client(io.get_executor(), *base);
       asio::co_spawn(io, [&]() -> asio::awaitable<void> {
@@ -340,12 +374,14 @@ Result<StepResult> StepRunner::run(const StepSpec& spec) {
         auto next = SteadyClock::now();
         while (scraping) {
           auto r = co_await client.request("GET", path, "");
+          // Only the class of a failure is kept, never what the answer said: a metrics_url
+          // aimed at another service must not read its bytes back through the API.
           if (r.status == 200) {
             auto e = observe::parse_prometheus_text(r.body);
             if (e) result.server.add(SteadyClock::now() - t0, *e);
-            else result.server.add_failure(e.error().message);
+            else result.server.add_failure(scrape_parse_failure(e.error().message));
           } else {
-            result.server.add_failure(r.status ? fmt::format("HTTP {}", r.status) : r.body);
+            result.server.add_failure(r.status ? fmt::format("HTTP {}", r.status) : printable_ascii(r.body));
           }
           next += spec.scrape_interval;
           // Sleep in short slices so the end of the step is noticed promptly.
@@ -386,6 +422,10 @@ Result<StepResult> StepRunner::run(const StepSpec& spec) {
   result.cancelled = state->cancelled;
   result.metrics = std::move(state->acc).finish();
   result.requests = std::move(state->rows);
+  if (state->unsettled) {
+    // Coroutines still reference the state; leaking it is bounded, freeing it is not safe.
+    static_cast<void>(state.release());
+  }
   std::vector<std::pair<Nanos, std::optional<Nanos>>> stays;
   stays.reserve(result.requests.size());
   for (const auto& row : result.requests) {
@@ -398,13 +438,34 @@ Result<StepResult> StepRunner::run(const StepSpec& spec) {
   return result;
 }
 
-double calibrate_tokens_per_word(const llm::Target& target, std::string& how) {
+double calibrate_tokens_per_word(const llm::Target& given, std::string& how, const std::function<bool()>& should_stop) {
   constexpr std::uint32_t kWords = 500;
   const std::string text = llm::PromptSynth::calibration_text(kWords);
+  // Calibration is two short requests: bounded well below a step's timeouts, and abandoned
+  // at once when the sweep is cancelled or the service stops.
+  llm::Target target = given;
+  target.request_timeout = std::min<Nanos>(target.request_timeout, std::chrono::seconds(30));
+  target.read_timeout = std::min<Nanos>(target.read_timeout, std::chrono::seconds(30));
   asio::io_context io(1);
   llm::Client client(io.get_executor(), target);
   double ratio = 0;
+  bool finished = false;
   asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    asio::steady_timer t(io);
+    while (!finished) {
+      if (should_stop && should_stop()) {
+        client.cancel_all();
+        co_return;
+      }
+      t.expires_after(std::chrono::milliseconds(50));
+      co_await t.async_wait(use_tuple);
+    }
+  }, log_exception);
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    struct Done {
+      bool& flag;
+      ~Done() { flag = true; }
+    } done{finished};
     nlohmann::json tok{{"model", target.model}, {"prompt", text}};
     auto r = co_await client.request("POST", "/tokenize", tok.dump());
     if (r.status == 200) {

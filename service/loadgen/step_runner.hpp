@@ -13,6 +13,7 @@
 #include "observe/server_gauges.hpp"
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -43,6 +44,8 @@ struct StepSpec {
   // `stall_before`, as a generator starved of CPU would be.
   std::optional<std::uint64_t> stall_before;
   Nanos stall{0};
+  // Test hook: request `fail_request` throws inside the generator, as bad_alloc would.
+  std::optional<std::uint64_t> fail_request;
 };
 
 // One request of a step, as stored and exported (requests.csv): times in ms from the step's
@@ -103,7 +106,9 @@ class StepRunner {
 
 // Calibrates tokens per word of the synthesiser's word list against the target: POST
 // /tokenize when it answers, else one completion's usage.prompt_tokens. Returns 1.0 with a
-// note in `how` when neither works.
-double calibrate_tokens_per_word(const llm::Target& target, std::string& how);
+// note in `how` when neither works. Each request is bounded to 30 s; `should_stop` (polled
+// every 50 ms) abandons the calibration.
+double calibrate_tokens_per_word(const llm::Target& target, std::string& how,
+                                 const std::function<bool()>& should_stop = {});
 
 }  // namespace capsweep::loadgen

@@ -1,5 +1,7 @@
 #include "observe/server_gauges.hpp"
 
+#include "core/text.hpp"
+
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
@@ -15,7 +17,7 @@ void ServerGauges::add(Nanos at, const Exposition& e) {
 
 void ServerGauges::add_failure(std::string error) {
   ++failures_;
-  last_error_ = std::move(error);
+  last_error_ = printable_ascii(error);
 }
 
 std::optional<double> ServerGauges::waiting_slope_per_s() const {

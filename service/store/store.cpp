@@ -3,7 +3,15 @@
 #include <fmt/format.h>
 #include <sqlite3.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -136,23 +144,50 @@ SweepRow sweep_from(const Stmt& s) {
   return r;
 }
 
+// JSON as stored: text a target sent (error messages, labels) may hold invalid UTF-8, which
+// is replaced rather than allowed to fail the write.
+std::string to_text(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 bool terminal(std::string_view status) {
   return status == "succeeded" || status == "failed" || status == "cancelled";
 }
 
 }  // namespace
 
-std::string utc_now() {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t t = std::chrono::system_clock::to_time_t(now);
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+std::string format_utc(std::chrono::system_clock::time_point when) {
+  const std::time_t t = std::chrono::system_clock::to_time_t(when);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(when.time_since_epoch()).count() % 1000;
   std::tm tm{};
   gmtime_r(&t, &tm);
   return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
                      tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
 }
 
-Store::Store(const std::string& path) {
+std::string utc_now() { return format_utc(std::chrono::system_clock::now()); }
+
+std::optional<std::chrono::system_clock::time_point> parse_utc(const std::string& text) {
+  std::tm tm{};
+  int ms = 0;
+  if (text.size() != 24 || std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                                       &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) != 7) {
+    return std::nullopt;
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  const std::time_t t = timegm(&tm);
+  if (t == -1) return std::nullopt;
+  return std::chrono::system_clock::from_time_t(t) + std::chrono::milliseconds(ms);
+}
+
+Store::Store(const std::string& path) : path_(path) {
+  // Owner-only permissions before SQLite opens it: SQLite gives -wal and -shm the same mode.
+  if (path != ":memory:" && !path.empty()) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) throw StoreError(fmt::format("cannot open database {}: {}", path, std::strerror(errno)));
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && (st.st_mode & 0077) != 0) ::fchmod(fd, st.st_mode & 0700);
+    ::close(fd);
+  }
   const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX;
   if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
     std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
@@ -208,6 +243,41 @@ void Store::migrate() {
   }
 }
 
+std::uint64_t Store::size_bytes() const {
+  std::uint64_t total = 0;
+  for (const std::string& p : {path_, path_ + "-wal"}) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) == 0) total += static_cast<std::uint64_t>(st.st_size);
+  }
+  return total;
+}
+
+DaemonLock::DaemonLock(const std::string& db_path) {
+  const std::string path = db_path + ".lock";
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd_ < 0) throw StoreError(fmt::format("cannot open lock file {}: {}", path, std::strerror(errno)));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    std::string holder(256, '\0');
+    const auto n = ::pread(fd_, holder.data(), holder.size(), 0);
+    holder.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == '\0')) holder.pop_back();
+    ::close(fd_);
+    fd_ = -1;
+    throw StoreError(fmt::format("database {} is in use by another capsweepd ({}); refusing to start", db_path,
+                                 holder.empty() ? "holder unknown" : holder));
+  }
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::string who = fmt::format("pid {} on {}, since {}\n", ::getpid(), host, utc_now());
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, who.data(), who.size(), 0) < 0) {
+    // The lock holds all the same; only the holder's description is missing.
+  }
+}
+
+DaemonLock::~DaemonLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the lock
+}
+
 int Store::schema_version() {
   std::lock_guard lock(mutex_);
   Stmt q(db_, "SELECT COALESCE(MAX(version), 0) FROM schema_version");
@@ -231,7 +301,7 @@ void Store::insert_sweep(const SweepRow& s) {
               "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?)");
   const std::string now = s.created_at.empty() ? utc_now() : s.created_at;
   q.bind(1, s.id).bind(2, s.name).bind(3, s.kind).bind(4, s.target_key).bind(5, s.status);
-  q.bind(6, s.spec.dump()).bind(7, s.secret_headers.dump()).bind(8, now).bind(9, now);
+  q.bind(6, to_text(s.spec)).bind(7, to_text(s.secret_headers)).bind(8, now).bind(9, now);
   q.step();
 }
 
@@ -291,7 +361,7 @@ void Store::finish_sweep(const std::string& id, const std::string& status, const
               "WHERE id = ?");
   q.bind(1, status);
   if (result.is_null()) q.bind_null(2);
-  else q.bind(2, result.dump());
+  else q.bind(2, to_text(result));
   if (error.empty()) q.bind_null(3);
   else q.bind(3, error);
   q.bind(4, now).bind(5, now).bind(6, id);
@@ -301,7 +371,7 @@ void Store::finish_sweep(const std::string& id, const std::string& status, const
 void Store::set_progress(const std::string& id, const json& progress) {
   std::lock_guard lock(mutex_);
   Stmt q(db_, "UPDATE sweeps SET progress = ?, updated_at = ? WHERE id = ?");
-  q.bind(1, progress.dump()).bind(2, utc_now()).bind(3, id);
+  q.bind(1, to_text(progress)).bind(2, utc_now()).bind(3, id);
   q.step();
 }
 
@@ -310,6 +380,52 @@ void Store::set_resumable(const std::string& id, bool resumable) {
   Stmt q(db_, "UPDATE sweeps SET resumable = ?, updated_at = ? WHERE id = ?");
   q.bind(1, resumable).bind(2, utc_now()).bind(3, id);
   q.step();
+}
+
+int Store::begin_step_attempt(const std::string& id, int step_index) {
+  std::lock_guard lock(mutex_);
+  Transaction tx(db_);
+  Stmt u(db_, "UPDATE sweeps SET attempts = CASE WHEN attempt_step = ?1 THEN attempts + 1 ELSE 1 END, "
+              "attempt_step = ?1 WHERE id = ?2");
+  u.bind(1, step_index).bind(2, id);
+  u.step();
+  Stmt q(db_, "SELECT attempts FROM sweeps WHERE id = ?");
+  q.bind(1, id);
+  const int n = q.step() ? static_cast<int>(q.integer(0)) : 0;
+  tx.commit();
+  return n;
+}
+
+void Store::end_step_attempt(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  Stmt u(db_, "UPDATE sweeps SET attempts = 0, attempt_step = NULL WHERE id = ?");
+  u.bind(1, id);
+  u.step();
+}
+
+std::uint64_t Store::prune_finished(double max_age_s, std::uint64_t max_sweeps) {
+  std::lock_guard lock(mutex_);
+  std::uint64_t removed = 0;
+  Transaction tx(db_);
+  if (max_age_s > 0) {
+    const auto cutoff = std::chrono::system_clock::now() - std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                                                               std::chrono::duration<double>(max_age_s));
+    // Stored times are utc_now() text, which sorts as it reads: compare as text.
+    const std::string cut = format_utc(cutoff);
+    Stmt d(db_, "DELETE FROM sweeps WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at < ?");
+    d.bind(1, cut);
+    d.step();
+    removed += static_cast<std::uint64_t>(sqlite3_changes(db_));
+  }
+  if (max_sweeps > 0) {
+    Stmt d(db_, "DELETE FROM sweeps WHERE status IN ('succeeded', 'failed', 'cancelled') AND seq NOT IN "
+                "(SELECT seq FROM sweeps WHERE status IN ('succeeded', 'failed', 'cancelled') ORDER BY seq DESC LIMIT ?)");
+    d.bind(1, max_sweeps);
+    d.step();
+    removed += static_cast<std::uint64_t>(sqlite3_changes(db_));
+  }
+  tx.commit();
+  return removed;
 }
 
 bool Store::delete_sweep(const std::string& id) {
@@ -364,8 +480,8 @@ void Store::append_step(const std::string& sweep_id, const StepRow& step, const 
   Stmt s(db_, "INSERT INTO steps (sweep_id, step_index, kind, phase, offered_rate_rps, verdict, generator_limited, "
               "summary, evaluation, outcome, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   s.bind(1, sweep_id).bind(2, step.index).bind(3, step.kind).bind(4, step.phase).bind(5, step.offered_rate_rps);
-  s.bind(6, step.verdict).bind(7, step.generator_limited).bind(8, step.summary.dump()).bind(9, step.evaluation.dump());
-  s.bind(10, step.outcome.dump()).bind(11, step.started_at).bind(12, step.finished_at);
+  s.bind(6, step.verdict).bind(7, step.generator_limited).bind(8, to_text(step.summary)).bind(9, to_text(step.evaluation));
+  s.bind(10, to_text(step.outcome)).bind(11, step.started_at).bind(12, step.finished_at);
   s.step();
   Stmt r(db_, "INSERT INTO requests (sweep_id, step_index, request_index, scheduled_ms, dispatched_ms, sent_ms, "
               "finished_ms, ttft_ms, e2el_ms, input_tokens, output_tokens, chunks, outcome) "
@@ -379,7 +495,7 @@ void Store::append_step(const std::string& sweep_id, const StepRow& step, const 
   }
   if (!step.server.is_null()) {
     Stmt m(db_, "INSERT INTO step_server_metrics (sweep_id, step_index, summary) VALUES (?, ?, ?)");
-    m.bind(1, sweep_id).bind(2, step.index).bind(3, step.server.dump());
+    m.bind(1, sweep_id).bind(2, step.index).bind(3, to_text(step.server));
     m.step();
   }
   Stmt u(db_, "UPDATE sweeps SET updated_at = ? WHERE id = ?");

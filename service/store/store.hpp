@@ -3,12 +3,15 @@
 // (schema/sql/NNN_*.sql, compiled in) are applied in order when the store opens and the
 // version is recorded. WAL mode, a busy timeout and foreign keys are on. A step is written
 // with its request records and server summary in one transaction, so a crash loses at most
-// the step in flight. Thread-safe: one connection per Store, calls serialised by a mutex;
+// the step in flight. The database file (and so its -wal and -shm) is created readable by
+// its owner only (0600): it holds the targets' secret headers. Thread-safe: one connection
+// per Store, calls serialised by a mutex;
 // open one Store per thread that writes a lot (WAL lets readers run beside the writer).
 // Infrastructure failures (disk full, corrupt file) throw StoreError.
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -67,6 +70,9 @@ struct RequestRow {
 
 // The current UTC time as "2026-11-30T01:02:03.456Z".
 std::string utc_now();
+std::string format_utc(std::chrono::system_clock::time_point when);
+// Parses utc_now()'s format back; nullopt for anything else.
+std::optional<std::chrono::system_clock::time_point> parse_utc(const std::string& text);
 
 class Store {
  public:
@@ -77,6 +83,8 @@ class Store {
   Store& operator=(const Store&) = delete;
 
   int schema_version();
+  // Bytes of the database file and its WAL on disk.
+  std::uint64_t size_bytes() const;
   // Whether a write transaction can be taken now (readiness).
   bool writable();
 
@@ -95,6 +103,14 @@ class Store {
                     const std::string& error);
   void set_progress(const std::string& id, const nlohmann::json& progress);
   void set_resumable(const std::string& id, bool resumable);
+  // Records that step `step_index` of the sweep starts; returns how many times it has been
+  // started (1 the first time; more when earlier starts never ended, e.g. a crash).
+  int begin_step_attempt(const std::string& id, int step_index);
+  // The step ended (stored, or stopped cleanly): its start count is cleared.
+  void end_step_attempt(const std::string& id);
+  // Removes finished sweeps older than `max_age_s` (0: none) and beyond the newest
+  // `max_sweeps` finished ones (0: none); returns how many were removed.
+  std::uint64_t prune_finished(double max_age_s, std::uint64_t max_sweeps);
   // Deletes a sweep that is not running (with its steps and records); false when absent or running.
   bool delete_sweep(const std::string& id);
 
@@ -110,7 +126,22 @@ class Store {
   void exec(const char* sql);
   void migrate();
   sqlite3* db_ = nullptr;
+  std::string path_;
   std::mutex mutex_;
+};
+
+// An exclusive advisory lock on "<database>.lock", held for a daemon's lifetime, so that two
+// daemons never run jobs from one database. The file names the holder (pid, host, start).
+class DaemonLock {
+ public:
+  // Takes the lock or throws StoreError naming the current holder.
+  explicit DaemonLock(const std::string& db_path);
+  ~DaemonLock();
+  DaemonLock(const DaemonLock&) = delete;
+  DaemonLock& operator=(const DaemonLock&) = delete;
+
+ private:
+  int fd_ = -1;
 };
 
 }  // namespace capsweep::store

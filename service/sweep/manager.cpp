@@ -69,7 +69,8 @@ struct SweepManager::Active {
   std::string target_key;
   std::atomic<bool> cancel{false};
   mutable std::mutex m;
-  loadgen::StepRunner* runner = nullptr;  // while a step runs
+  std::condition_variable step_ended;      // wakes the step's time-limit watch
+  loadgen::StepRunner* runner = nullptr;   // while a step runs
   // Progress of the step in flight.
   std::string phase;
   int step = 0;           // 1-based index of the step in flight
@@ -82,12 +83,21 @@ struct SweepManager::Active {
   bool in_step = false;
 };
 
+// What a claimed sweep needs for all its steps.
+struct SweepManager::Prepared {
+  JobSpec spec;
+  std::unique_ptr<loadgen::StepRunner> runner;
+  std::chrono::system_clock::time_point started;  // first start, across restarts
+  Nanos fixed_step_length{0};
+};
+
 SweepManager::SweepManager(ManagerOptions options)
     : options_(std::move(options)), store_(std::make_unique<store::Store>(options_.db_path)) {}
 
 SweepManager::~SweepManager() { stop(); }
 
 void SweepManager::start() {
+  prune();
   std::lock_guard lock(mutex_);
   if (!workers_.empty()) return;
   const int n = std::max(options_.max_concurrent_sweeps, 1);
@@ -99,6 +109,11 @@ void SweepManager::notify() { wake_.notify_all(); }
 bool SweepManager::workers_alive() const noexcept {
   std::lock_guard lock(mutex_);
   return !stopping_ && workers_running_.load() == static_cast<int>(workers_.size()) && !workers_.empty();
+}
+
+bool SweepManager::stopping() const {
+  std::lock_guard lock(mutex_);
+  return stopping_;
 }
 
 void SweepManager::stop() {
@@ -115,6 +130,28 @@ void SweepManager::stop() {
   }
   wake_.notify_all();
   for (auto& t : workers) t.join();
+}
+
+void SweepManager::finish(const std::string& id, const std::string& status, const json& result, const std::string& why) {
+  store_->finish_sweep(id, status, result, status == "succeeded" ? std::string() : why);
+  stats_.sweeps_finished++;
+  log_line(fmt::format("sweep {} {}{}", id, status, why.empty() ? std::string() : ": " + why));
+}
+
+void SweepManager::prune() {
+  if (options_.retention_max_age_s <= 0 && options_.retention_max_sweeps == 0) return;
+  const auto now = Clock::now();
+  {
+    std::lock_guard lock(mutex_);
+    if (last_prune_ != Clock::time_point{} && now - last_prune_ < std::chrono::hours(1)) return;
+    last_prune_ = now;
+  }
+  try {
+    const auto n = store_->prune_finished(options_.retention_max_age_s, options_.retention_max_sweeps);
+    if (n > 0) log_line(fmt::format("retention: removed {} finished sweeps", n));
+  } catch (const std::exception& e) {
+    log_line(fmt::format("retention: {}", e.what()));
+  }
 }
 
 CancelOutcome SweepManager::cancel(const std::string& id) {
@@ -188,179 +225,249 @@ std::optional<json> SweepManager::live_progress(const std::string& id) const {
   return j;
 }
 
-std::optional<store::SweepRow> SweepManager::claim() {
+std::shared_ptr<SweepManager::Active> SweepManager::claim() {
+  // The store is read without the manager's lock (a locked database must not stall the API's
+  // progress reads); what is busy is copied under it first and checked again at the end.
+  std::set<std::string> busy, active_ids;
+  {
+    std::lock_guard lock(mutex_);
+    busy = busy_targets_;
+    for (const auto& [id, a] : active_) active_ids.insert(id);
+  }
   // Resumed sweeps first (left `running` by an earlier process), then the oldest queued.
-  std::vector<store::SweepRow> candidates;
   for (const char* status : {"running", "queued"}) {
     auto rows = store_->list_sweeps(std::string(status), 10'000, 0);
     std::reverse(rows.begin(), rows.end());
-    for (auto& r : rows) candidates.push_back(std::move(r));
+    for (auto& row : rows) {
+      if (active_ids.count(row.id) || busy.count(row.target_key)) continue;
+      {
+        // Reserve the target before the store transition, so two workers cannot both take it.
+        std::lock_guard lock(mutex_);
+        if (stopping_ || active_.count(row.id) || busy_targets_.count(row.target_key)) continue;
+        busy_targets_.insert(row.target_key);
+      }
+      const bool resumed = row.status == "running";
+      if (!resumed && !store_->transition(row.id, "queued", "running")) {
+        std::lock_guard lock(mutex_);
+        busy_targets_.erase(row.target_key);
+        continue;
+      }
+      auto active = std::make_shared<Active>();
+      active->id = row.id;
+      active->target_key = row.target_key;
+      {
+        std::lock_guard lock(mutex_);
+        active_[row.id] = active;
+      }
+      if (resumed) log_line(fmt::format("resuming sweep {} after its stored steps", row.id));
+      return active;
+    }
   }
-  for (auto& row : candidates) {
-    if (active_.count(row.id) || busy_targets_.count(row.target_key)) continue;
-    if (row.status == "queued" && !store_->transition(row.id, "queued", "running")) continue;
-    if (row.status == "running") log_line(fmt::format("resuming sweep {} after its stored steps", row.id));
-    row.status = "running";
-    return row;
-  }
-  return std::nullopt;
+  return nullptr;
 }
 
 void SweepManager::worker_loop() {
   ++workers_running_;
-  while (true) {
-    std::optional<store::SweepRow> row;
+  while (!stopping()) {
     std::shared_ptr<Active> active;
-    {
-      std::unique_lock lock(mutex_);
-      if (stopping_) break;
-      try {
-        row = claim();
-      } catch (const std::exception& e) {
-        log_line(fmt::format("queue: {}", e.what()));
-      }
-      if (!row) {
-        wake_.wait_for(lock, options_.poll);
-        continue;
-      }
-      active = std::make_shared<Active>();
-      active->id = row->id;
-      active->target_key = row->target_key;
-      busy_targets_.insert(row->target_key);
-      active_[row->id] = active;
-    }
     try {
-      run(*row, active);
+      active = claim();
     } catch (const std::exception& e) {
-      log_line(fmt::format("sweep {}: internal error: {}", row->id, e.what()));
+      log_line(fmt::format("queue: {}", e.what()));
+    }
+    if (!active) {
+      prune();
+      std::unique_lock lock(mutex_);
+      if (!stopping_) wake_.wait_for(lock, options_.poll);
+      continue;
+    }
+    const std::string id = active->id;
+    try {
+      auto row = store_->sweep(id);
+      if (row) run(*row, active);
+    } catch (const store::StoreError& e) {
+      // The cause is named in the job: a full disk or a broken file is not "internal".
+      log_line(fmt::format("sweep {}: database: {}", id, e.what()));
       try {
-        store_->finish_sweep(row->id, "failed", nullptr, "internal error while running the sweep");
+        finish(id, "failed", nullptr, fmt::format("the database could not be written: {}", e.what()));
+      } catch (const std::exception&) {
+      }
+    } catch (const std::exception& e) {
+      log_line(fmt::format("sweep {}: internal error: {}", id, e.what()));
+      try {
+        finish(id, "failed", nullptr, "internal error while running the sweep; see the service log");
       } catch (const std::exception&) {
       }
     }
     {
       std::lock_guard lock(mutex_);
-      busy_targets_.erase(row->target_key);
-      active_.erase(row->id);
+      busy_targets_.erase(active->target_key);
+      active_.erase(id);
     }
     wake_.notify_all();
   }
   --workers_running_;
 }
 
-void SweepManager::run(const store::SweepRow& row, const std::shared_ptr<Active>& active) {
-  const auto run_started = Clock::now();
+std::optional<SweepManager::Prepared> SweepManager::prepare(const store::SweepRow& row,
+                                                           const std::shared_ptr<Active>& active) {
   const std::string& id = row.id;
   auto spec = parse_job_spec(join_secrets(row.spec, row.secret_headers));
   if (!spec) {
-    store_->finish_sweep(id, "failed", nullptr, "stored spec is invalid: " + spec.error().message);
-    return;
+    finish(id, "failed", nullptr, "stored spec is invalid: " + spec.error().message);
+    return std::nullopt;
   }
+  // The allow-list may have changed since the sweep was queued.
+  if (options_.allow_host) {
+    const auto metrics = spec->metrics_url.empty() ? Result<llm::Target>(llm::Target{})
+                                                    : llm::parse_base_url({}, spec->metrics_url, "/target/metrics_url");
+    const std::string refused = !options_.allow_host(spec->target.host) ? spec->target.host
+                                : (!metrics || (!spec->metrics_url.empty() && !options_.allow_host(metrics->host)))
+                                    ? spec->metrics_url
+                                    : std::string();
+    if (!refused.empty()) {
+      finish(id, "failed", nullptr, fmt::format("'{}' is no longer in the service's allow_targets", refused));
+      return std::nullopt;
+    }
+    spec->target.allow_address = options_.allow_host;
+  }
+  spec->target.max_response_bytes = options_.max_response_bytes;
+  spec->target.max_sse_event_bytes = options_.max_sse_event_bytes;
   store_->set_resumable(id, false);
+
+  Prepared p;
+  p.started = store::parse_utc(row.started_at).value_or(std::chrono::system_clock::now());
   std::string how;
-  const double tokens_per_word = loadgen::calibrate_tokens_per_word(spec->target, how);
+  const double tokens_per_word = loadgen::calibrate_tokens_per_word(spec->target, how, [this, active] {
+    return active->cancel.load() || stopping();
+  });
   auto workload = std::make_shared<const llm::Workload>(
       spec->workload, llm::PromptSynth(tokens_per_word, spec->workload.shared_prefix_tokens, spec->workload.seed));
-  auto runner = std::make_unique<loadgen::StepRunner>(spec->target, workload);
-  const Nanos fixed_len = spec->kind == JobKind::check ? spec->check.warmup + spec->check.duration
-                                                       : spec->sweep.warmup + spec->sweep.step_duration;
+  p.runner = std::make_unique<loadgen::StepRunner>(spec->target, workload);
+  p.fixed_step_length = spec->kind == JobKind::check ? spec->check.warmup + spec->check.duration
+                                                     : spec->sweep.warmup + spec->sweep.step_duration;
   log_line(fmt::format("sweep {} running against {} ({})", id, spec->base_url, how));
+  p.spec = std::move(*spec);
+  return p;
+}
 
+void SweepManager::run(const store::SweepRow& row, const std::shared_ptr<Active>& active) {
+  const std::string& id = row.id;
+  auto prepared = prepare(row, active);
+  if (!prepared) return;
+  Prepared& p = *prepared;
   while (true) {
-    {
-      std::lock_guard lock(mutex_);
-      if (stopping_) {
-        store_->set_resumable(id, true);
-        log_line(fmt::format("sweep {} left resumable", id));
-        return;
-      }
-    }
-    if (active->cancel) {
-      store_->finish_sweep(id, "cancelled", nullptr, "cancelled by request; stored steps kept");
-      stats_.sweeps_finished++;
-      log_line(fmt::format("sweep {} cancelled", id));
+    if (stopping()) {
+      store_->set_resumable(id, true);
+      log_line(fmt::format("sweep {} left resumable", id));
       return;
     }
+    if (active->cancel) return finish(id, "cancelled", nullptr, "cancelled by request; stored steps kept");
     const auto stored = store_->steps(id);
     std::vector<StepOutcome> outcomes;
     for (const auto& s : stored) {
       auto o = StepOutcome::from_json(s.outcome);
-      if (!o) {
-        store_->finish_sweep(id, "failed", nullptr, fmt::format("stored step {} is unreadable", s.index));
-        return;
-      }
+      if (!o) return finish(id, "failed", nullptr, fmt::format("stored step {} is unreadable", s.index));
       o->summary = s.summary;
       o->evaluation = s.evaluation;
       outcomes.push_back(std::move(*o));
     }
-    const Action action = next_action(*spec, outcomes);
+    const Action action = next_action(p.spec, outcomes);
     if (const auto* fin = std::get_if<Finish>(&action)) {
-      store_->finish_sweep(id, "succeeded", fin->result, "");
       store_->set_progress(id, {{"phase", "done"}, {"step", stored.size()}, {"steps_planned", stored.size()},
                                 {"percent", 100}, {"eta_s", 0}});
-      stats_.sweeps_finished++;
-      log_line(fmt::format("sweep {} succeeded after {} steps", id, stored.size()));
-      return;
+      return finish(id, "succeeded", fin->result, fmt::format("after {} steps", stored.size()));
     }
-    if (const auto* fail = std::get_if<Fail>(&action)) {
-      store_->finish_sweep(id, "failed", nullptr, fail->reason);
-      stats_.sweeps_finished++;
-      log_line(fmt::format("sweep {} failed: {}", id, fail->reason));
-      return;
-    }
-    const StepOrder order = std::get<StepOrder>(action);
-    if (Clock::now() - run_started > options_.max_total_sweep) {
-      store_->finish_sweep(id, "failed", nullptr, "the sweep ran past the service's max_total_sweep_s limit");
-      stats_.sweeps_finished++;
-      return;
+    if (const auto* fail = std::get_if<Fail>(&action)) return finish(id, "failed", nullptr, fail->reason);
+    if (std::chrono::system_clock::now() - p.started > options_.max_total_sweep) {
+      return finish(id, "failed", nullptr, "the sweep ran past the service's max_total_sweep_s limit");
     }
     const int index = static_cast<int>(stored.size());
-    const Plan plan = plan_progress(*spec, outcomes);
-    loadgen::StepSpec ss = step_spec(*spec, order, index);
-    if (options_.max_connections > 0 && (ss.concurrency == 0 || ss.concurrency > options_.max_connections)) {
-      ss.concurrency = options_.max_connections;
-    }
-    {
-      std::lock_guard al(active->m);
-      active->phase = order.phase;
-      active->step = index + 1;
-      active->steps_planned = plan.steps_planned;
-      active->rate_rps = order.rate_rps;
-      active->step_requests = order.requests;
-      active->step_length = order.duration.count() > 0 ? order.warmup + order.duration : Nanos{0};
-      active->fixed_step_length = fixed_len;
-      active->step_started = Clock::now();
-      active->runner = runner.get();
-      active->in_step = true;
-    }
-    store_->set_progress(id, {{"phase", order.phase}, {"step", index + 1}, {"steps_planned", plan.steps_planned},
-                              {"percent", std::round(1000.0 * index / plan.steps_planned) / 10}});
-    if (active->cancel) runner->cancel();  // a cancel that raced the step's start
-    const std::string started_at = store::utc_now();
-    auto result = runner->run(ss);
-    {
-      std::lock_guard al(active->m);
-      active->runner = nullptr;
-      active->in_step = false;
-    }
-    if (!result) {
-      store_->finish_sweep(id, "failed", nullptr,
-                           fmt::format("step {} could not run: {} ({})", index, result.error().message, result.error().field));
-      stats_.sweeps_finished++;
+    if (!run_step(row, p, active, std::get<StepOrder>(action), index, plan_progress(p.spec, outcomes).steps_planned)) {
       return;
     }
-    if (result->cancelled || active->cancel) continue;  // not stored; the loop decides why
-    JudgedStep judged = judge_step(*spec, order, *result);
-    judged.row.index = index;
-    judged.row.started_at = started_at;
-    judged.row.finished_at = store::utc_now();
-    store_->append_step(id, judged.row, judged.requests);
-    stats_.steps_run++;
-    stats_.requests_sent += result->requests.size();
-    log_line(fmt::format("sweep {} step {} ({} {}) {}: {}", id, index, order.phase,
-                         std::isfinite(order.rate_rps) && order.rate_rps > 0 ? fmt::format("{:.2f} req/s", order.rate_rps) : std::string("-"),
-                         judged.row.verdict, judged.outcome.limiting_metric));
   }
+}
+
+bool SweepManager::run_step(const store::SweepRow& row, Prepared& p, const std::shared_ptr<Active>& active,
+                            const StepOrder& order, int index, int steps_planned) {
+  const std::string& id = row.id;
+  // A step that never ended twice (the process died in it) is not started a third time.
+  const int attempt = store_->begin_step_attempt(id, index);
+  if (attempt > 2) {
+    finish(id, "failed", nullptr,
+           fmt::format("step {} was started {} times and never ended (the service stopped or crashed in it); not retried",
+                       index, attempt - 1));
+    return false;
+  }
+  loadgen::StepSpec ss = step_spec(p.spec, order, index);
+  if (options_.max_connections > 0 && (ss.concurrency == 0 || ss.concurrency > options_.max_connections)) {
+    ss.concurrency = options_.max_connections;
+  }
+  {
+    std::lock_guard al(active->m);
+    active->phase = order.phase;
+    active->step = index + 1;
+    active->steps_planned = steps_planned;
+    active->rate_rps = order.rate_rps;
+    active->step_requests = order.requests;
+    active->step_length = order.duration.count() > 0 ? order.warmup + order.duration : Nanos{0};
+    active->fixed_step_length = p.fixed_step_length;
+    active->step_started = Clock::now();
+    active->runner = p.runner.get();
+    active->in_step = true;
+  }
+  store_->set_progress(id, {{"phase", order.phase}, {"step", index + 1}, {"steps_planned", steps_planned},
+                            {"percent", std::round(1000.0 * index / steps_planned) / 10}});
+  if (active->cancel) p.runner->cancel();  // a cancel that raced the step's start
+  // The total time limit holds inside a step too: a watch stops the step at the limit.
+  const auto limit_at = p.started + options_.max_total_sweep;
+  bool over_time = false;
+  std::thread watch([&] {
+    std::unique_lock al(active->m);
+    const auto left = limit_at - std::chrono::system_clock::now();
+    if (!active->step_ended.wait_for(al, left, [&] { return !active->in_step; })) {
+      over_time = true;
+      if (active->runner) active->runner->cancel();
+    }
+  });
+  const std::string started_at = store::utc_now();
+  auto result = p.runner->run(ss);
+  {
+    std::lock_guard al(active->m);
+    active->runner = nullptr;
+    active->in_step = false;
+  }
+  active->step_ended.notify_all();
+  watch.join();
+  if (!result) {
+    store_->end_step_attempt(id);
+    finish(id, "failed", nullptr,
+           fmt::format("step {} could not run: {} ({})", index, result.error().message, result.error().field));
+    return false;
+  }
+  if (over_time) {
+    store_->end_step_attempt(id);
+    finish(id, "failed", nullptr, fmt::format("the sweep reached the service's max_total_sweep_s limit during step {}", index));
+    return false;
+  }
+  if (result->cancelled || active->cancel) {
+    // Not stored; the caller's loop decides why (cancel or stop). Stopped cleanly: no crash.
+    store_->end_step_attempt(id);
+    return true;
+  }
+  JudgedStep judged = judge_step(p.spec, order, *result);
+  judged.row.index = index;
+  judged.row.started_at = started_at;
+  judged.row.finished_at = store::utc_now();
+  store_->append_step(id, judged.row, judged.requests);
+  store_->end_step_attempt(id);
+  stats_.steps_run++;
+  stats_.requests_sent += result->requests.size();
+  log_line(fmt::format("sweep {} step {} ({} {}) {}: {}", id, index, order.phase,
+                       std::isfinite(order.rate_rps) && order.rate_rps > 0 ? fmt::format("{:.2f} req/s", order.rate_rps) : std::string("-"),
+                       judged.row.verdict, judged.outcome.limiting_metric));
+  return true;
 }
 
 }  // namespace capsweep::sweep

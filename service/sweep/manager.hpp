@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -19,6 +20,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -27,9 +29,19 @@ namespace capsweep::sweep {
 struct ManagerOptions {
   std::string db_path;
   int max_concurrent_sweeps = 1;
-  std::chrono::seconds max_total_sweep{6 * 3600};  // a sweep running longer fails
+  // A sweep running longer (wall time since it first started, across restarts) fails; a
+  // step in flight at the limit is stopped.
+  std::chrono::seconds max_total_sweep{6 * 3600};
   std::chrono::milliseconds poll{1000};             // re-check the queue at least this often
   std::uint32_t max_connections = 1024;             // cap on requests in flight per sweep (0: none)
+  // Whether a host or address may be contacted (the service's allow-list); checked again
+  // when a sweep is claimed and on every address the load engine connects to. Empty: any.
+  std::function<bool(std::string_view host)> allow_host;
+  std::uint64_t max_response_bytes = 16 << 20;  // per answer of a target
+  std::size_t max_sse_event_bytes = 1 << 20;    // per SSE event of a target
+  // Retention of finished sweeps (0: keep), applied at start and every hour.
+  double retention_max_age_s = 0;
+  std::uint64_t retention_max_sweeps = 0;
 };
 
 // Counters for /metrics.
@@ -38,6 +50,8 @@ struct ManagerStats {
   std::atomic<std::uint64_t> requests_sent{0};
   std::atomic<std::uint64_t> sweeps_finished{0};
 };
+
+struct StepOrder;
 
 enum class CancelOutcome { cancelled, stopping, not_found, already_finished };
 
@@ -67,9 +81,21 @@ class SweepManager {
 
  private:
   struct Active;
+  struct Prepared;
   void worker_loop();
-  std::optional<store::SweepRow> claim();
+  // Claims the next sweep to run (a resumed one first) and registers it as active.
+  std::shared_ptr<Active> claim();
   void run(const store::SweepRow& row, const std::shared_ptr<Active>& active);
+  // Parses the stored spec, re-checks the allow-list and calibrates prompts; nullopt after
+  // finishing the sweep as failed.
+  std::optional<Prepared> prepare(const store::SweepRow& row, const std::shared_ptr<Active>& active);
+  // Runs one ordered step under the time limit; false when the sweep ended meanwhile.
+  bool run_step(const store::SweepRow& row, Prepared& p, const std::shared_ptr<Active>& active,
+                const StepOrder& order, int index, int steps_planned);
+  // The one way a sweep ends here: store the terminal status, count it, log it.
+  void finish(const std::string& id, const std::string& status, const nlohmann::json& result, const std::string& why);
+  bool stopping() const;
+  void prune();
 
   ManagerOptions options_;
   std::unique_ptr<store::Store> store_;
@@ -81,6 +107,7 @@ class SweepManager {
   std::map<std::string, std::shared_ptr<Active>> active_;
   std::vector<std::thread> workers_;
   std::atomic<int> workers_running_{0};
+  std::chrono::steady_clock::time_point last_prune_{};
 };
 
 }  // namespace capsweep::sweep

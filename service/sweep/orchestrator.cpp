@@ -266,7 +266,7 @@ std::optional<StepKind> parse_step_kind(std::string_view s) noexcept {
 
 json StepOutcome::to_json() const {
   return {{"kind", to_string(kind)},
-          {"offered_rate_rps", offered_rate_rps},
+          {"offered_rate_rps", std::isfinite(offered_rate_rps) ? json(offered_rate_rps) : json("inf")},
           {"verdict", capsweep::to_string(verdict)},
           {"rerun", rerun},
           {"saturated", saturated},
@@ -288,7 +288,9 @@ std::optional<StepOutcome> StepOutcome::from_json(const json& j) {
     auto kind = parse_step_kind(j.at("kind").get<std::string>());
     if (!kind) return std::nullopt;
     s.kind = *kind;
-    s.offered_rate_rps = j.at("offered_rate_rps").get<double>();
+    // JSON has no infinity: an all_at_once step's rate is stored as "inf" (null in old rows).
+    const json& rate = j.at("offered_rate_rps");
+    s.offered_rate_rps = rate.is_number() ? rate.get<double>() : kInf;
     const std::string v = j.at("verdict").get<std::string>();
     s.verdict = v == "pass" ? Verdict::pass : v == "fail" ? Verdict::fail : Verdict::inconclusive;
     s.rerun = j.value("rerun", false);

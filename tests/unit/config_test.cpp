@@ -48,6 +48,37 @@ TEST_CASE("config: values from the file, CIDR blocks and names") {
   CHECK_FALSE(c.allow.allows("127.0.0.1"));  // the list replaces the default
 }
 
+TEST_CASE("config: an IPv4-mapped IPv6 address is judged as the IPv4 address it holds") {
+  const ServiceConfig v6only = parse_config(json{{"allow_targets", {"::1/128"}}}).value();
+  CHECK_FALSE(v6only.allow.allows("::ffff:127.0.0.1"));  // not ::1, and no IPv4 entry covers it
+  CHECK_FALSE(v6only.allow.allows("[::ffff:127.0.0.1]"));
+  const ServiceConfig v4 = parse_config(json{{"allow_targets", {"127.0.0.0/8"}}}).value();
+  CHECK(v4.allow.allows("[::ffff:127.0.0.1]"));
+  CHECK(v4.allow.allows("::ffff:7f00:1"));
+  CHECK_FALSE(v4.allow.allows("::ffff:10.0.0.1"));
+  CHECK_FALSE(v4.allow.allows("::ffff:ffff:127.0.0.1") );
+}
+
+TEST_CASE("config: hardening settings have safe defaults and are read from the file") {
+  const ServiceConfig d = default_config();
+  CHECK(d.limits.max_json_depth == 64);
+  CHECK(d.limits.max_requests_per_step == 1'000'000);
+  CHECK(d.allowed_hosts.empty());
+  CHECK(d.tls_ca_dir.empty());
+  CHECK_FALSE(d.insecure_no_auth);
+  CHECK(d.retention.max_age_days == 0);
+  const ServiceConfig c = parse_config(json{{"allowed_hosts", {"capsweep.example"}},
+                                            {"retention", {{"max_sweeps", 100}}},
+                                            {"limits", {{"max_json_depth", 16}, {"max_prompt_tokens", 4096}}}})
+                              .value();
+  CHECK(c.allowed_hosts == std::vector<std::string>{"capsweep.example"});
+  CHECK(c.retention.max_sweeps == 100);
+  CHECK(c.limits.max_json_depth == 16);
+  CHECK(c.limits.max_prompt_tokens == 4096);
+  CHECK_FALSE(parse_config(json{{"limits", {{"max_json_depth", 1}}}}).has_value());
+  CHECK_FALSE(parse_config(json{{"retention", {{"max_sweeps", -1}}}}).has_value());
+}
+
 TEST_CASE("config: errors name the field") {
   CHECK(parse_config({{"listen", 5}}).error().field == "/listen");
   CHECK(parse_config({{"bogus", 1}}).error().field == "/bogus");

@@ -149,3 +149,15 @@ TEST_CASE("length distribution JSON errors name the field") {
     CHECK_FALSE(r.error().message.empty());
   }
 }
+
+TEST_CASE("a length distribution knows the largest value it can draw") {
+  CHECK(LengthDist::fixed(200).upper_bound() == 200);
+  CHECK(LengthDist::uniform(10, 90).value().upper_bound() == 90);
+  CHECK(LengthDist::empirical({5, 700, 40}).value().upper_bound() == 700);
+  CHECK(LengthDist::lognormal(900, 3800, 1, 8192).value().upper_bound() == 8192);
+  CHECK(LengthDist::lognormal(900, 3800, 1, UINT32_MAX).value().upper_bound() == UINT32_MAX);
+  // Draws never pass it.
+  Rng rng(3);
+  const auto d = LengthDist::normal(500, 400, 1, 600).value();
+  for (int i = 0; i < 2000; ++i) CHECK(d.sample(rng) <= d.upper_bound());
+}

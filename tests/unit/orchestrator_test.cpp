@@ -348,3 +348,20 @@ TEST_CASE("orchestrator: step outcomes round-trip through their stored JSON") {
   CHECK_FALSE(StepOutcome::from_json(json{{"kind", "bogus"}}).has_value());
   CHECK_FALSE(StepOutcome::from_json(json::array()).has_value());
 }
+
+TEST_CASE("orchestrator: an all_at_once step's infinite rate survives the stored text") {
+  StepOutcome o;
+  o.kind = StepKind::check;
+  o.offered_rate_rps = std::numeric_limits<double>::infinity();
+  o.verdict = Verdict::pass;
+  // Through text, as the store keeps it: JSON has no infinity.
+  const json stored = json::parse(o.to_json().dump());
+  const auto back = StepOutcome::from_json(stored);
+  REQUIRE(back.has_value());
+  CHECK(std::isinf(back->offered_rate_rps));
+  // Rows written before the fix held null there: they read back too.
+  json old = stored;
+  old["offered_rate_rps"] = nullptr;
+  REQUIRE(StepOutcome::from_json(old).has_value());
+  CHECK(std::isinf(StepOutcome::from_json(old)->offered_rate_rps));
+}

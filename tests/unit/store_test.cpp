@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <thread>
 #include <unistd.h>
 
 using namespace capsweep::store;
@@ -22,7 +23,7 @@ struct TempDb {
   }
   ~TempDb() { clean(); }
   void clean() {
-    for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(path.string() + suffix);
+    for (const char* suffix : {"", "-wal", "-shm", ".lock"}) fs::remove(path.string() + suffix);
   }
 };
 
@@ -70,12 +71,12 @@ TEST_CASE("store: migrations apply once and the version is recorded - WAL is on"
   TempDb db;
   {
     Store s(db.path.string());
-    CHECK(s.schema_version() == 1);
+    CHECK(s.schema_version() == 2);
     s.insert_sweep(sweep_row("a"));
     CHECK(fs::exists(db.path.string() + "-wal"));
   }
   Store again(db.path.string());  // reopening applies nothing twice and keeps the data
-  CHECK(again.schema_version() == 1);
+  CHECK(again.schema_version() == 2);
   CHECK(again.sweep("a").has_value());
   CHECK(again.writable());
 }
@@ -167,4 +168,80 @@ TEST_CASE("store: a running sweep cannot be deleted - others go with their steps
 
 TEST_CASE("store: a path that cannot be opened throws") {
   CHECK_THROWS_AS(Store("/nonexistent-dir/for/sure/x.db"), StoreError);
+}
+
+TEST_CASE("store: the database and its WAL are readable by their owner only") {
+  TempDb db;
+  {
+    // A file left group/world-readable by an older version is tightened too.
+    std::FILE* f = std::fopen(db.path.c_str(), "w");
+    REQUIRE(f);
+    std::fclose(f);
+    fs::permissions(db.path, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read);
+  }
+  Store s(db.path.string());
+  s.insert_sweep(sweep_row("a"));
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    const auto p = fs::status(db.path.string() + suffix).permissions();
+    INFO(suffix);
+    CHECK((p & (fs::perms::group_all | fs::perms::others_all)) == fs::perms::none);
+    CHECK((p & fs::perms::owner_read) != fs::perms::none);
+  }
+}
+
+TEST_CASE("store: a second daemon lock on one database is refused and names the holder") {
+  TempDb db;
+  auto first = std::make_unique<DaemonLock>(db.path.string());
+  try {
+    DaemonLock second(db.path.string());
+    FAIL("a second lock was granted");
+  } catch (const StoreError& e) {
+    const std::string what = e.what();
+    CHECK(what.find("in use by another capsweepd") != std::string::npos);
+    CHECK(what.find("pid " + std::to_string(::getpid())) != std::string::npos);
+  }
+  first.reset();  // released: the next one gets it
+  CHECK_NOTHROW(DaemonLock(db.path.string()));
+}
+
+TEST_CASE("store: step attempts count starts of the same step and reset when it ends") {
+  TempDb db;
+  Store s(db.path.string());
+  s.insert_sweep(sweep_row("a"));
+  CHECK(s.begin_step_attempt("a", 0) == 1);
+  CHECK(s.begin_step_attempt("a", 0) == 2);  // started again without ending: a crash
+  CHECK(s.begin_step_attempt("a", 0) == 3);
+  CHECK(s.begin_step_attempt("a", 1) == 1);  // another step starts a new count
+  s.end_step_attempt("a");
+  CHECK(s.begin_step_attempt("a", 1) == 1);
+}
+
+TEST_CASE("store: retention removes old and surplus finished sweeps, never running ones") {
+  TempDb db;
+  Store s(db.path.string());
+  for (const char* id : {"a", "b", "c", "d"}) s.insert_sweep(sweep_row(id));
+  s.finish_sweep("a", "succeeded", json::object(), "");
+  s.finish_sweep("b", "failed", nullptr, "x");
+  s.finish_sweep("c", "succeeded", json::object(), "");
+  REQUIRE(s.transition("d", "queued", "running"));
+  CHECK(s.prune_finished(0, 0) == 0);
+  CHECK(s.prune_finished(0, 2) == 1);  // the oldest finished one goes
+  CHECK_FALSE(s.sweep("a").has_value());
+  CHECK(s.sweep("b").has_value());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(s.prune_finished(0.01, 0) == 2);  // finished more than 10 ms ago
+  CHECK_FALSE(s.sweep("b").has_value());
+  CHECK(s.sweep("d").has_value());
+  CHECK(s.count_by_status()["running"] == 1);
+}
+
+TEST_CASE("store: UTC times read back as written, anything else is refused") {
+  const std::string now = utc_now();
+  auto t = parse_utc(now);
+  REQUIRE(t.has_value());
+  CHECK(std::chrono::abs(std::chrono::system_clock::now() - *t) < std::chrono::seconds(5));
+  CHECK(parse_utc("2026-11-30T01:02:03.456Z").has_value());
+  CHECK_FALSE(parse_utc("2026-11-30 01:02:03").has_value());
+  CHECK_FALSE(parse_utc("").has_value());
+  CHECK_FALSE(parse_utc("yesterday at noon, UTC").has_value());
 }

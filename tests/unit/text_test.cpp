@@ -38,3 +38,13 @@ TEST_CASE("text: words are runs of non-whitespace") {
   CHECK(count_words("a\vb\fc\rd") == 4);
   static_assert(count_words("compile time too") == 3);
 }
+
+TEST_CASE("text: printable_ascii keeps what a terminal and JSON can show, cut to a length") {
+  CHECK(printable_ascii("plain text 123") == "plain text 123");
+  CHECK(printable_ascii("\x1b[2J\x1b]0;owned\x07name") == "?[2J?]0;owned?name");
+  CHECK(printable_ascii("\xff\xfe bytes") == "?? bytes");
+  CHECK(printable_ascii("caf\xc3\xa9") == "caf??");
+  CHECK(printable_ascii("line\nbreak\ttab") == "line?break?tab");
+  CHECK(printable_ascii(std::string(500, 'x'), 10) == std::string(10, 'x'));
+  CHECK(printable_ascii("") == "");
+}

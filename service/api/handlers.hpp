@@ -1,0 +1,94 @@
+#pragma once
+// Internal to api/: what the router hands a handler and what every handler may use. One
+// handler file per resource (sweeps.cpp), one for exports (exports.cpp), one for the
+// service's own endpoints (service_endpoints.cpp). Handlers run on the API's worker pool,
+// never on an I/O thread: they may touch the store.
+
+#include "api/api.hpp"
+#include "api/errors.hpp"
+#include "api/schema.hpp"
+#include "http/server.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <variant>
+
+namespace capsweep::api {
+
+namespace bhttp = boost::beast::http;
+using http::Request;
+using http::Response;
+
+// Latency histogram of the API's own requests, per route.
+class LatencyHistogram {
+ public:
+  static constexpr std::array<double, 11> kBounds{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1};
+  void observe(const std::string& route, double seconds);
+  // Appends the histogram in Prometheus text format.
+  void render(std::string& out) const;
+
+ private:
+  struct Series {
+    std::array<std::uint64_t, kBounds.size()> buckets{};
+    std::uint64_t count = 0;
+    double sum = 0;
+  };
+  mutable std::mutex mutex_;
+  std::map<std::string, Series> series_;
+};
+
+// Shared by every handler; thread-safe (the store and the manager are, the rest is atomic
+// or locked).
+struct Env {
+  explicit Env(ApiContext c) : ctx(c) {}
+  ApiContext ctx;
+  SchemaValidator spec_validator{embedded_schema("sweep-spec.schema.json")};
+  LatencyHistogram latency;
+  std::atomic<std::uint64_t> sweeps_created{0};
+  std::atomic<std::uint64_t> sweeps_rejected{0};
+  std::atomic<std::uint64_t> requests_refused{0};  // by the request guards (Host, Origin, type)
+};
+
+// One routed request: the {id} of the path and the decoded query parameters.
+struct Call {
+  const Request& req;
+  std::string id;
+  std::map<std::string, std::string> query;
+};
+
+using Answer = std::variant<Response, ApiError>;
+
+// Answers.
+Response json_ok(const Request& req, bhttp::status status, const nlohmann::json& body);
+Response text_response(const Request& req, std::string content_type, std::string body, std::string filename = {});
+Response no_content(const Request& req);
+
+// A sweep as the API shows it (with live progress while it runs here).
+nlohmann::json sweep_view(const Env& env, const store::SweepRow& row);
+// Every stored step of a sweep as the API shows it.
+nlohmann::json steps_view(const Env& env, const std::string& id);
+ApiError no_sweep(const Call& c);
+
+// Handlers, one per route (router.cpp holds the table).
+Answer create_sweep(Env& env, const Call& c);
+Answer list_sweeps(Env& env, const Call& c);
+Answer get_sweep(Env& env, const Call& c);
+Answer delete_sweep(Env& env, const Call& c);
+Answer get_steps(Env& env, const Call& c);
+Answer cancel_sweep(Env& env, const Call& c);
+Answer get_steps_csv(Env& env, const Call& c);
+Answer get_requests_csv(Env& env, const Call& c);
+Answer get_report(Env& env, const Call& c);
+Answer get_autoscale(Env& env, const Call& c);
+Answer healthz(Env& env, const Call& c);
+Answer readyz(Env& env, const Call& c);
+Answer metrics(Env& env, const Call& c);
+
+}  // namespace capsweep::api

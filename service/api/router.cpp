@@ -1,0 +1,190 @@
+#include "api/router.hpp"
+
+#include "api/guard.hpp"
+
+#include <boost/url/parse.hpp>
+#include <fmt/format.h>
+#include <openssl/crypto.h>
+
+#include <chrono>
+#include <cstdio>
+
+namespace capsweep::api {
+
+namespace {
+
+// The request target split: decoded path segments and query parameters.
+struct Target {
+  std::vector<std::string> segments;
+  std::map<std::string, std::string> query;
+};
+
+std::optional<Target> parse_target(std::string_view text) {
+  auto url = boost::urls::parse_origin_form(text);
+  if (!url) return std::nullopt;
+  Target t;
+  for (auto seg : url->segments()) {
+    if (!seg.empty()) t.segments.push_back(seg);
+  }
+  for (auto p : url->params()) {
+    if (!p.key.empty()) t.query[p.key] = p.value;
+  }
+  return t;
+}
+
+std::vector<std::string> pattern_segments(std::string_view pattern) {
+  std::vector<std::string> out;
+  std::size_t i = 0;
+  while (i < pattern.size()) {
+    const auto j = pattern.find('/', i + 1);
+    std::string seg(pattern.substr(i + 1, j == std::string_view::npos ? std::string_view::npos : j - i - 1));
+    if (!seg.empty()) out.push_back(std::move(seg));
+    if (j == std::string_view::npos) break;
+    i = j;
+  }
+  return out;
+}
+
+// Which role the request's bearer token carries (submit for everyone when no token is configured).
+Role role_of(const ServiceConfig& config, const Request& req) {
+  if (config.tokens.empty()) return Role::submit;
+  auto it = req.find(bhttp::field::authorization);
+  if (it == req.end()) return Role::none;
+  std::string_view v = it->value();
+  if (v.size() < 7 || (v.substr(0, 7) != "Bearer " && v.substr(0, 7) != "bearer ")) return Role::none;
+  const std::string_view token = v.substr(7);
+  Role best = Role::none;
+  for (const auto& t : config.tokens) {
+    if (t.token.size() == token.size() && CRYPTO_memcmp(t.token.data(), token.data(), token.size()) == 0) {
+      best = t.can_submit ? Role::submit : Role::read;
+    }
+  }
+  return best;
+}
+
+std::string_view header(const Request& req, bhttp::field f) {
+  auto it = req.find(f);
+  return it == req.end() ? std::string_view() : std::string_view(it->value().data(), it->value().size());
+}
+
+// Host, Origin and Content-Type, before routing.
+std::optional<Error> guard(const Env& env, const Request& req) {
+  const ServiceConfig& config = *env.ctx.config;
+  const std::string listen_host = host_of(config.listen);
+  if (auto e = check_host(header(req, bhttp::field::host), config.allowed_hosts, listen_host)) return e;
+  if (auto e = check_origin(header(req, bhttp::field::origin), config.allowed_hosts, listen_host)) return e;
+  return check_json_content_type(header(req, bhttp::field::content_type), req.body().size());
+}
+
+struct Match {
+  const Route* route = nullptr;
+  std::string id;
+  std::string allow;  // methods of the path when the method did not match
+};
+
+Match match(const std::vector<std::string>& path, bhttp::verb method) {
+  Match m;
+  for (const auto& r : route_table()) {
+    const auto pat = pattern_segments(r.pattern);
+    if (pat.size() != path.size()) continue;
+    bool ok = true;
+    std::string id;
+    for (std::size_t i = 0; i < pat.size() && ok; ++i) {
+      if (pat[i] == "{id}") id = path[i];
+      else ok = pat[i] == path[i];
+    }
+    if (!ok) continue;
+    if (r.method == method) {
+      m.route = &r;
+      m.id = std::move(id);
+      return m;
+    }
+    m.allow += (m.allow.empty() ? "" : ", ") + std::string(bhttp::to_string(r.method));
+  }
+  return m;
+}
+
+Answer route(Env& env, const Request& req, std::string& route_name) {
+  if (auto e = guard(env, req)) {
+    ++env.requests_refused;
+    return from_error(*e);
+  }
+  auto target = parse_target(req.target());
+  if (!target) return api_error(errc::invalid_argument, "malformed request target");
+  Match m = match(target->segments, req.method());
+  if (!m.route) {
+    if (m.allow.empty()) {
+      return api_error(errc::not_found, fmt::format("no endpoint {}", std::string(req.target()).substr(0, 200)));
+    }
+    Response res = http::json_response(
+        req, bhttp::status::method_not_allowed,
+        error_body(api_error(errc::method_not_allowed,
+                             fmt::format("{} is not allowed here; allowed: {}", std::string(req.method_string()), m.allow))));
+    res.set(bhttp::field::allow, m.allow);
+    return res;
+  }
+  const Route& r = *m.route;
+  route_name = fmt::format("{} {}", std::string(bhttp::to_string(r.method)), r.pattern);
+  const Role role = role_of(*env.ctx.config, req);
+  if (r.needs != Role::none && role == Role::none) {
+    return api_error(errc::unauthorized, "a bearer token is required (Authorization: Bearer ...)");
+  }
+  if (r.needs == Role::submit && role != Role::submit) {
+    return api_error(errc::forbidden, "this token may only read; submitting needs the 'submit' role");
+  }
+  return r.handle(env, Call{req, std::move(m.id), std::move(target->query)});
+}
+
+}  // namespace
+
+const std::vector<Route>& route_table() {
+  static const std::vector<Route> routes{
+      {bhttp::verb::post, "/v1/sweeps", Role::submit, &create_sweep},
+      {bhttp::verb::get, "/v1/sweeps", Role::read, &list_sweeps},
+      {bhttp::verb::get, "/v1/sweeps/{id}", Role::read, &get_sweep},
+      {bhttp::verb::delete_, "/v1/sweeps/{id}", Role::submit, &delete_sweep},
+      {bhttp::verb::get, "/v1/sweeps/{id}/steps", Role::read, &get_steps},
+      {bhttp::verb::get, "/v1/sweeps/{id}/requests.csv", Role::read, &get_requests_csv},
+      {bhttp::verb::post, "/v1/sweeps/{id}/cancel", Role::submit, &cancel_sweep},
+      {bhttp::verb::get, "/v1/sweeps/{id}/autoscale", Role::read, &get_autoscale},
+      {bhttp::verb::get, "/v1/sweeps/{id}/report", Role::read, &get_report},
+      {bhttp::verb::get, "/v1/sweeps/{id}/steps.csv", Role::read, &get_steps_csv},
+      {bhttp::verb::get, "/healthz", Role::none, &healthz, false},
+      {bhttp::verb::get, "/readyz", Role::read, &readyz},
+      {bhttp::verb::get, "/metrics", Role::read, &metrics},
+  };
+  return routes;
+}
+
+bool needs_worker(const Request& req) {
+  auto target = parse_target(req.target());
+  if (!target) return false;
+  Match m = match(target->segments, req.method());
+  return m.route && m.route->blocking;
+}
+
+Response dispatch(Env& env, const Request& req) {
+  const auto started = std::chrono::steady_clock::now();
+  std::string route_name = "unmatched";
+  Answer answer = api_error(errc::not_found, "no such endpoint");
+  try {
+    answer = route(env, req, route_name);
+  } catch (const store::StoreError& e) {
+    // The database is locked, full or broken: the request may be retried; nothing was stored.
+    std::fprintf(stderr, "%s capsweepd: %s %s: database: %s\n", store::utc_now().c_str(),
+                 std::string(req.method_string()).c_str(), std::string(req.target()).substr(0, 200).c_str(), e.what());
+    answer = api_error(errc::unavailable, "the database cannot be used now; retry later");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s capsweepd: %s %s: internal error: %s\n", store::utc_now().c_str(),
+                 std::string(req.method_string()).c_str(), std::string(req.target()).substr(0, 200).c_str(), e.what());
+    answer = api_error(errc::internal, "internal error; see the service log");
+  }
+  Response res = std::holds_alternative<Response>(answer)
+                     ? std::move(std::get<Response>(answer))
+                     : http::json_response(req, std::get<ApiError>(answer).status, error_body(std::get<ApiError>(answer)));
+  if (res.result() == bhttp::status::unauthorized) res.set(bhttp::field::www_authenticate, "Bearer");
+  env.latency.observe(route_name, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  return res;
+}
+
+}  // namespace capsweep::api

@@ -1,0 +1,328 @@
+// Handlers of the sweeps resource: create, list, read, delete, steps, cancel.
+
+#include "api/guard.hpp"
+#include "api/handlers.hpp"
+#include "llm/target.hpp"
+#include "sweep/spec.hpp"
+
+#include <fmt/format.h>
+#include <openssl/rand.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <stdexcept>
+
+namespace capsweep::api {
+
+namespace {
+
+using json = nlohmann::json;
+
+std::string new_sweep_id() {
+  std::array<unsigned char, 8> bytes{};
+  if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1) throw std::runtime_error("no randomness");
+  std::string id = "sw-";
+  for (unsigned char b : bytes) id += fmt::format("{:02x}", b);
+  return id;
+}
+
+ApiError over(std::string field, std::string what) {
+  return api_error(errc::invalid_argument, std::move(what), std::move(field));
+}
+
+// A length distribution without an upper bound gets the service's limit as its max (shown
+// in the stored spec); one that can exceed the limit is refused.
+std::optional<ApiError> bound_lengths(const LengthDist& dist, json& workload, const char* key, std::uint32_t limit) {
+  const std::string field = fmt::format("/workload/{}", key);
+  if (dist.upper_bound() <= limit) return std::nullopt;
+  json& d = workload[key];
+  const std::string kind = d.value("dist", "");
+  if ((kind == "normal" || kind == "lognormal") && !d.contains("max")) {
+    d["max"] = limit;
+    return std::nullopt;
+  }
+  return over(field, fmt::format("may ask for up to {} tokens; the service's limit is {}", dist.upper_bound(), limit));
+}
+
+// Expected requests of one fixed-rate step of `length` seconds at `rate_rps`.
+double expected_requests(double rate_rps, double length_s) { return rate_rps * length_s; }
+
+// The service's limits, on the parsed spec; may fill limits into the stored document.
+std::optional<ApiError> check_limits(const Limits& l, const sweep::JobSpec& spec, json& doc) {
+  if (auto e = bound_lengths(spec.workload.prompt_tokens, doc["workload"], "prompt_tokens", l.max_prompt_tokens)) return e;
+  if (auto e = bound_lengths(spec.workload.output_tokens, doc["workload"], "output_tokens", l.max_output_tokens)) return e;
+  const auto max_requests = static_cast<double>(l.max_requests_per_step);
+  if (spec.kind == sweep::JobKind::sweep) {
+    const auto& s = spec.sweep;
+    const double step_s = to_s(s.warmup + s.step_duration);
+    if (step_s > l.max_step_duration_s) {
+      return over("/sweep/step_duration_s", fmt::format("warm-up + step exceed the service's limit of {} s per step", l.max_step_duration_s));
+    }
+    if (s.max_rate_rps && *s.max_rate_rps > l.max_rate_rps) {
+      return over("/sweep/max_rate_rps", fmt::format("exceeds the service's limit of {} req/s", l.max_rate_rps));
+    }
+    const double top = s.max_rate_rps.value_or(l.max_rate_rps);
+    if (expected_requests(top, step_s) > max_requests) {
+      return over(s.max_rate_rps ? "/sweep/max_rate_rps" : "/sweep/step_duration_s",
+                  fmt::format("a step at {} req/s for {} s would send {:.0f} requests; the service's limit is {} per step",
+                              top, step_s, expected_requests(top, step_s), l.max_requests_per_step));
+    }
+    if (!s.max_rate_rps) doc["sweep"]["max_rate_rps"] = l.max_rate_rps;  // escalation stops there
+    if (s.probe_requests > l.max_requests_per_step) {
+      return over("/sweep/probe_requests", fmt::format("exceeds the service's limit of {} requests per step", l.max_requests_per_step));
+    }
+    if (s.probe_concurrency > l.max_connections_per_sweep) {
+      return over("/sweep/probe_concurrency", fmt::format("exceeds the service's limit of {} connections", l.max_connections_per_sweep));
+    }
+    if (s.max_concurrency > l.max_connections_per_sweep) {
+      return over("/sweep/max_concurrency", fmt::format("exceeds the service's limit of {} connections", l.max_connections_per_sweep));
+    }
+    return std::nullopt;
+  }
+  const auto& k = spec.check;
+  if (std::isfinite(k.rate_rps) && k.rate_rps > l.max_rate_rps) {
+    return over("/check/rate_rps", fmt::format("exceeds the service's limit of {} req/s", l.max_rate_rps));
+  }
+  const double step_s = to_s(k.warmup + k.duration);
+  if (step_s > l.max_step_duration_s) {
+    return over("/check/duration_s", fmt::format("warm-up + duration exceed the service's limit of {} s per step", l.max_step_duration_s));
+  }
+  if (k.requests && *k.requests > l.max_requests_per_step) {
+    return over("/check/requests", fmt::format("exceeds the service's limit of {} requests per step", l.max_requests_per_step));
+  }
+  if (!k.requests && std::isfinite(k.rate_rps) && expected_requests(k.rate_rps, step_s) > max_requests) {
+    return over("/check/duration_s", fmt::format("{} req/s for {} s would send {:.0f} requests; the service's limit is {} per step",
+                                                 k.rate_rps, step_s, expected_requests(k.rate_rps, step_s), l.max_requests_per_step));
+  }
+  if (k.max_concurrency > l.max_connections_per_sweep) {
+    return over("/check/max_concurrency", fmt::format("exceeds the service's limit of {} connections", l.max_connections_per_sweep));
+  }
+  return std::nullopt;
+}
+
+// target.tls.ca_file must be a file inside the configured CA directory (symbolic links and
+// ".." resolved first), so a caller cannot probe which files exist elsewhere on the server.
+// Whether the file exists is not said here: a missing one fails the job's first connection.
+std::optional<ApiError> check_ca_file(const ServiceConfig& config, const sweep::JobSpec& spec) {
+  if (spec.target.ca_file.empty()) return std::nullopt;
+  const std::string field = "/target/tls/ca_file";
+  if (config.tls_ca_dir.empty()) {
+    return api_error(errc::forbidden, "this service takes no CA files from specs (tls_ca_dir is not configured)", field);
+  }
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path dir = fs::weakly_canonical(config.tls_ca_dir, ec);
+  const fs::path file = fs::weakly_canonical(spec.target.ca_file, ec);
+  if (ec || !fs::path(spec.target.ca_file).is_absolute() || file.parent_path() != dir) {
+    return api_error(errc::forbidden, fmt::format("must be an absolute path of a file in {}", config.tls_ca_dir), field);
+  }
+  return std::nullopt;
+}
+
+// The allow-list on every host the job will contact.
+std::optional<ApiError> check_allow_list(const ServiceConfig& config, const sweep::JobSpec& spec) {
+  if (!config.allow.allows(spec.target.host)) {
+    return api_error(errc::forbidden,
+                     fmt::format("target host '{}' is not in the service's allow_targets", spec.target.host), "/target/base_url");
+  }
+  if (!spec.metrics_url.empty()) {
+    auto m = llm::parse_base_url({}, spec.metrics_url, "/target/metrics_url");
+    if (!m || !config.allow.allows(m->host)) {
+      return api_error(errc::forbidden, "metrics_url host is not in the service's allow_targets", "/target/metrics_url");
+    }
+  }
+  return std::nullopt;
+}
+
+// Parses, validates and completes a spec document; the document is updated with defaults.
+Result<sweep::JobSpec> accepted_spec(Env& env, json& doc) {
+  if (auto ok = env.spec_validator.validate(doc); !ok) return ok.error();
+  env.spec_validator.apply_defaults(doc);
+  if (doc.value("kind", "sweep") == "sweep" && !doc.contains("sweep")) {
+    doc["sweep"] = json::object();
+    env.spec_validator.apply_defaults(doc);
+  }
+  // A missing error bound would let a check pass with every request failed.
+  if (doc.contains("slo") && doc["slo"].is_object() && !doc["slo"].contains("max_error_rate")) {
+    doc["slo"]["max_error_rate"] = 0.001;
+  }
+  return sweep::parse_job_spec(doc);
+}
+
+}  // namespace
+
+json sweep_view(const Env& env, const store::SweepRow& row) {
+  json progress;
+  if (row.status == "running") {
+    if (auto live = env.ctx.manager->live_progress(row.id)) progress = *live;
+  }
+  if (progress.is_null()) {
+    progress = row.progress.is_object() ? row.progress : json::object();
+    if (row.status == "queued") progress = {{"phase", "queued"}, {"step", 0}, {"steps_planned", nullptr}, {"percent", 0}};
+    if (row.status == "succeeded") {
+      progress["phase"] = "done";
+      progress["percent"] = 100;
+      progress["eta_s"] = 0;
+    }
+    for (const char* k : {"phase", "step", "steps_planned", "percent"}) {
+      if (!progress.contains(k)) progress[k] = nullptr;
+    }
+  }
+  return {{"id", row.id},
+          {"name", row.name},
+          {"kind", row.kind},
+          {"status", row.status},
+          {"created_at", row.created_at},
+          {"started_at", row.started_at.empty() ? json(nullptr) : json(row.started_at)},
+          {"finished_at", row.finished_at.empty() ? json(nullptr) : json(row.finished_at)},
+          {"updated_at", row.updated_at},
+          {"progress", progress},
+          {"result", row.result},
+          {"error", row.error.empty() ? json(nullptr) : json(row.error)},
+          {"resumable", row.resumable},
+          {"spec", row.spec}};
+}
+
+json steps_view(const Env& env, const std::string& id) {
+  json steps = json::array();
+  for (const auto& s : env.ctx.store->steps(id)) {
+    steps.push_back({{"index", s.index},
+                     {"kind", s.kind},
+                     {"phase", s.phase},
+                     {"offered_rate_rps", s.offered_rate_rps ? json(*s.offered_rate_rps) : json(nullptr)},
+                     {"verdict", s.verdict},
+                     {"generator_limited", s.generator_limited},
+                     {"summary", s.summary},
+                     {"evaluation", s.evaluation},
+                     {"server", s.server},
+                     {"started_at", s.started_at},
+                     {"finished_at", s.finished_at}});
+  }
+  return steps;
+}
+
+ApiError no_sweep(const Call& c) { return api_error(errc::not_found, fmt::format("no sweep '{}'", c.id), "id"); }
+
+// POST /v1/sweeps: bound the body's nesting, validate the spec, fill defaults, check limits,
+// CA file and allow-list, queue it.
+Answer create_sweep(Env& env, const Call& c) {
+  auto reject = [&env](ApiError e) {
+    ++env.sweeps_rejected;
+    return e;
+  };
+  const ServiceConfig& config = *env.ctx.config;
+  if (auto deep = json_too_deep(c.req.body(), config.limits.max_json_depth)) {
+    return reject(api_error(errc::invalid_argument,
+                            fmt::format("nested deeper than the service's limit of {} levels", config.limits.max_json_depth),
+                            *deep));
+  }
+  json doc = json::parse(c.req.body(), nullptr, false);
+  if (doc.is_discarded()) return reject(api_error(errc::parse_error, "the body is not valid JSON"));
+  auto spec = accepted_spec(env, doc);
+  if (!spec) return reject(from_error(spec.error()));
+  if (auto e = check_allow_list(config, *spec)) return reject(*e);
+  if (auto e = check_ca_file(config, *spec)) return reject(*e);
+  if (auto e = check_limits(config.limits, *spec, doc)) return reject(*e);
+  if (env.ctx.store->count_status("queued") >= config.limits.max_queued_sweeps) {
+    return reject(api_error(errc::too_many_requests,
+                            fmt::format("{} sweeps are queued already (limits.max_queued_sweeps)", config.limits.max_queued_sweeps),
+                            "", "queue_full"));
+  }
+  if (!env.ctx.store->writable()) {
+    return reject(api_error(errc::unavailable, "the database cannot be written now (disk full or locked); nothing was stored"));
+  }
+  auto split = sweep::split_secrets(doc);
+  store::SweepRow row;
+  row.id = new_sweep_id();
+  row.name = spec->name;
+  row.kind = spec->kind == sweep::JobKind::check ? "check" : "sweep";
+  row.target_key = spec->base_url;
+  row.status = "queued";
+  row.spec = split.visible;
+  row.secret_headers = split.secret_headers;
+  row.created_at = store::utc_now();
+  env.ctx.store->insert_sweep(row);
+  ++env.sweeps_created;
+  env.ctx.manager->notify();
+  row.updated_at = row.created_at;  // the answer shows it as queued, whatever a worker does next
+  Response res = json_ok(c.req, bhttp::status::created, sweep_view(env, row));
+  res.set(bhttp::field::location, "/v1/sweeps/" + row.id);
+  return res;
+}
+
+// GET /v1/sweeps?status=&limit=&offset=: newest first.
+Answer list_sweeps(Env& env, const Call& c) {
+  std::optional<std::string> status;
+  if (auto it = c.query.find("status"); it != c.query.end()) {
+    static const std::array<std::string_view, 5> known{"queued", "running", "succeeded", "failed", "cancelled"};
+    if (std::find(known.begin(), known.end(), it->second) == known.end()) {
+      return api_error(errc::invalid_argument, "status must be queued, running, succeeded, failed or cancelled", "status");
+    }
+    status = it->second;
+  }
+  auto int_param = [&](const char* key, int fallback, int lo, int hi) -> std::optional<int> {
+    auto it = c.query.find(key);
+    if (it == c.query.end()) return fallback;
+    try {
+      std::size_t used = 0;
+      const int v = std::stoi(it->second, &used);
+      if (used != it->second.size() || v < lo || v > hi) return std::nullopt;
+      return v;
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  };
+  const auto limit = int_param("limit", 50, 1, 1000);
+  if (!limit) return api_error(errc::invalid_argument, "limit must be an integer in [1, 1000]", "limit");
+  const auto offset = int_param("offset", 0, 0, 1'000'000'000);
+  if (!offset) return api_error(errc::invalid_argument, "offset must be a non-negative integer", "offset");
+  json items = json::array();
+  for (const auto& row : env.ctx.store->list_sweeps(status, *limit, *offset)) {
+    json v = sweep_view(env, row);
+    v.erase("spec");
+    items.push_back(std::move(v));
+  }
+  return json_ok(c.req, bhttp::status::ok, {{"sweeps", items}, {"limit", *limit}, {"offset", *offset}});
+}
+
+// GET /v1/sweeps/{id}: status, progress (phase, step i of planned, percent, ETA), result.
+Answer get_sweep(Env& env, const Call& c) {
+  auto row = env.ctx.store->sweep(c.id);
+  if (!row) return no_sweep(c);
+  return json_ok(c.req, bhttp::status::ok, sweep_view(env, *row));
+}
+
+// DELETE /v1/sweeps/{id}: refused while running.
+Answer delete_sweep(Env& env, const Call& c) {
+  auto row = env.ctx.store->sweep(c.id);
+  if (!row) return no_sweep(c);
+  if (row->status == "running" || !env.ctx.store->delete_sweep(c.id)) {
+    return api_error(errc::conflict, "the sweep is running: cancel it first", "id");
+  }
+  return no_content(c.req);
+}
+
+// GET /v1/sweeps/{id}/steps: every stored step with its summary.
+Answer get_steps(Env& env, const Call& c) {
+  auto row = env.ctx.store->sweep(c.id);
+  if (!row) return no_sweep(c);
+  return json_ok(c.req, bhttp::status::ok, {{"id", c.id}, {"status", row->status}, {"steps", steps_view(env, c.id)}});
+}
+
+// POST /v1/sweeps/{id}/cancel: stops it; stored steps stay.
+Answer cancel_sweep(Env& env, const Call& c) {
+  switch (env.ctx.manager->cancel(c.id)) {
+    case sweep::CancelOutcome::not_found: return no_sweep(c);
+    case sweep::CancelOutcome::already_finished: {
+      auto row = env.ctx.store->sweep(c.id);
+      return api_error(errc::conflict, fmt::format("the sweep already ended ({})", row ? row->status : "deleted"), "id");
+    }
+    case sweep::CancelOutcome::cancelled:
+    case sweep::CancelOutcome::stopping: break;
+  }
+  auto row = env.ctx.store->sweep(c.id);
+  return json_ok(c.req, bhttp::status::accepted, {{"id", c.id}, {"status", row ? row->status : "cancelled"}});
+}
+
+}  // namespace capsweep::api
