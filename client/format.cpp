@@ -46,7 +46,28 @@ std::string num(const json& v, const char* f = "{:.1f}") {
 std::string text_of(const json& j, const char* key, const std::string& fallback) {
   if (!j.is_object()) return fallback;
   auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+  return it != j.end() && it->is_string() ? terminal_safe(it->get_ref<const std::string&>()) : fallback;
+}
+
+std::string terminal_safe(std::string_view text, bool multiline) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '\n' || c == '\t') {
+      out += multiline ? static_cast<char>(c) : ' ';
+      continue;
+    }
+    if (c < 0x20 || c == 0x7f) continue;
+    // C1 controls in UTF-8: C2 80..C2 9F (CSI is C2 9B).
+    if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+        static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
+      ++i;
+      continue;
+    }
+    out += static_cast<char>(c);
+  }
+  return out;
 }
 
 std::string duration_text(double s) {

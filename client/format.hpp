@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <string_view>
 
 namespace capsweep::cli {
 
@@ -20,6 +21,10 @@ std::string steps_table(const nlohmann::json& steps);
 std::string progress_text(const nlohmann::json& sweep, bool bar = false);
 // j[key] when it is a string, else `fallback` (null and absent alike).
 std::string text_of(const nlohmann::json& j, const char* key, const std::string& fallback = {});
+// Text from the server made safe for a terminal: control characters (C0, DEL, and C1 as
+// UTF-8), which could carry escape sequences, are dropped; newlines and tabs are kept only
+// when `multiline`. Every string the CLI prints from an answer goes through it.
+std::string terminal_safe(std::string_view text, bool multiline = false);
 // "1m05s", "42s", "1h02m".
 std::string duration_text(double seconds);
 

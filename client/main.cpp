@@ -96,11 +96,11 @@ int watch(const ApiClient& c, const std::string& id, const Options& o, std::opti
     if (finished(v)) {
       if (tty) fmt::print(stderr, "\r\033[K");
       if (o.json_out) {
-        fmt::print("{}\n", v.dump(2));
+        fmt::print("{}\n", v.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
       } else {
-        fmt::print("{}\n", verdict_text(v));
+        fmt::print("{}\n", terminal_safe(verdict_text(v), true));
         int code = 0;
-        if (auto steps = get_json(c, "/v1/sweeps/" + id + "/steps", code)) fmt::print("\n{}", steps_table((*steps)["steps"]));
+        if (auto steps = get_json(c, "/v1/sweeps/" + id + "/steps", code)) fmt::print("\n{}", terminal_safe(steps_table((*steps)["steps"]), true));
       }
       return exit_for(v, require_rate);
     }
@@ -148,7 +148,7 @@ int submit(const ApiClient& c, const std::string& path, bool wait, bool as_check
   if (a.status != 201) return report_error(a);
   const json created = json::parse(a.body);
   const std::string id = created["id"];
-  if (o.json_out && !wait) fmt::print("{}\n", created.dump(2));
+  if (o.json_out && !wait) fmt::print("{}\n", created.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   else if (!o.json_out) fmt::print(stderr, "submitted {} ({})\n", id, text_of(created, "name", ""));
   if (!o.json_out && !wait) fmt::print("{}\n", id);
   return wait ? watch(c, id, o, std::nullopt) : kOk;
@@ -263,21 +263,21 @@ int main(int argc, char** argv) {
     if (!prometheus.empty()) path += "&prometheus=" + encode(prometheus);
     auto a = c.request("GET", path);
     if (a.status != 200) return report_error(a);
-    fmt::print("{}", a.body);
+    fmt::print("{}", terminal_safe(a.body, true));
     if (!a.body.empty() && a.body.back() != '\n') fmt::print("\n");
     return kOk;
   }
   if (*cancel_cmd) {
     auto a = c.request("POST", "/v1/sweeps/" + id + "/cancel");
     if (a.status != 202) return report_error(a);
-    fmt::print("{}\n", o.json_out ? a.body : "cancelled " + id);
+    fmt::print("{}\n", o.json_out ? terminal_safe(a.body, true) : "cancelled " + id);
     return kOk;
   }
   if (*status_cmd || *verdict_cmd) {
     auto v = get_json(c, "/v1/sweeps/" + id, code);
     if (!v) return code;
     if (*status_cmd) {
-      if (o.json_out) fmt::print("{}\n", v->dump(2));
+      if (o.json_out) fmt::print("{}\n", v->dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
       else fmt::print("{}  {}  {}\n{}\n", id, text_of(*v, "status", ""), text_of(*v, "name", ""), progress_text(*v));
       return kOk;
     }
@@ -285,15 +285,15 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "capsweep: {} has not finished ({})\n", id, text_of(*v, "status", ""));
       return kUsage;
     }
-    if (o.json_out) fmt::print("{}\n", (*v)["result"].dump(2));
-    else fmt::print("{}\n", verdict_text(*v));
+    if (o.json_out) fmt::print("{}\n", (*v)["result"].dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+    else fmt::print("{}\n", terminal_safe(verdict_text(*v), true));
     return exit_for(*v, *require ? std::optional<double>(require_rate) : std::nullopt);
   }
   if (*steps_cmd) {
     auto s = get_json(c, "/v1/sweeps/" + id + "/steps", code);
     if (!s) return code;
-    if (o.json_out) fmt::print("{}\n", s->dump(2));
-    else fmt::print("{}", steps_table((*s)["steps"]));
+    if (o.json_out) fmt::print("{}\n", s->dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+    else fmt::print("{}", terminal_safe(steps_table((*s)["steps"]), true));
     return kOk;
   }
   if (*list_cmd) {
@@ -302,7 +302,7 @@ int main(int argc, char** argv) {
     auto l = get_json(c, path, code);
     if (!l) return code;
     if (o.json_out) {
-      fmt::print("{}\n", l->dump(2));
+      fmt::print("{}\n", l->dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
       return kOk;
     }
     fmt::print("{:<20} {:<6} {:<10} {:<25} {:>12}  {}\n", "id", "kind", "status", "created", "max req/s", "name");
@@ -311,7 +311,7 @@ int main(int argc, char** argv) {
       if (s["result"].is_object()) {
         const json& r = s["result"];
         if (r.contains("max_slo_rate_rps") && r["max_slo_rate_rps"].is_number()) rate = fmt::format("{:.1f}", r["max_slo_rate_rps"].get<double>());
-        if (r.contains("verdict")) rate = r["verdict"].get<std::string>();
+        if (r.contains("verdict")) rate = text_of(r, "verdict", "-");
       }
       fmt::print("{:<20} {:<6} {:<10} {:<25} {:>12}  {}\n", text_of(s, "id", ""), text_of(s, "kind", ""), text_of(s, "status", ""),
                  text_of(s, "created_at", ""), rate, text_of(s, "name", ""));

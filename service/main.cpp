@@ -105,6 +105,7 @@ int main(int argc, char** argv) {
     so.server_name = "capsweepd";
     so.max_connections = config->limits.max_api_connections;
     so.max_connections_per_client = config->limits.max_api_connections_per_client;
+    so.header_timeout = std::chrono::milliseconds(static_cast<long>(config->limits.header_timeout_s * 1000));
     http::Server server(io.get_executor(), api.handler(), so);
     server.bind(*endpoint);
     manager.start();

@@ -25,15 +25,29 @@ std::vector<std::pair<std::string, std::string>> Api::routes() const {
 }
 
 http::Handler Api::handler() {
-  return [impl = impl_.get()](Request& req, boost::beast::tcp_stream&) -> boost::asio::awaitable<http::Reply> {
+  return [impl = impl_.get()](Request& req, boost::beast::tcp_stream& stream) -> boost::asio::awaitable<http::Reply> {
+    namespace asio = boost::asio;
+    Env& env = impl->env;
     http::Reply reply;
-    if (needs_worker(req)) {
+    if (!needs_worker(req)) {
+      reply.response = dispatch(env, req);  // /healthz: nothing that can block
+    } else if (!is_streaming(req)) {
       // Run on the pool; the connection's coroutine resumes on its own strand afterwards.
-      reply.response = co_await boost::asio::co_spawn(
-          impl->pool.get_executor(), [impl, &req]() -> boost::asio::awaitable<Response> { co_return dispatch(impl->env, req); },
-          boost::asio::use_awaitable);
+      reply.response = co_await asio::co_spawn(
+          impl->pool.get_executor(), [&env, &req]() -> asio::awaitable<Response> { co_return dispatch(env, req); },
+          asio::use_awaitable);
     } else {
-      reply.response = dispatch(impl->env, req);
+      const auto started = std::chrono::steady_clock::now();
+      Resolved r = co_await asio::co_spawn(
+          impl->pool.get_executor(), [&env, &req]() -> asio::awaitable<Resolved> { co_return resolve(env, req); },
+          asio::use_awaitable);
+      if (r.answer) {
+        reply.response = respond(env, req, std::move(*r.answer), r.route_name, started);
+      } else {
+        reply = co_await r.route->stream(env, impl->pool.get_executor(), Call{req, std::move(r.id), std::move(r.query)}, stream);
+        env.latency.observe(r.route_name, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+        co_return reply;
+      }
     }
     reply.keep_alive = reply.response->keep_alive();
     co_return reply;

@@ -131,6 +131,7 @@ Result<ServiceConfig> parse_config(const nlohmann::json& input) {
   c.limits.max_output_tokens = l.at("max_output_tokens").get<std::uint32_t>();
   c.limits.max_api_connections = l.at("max_api_connections").get<std::size_t>();
   c.limits.max_api_connections_per_client = l.at("max_api_connections_per_client").get<std::size_t>();
+  c.limits.header_timeout_s = l.at("header_timeout_s").get<double>();
   c.limits.max_response_bytes = l.at("max_response_bytes").get<std::size_t>();
   c.limits.max_sse_event_bytes = l.at("max_sse_event_bytes").get<std::size_t>();
   c.allowed_hosts = doc.at("allowed_hosts").get<std::vector<std::string>>();

@@ -47,8 +47,9 @@ struct Limits {
   std::uint64_t max_requests_per_step = 1'000'000;  // requests (and stored rows) of one step
   std::uint32_t max_prompt_tokens = 131'072;    // largest prompt a workload may ask for
   std::uint32_t max_output_tokens = 32'768;     // largest max_tokens a workload may ask for
-  std::size_t max_api_connections = 256;        // API connections open at once (503 beyond)
-  std::size_t max_api_connections_per_client = 64;
+  std::size_t max_api_connections = 512;        // API connections open at once (503 beyond)
+  std::size_t max_api_connections_per_client = 128;
+  double header_timeout_s = 10;                 // a request's header must arrive within it
   std::size_t max_response_bytes = 16 << 20;    // one answer of a target (larger: an error)
   std::size_t max_sse_event_bytes = 1 << 20;    // one SSE event of a target
 };

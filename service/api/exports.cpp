@@ -5,12 +5,24 @@
 #include "report/autoscale.hpp"
 #include "report/html.hpp"
 
+#include "core/text.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/chunk_encode.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/serializer.hpp>
+#include <boost/beast/http/write.hpp>
 #include <fmt/format.h>
 
 namespace capsweep::api {
 
 namespace {
 using json = nlohmann::json;
+namespace asio = boost::asio;
+namespace beast = boost::beast;
 }  // namespace
 
 // GET /v1/sweeps/{id}/report: the self-contained HTML report.
@@ -45,19 +57,52 @@ Answer get_steps_csv(Env& env, const Call& c) {
   return text_response(c.req, "text/csv; charset=utf-8", std::move(csv), c.id + "-steps.csv");
 }
 
-// GET /v1/sweeps/{id}/requests.csv: one line per request of every stored step.
-Answer get_requests_csv(Env& env, const Call& c) {
-  auto row = env.ctx.store->sweep(c.id);
-  if (!row) return no_sweep(c);
-  std::string csv =
-      "step,request,scheduled_ms,dispatched_ms,sent_ms,finished_ms,ttft_ms,e2el_ms,input_tokens,output_tokens,chunks,outcome\n";
+// GET /v1/sweeps/{id}/requests.csv: one line per request of every stored step, streamed in
+// chunks of a page of rows; each page is read on the worker pool, so neither the store's lock
+// nor memory is held for the whole export.
+asio::awaitable<http::Reply> stream_requests_csv(Env& env, asio::any_io_executor pool, const Call& c,
+                                                 beast::tcp_stream& stream) {
+  constexpr std::size_t kPage = 5000;
+  const auto on_pool = [&](auto f) { return asio::co_spawn(pool, [f]() -> asio::awaitable<decltype(f())> { co_return f(); }, asio::use_awaitable); };
+  const bool exists = co_await on_pool([&] { return env.ctx.store->sweep(c.id).has_value(); });
+  if (!exists) {
+    http::Reply reply;
+    reply.response = http::json_response(c.req, bhttp::status::not_found, error_body(no_sweep(c)));
+    co_return reply;
+  }
+  bhttp::response<bhttp::empty_body> head{bhttp::status::ok, c.req.version()};
+  head.set(bhttp::field::server, "capsweepd");
+  head.set(bhttp::field::content_type, "text/csv; charset=utf-8");
+  head.set(bhttp::field::content_disposition, fmt::format("attachment; filename=\"{}-requests.csv\"", c.id));
+  head.chunked(true);
+  head.keep_alive(c.req.keep_alive());
+  bhttp::response_serializer<bhttp::empty_body> sr{head};
+  stream.expires_after(std::chrono::seconds(30));
+  auto [hec, hn] = co_await bhttp::async_write_header(stream, sr, asio::as_tuple(asio::use_awaitable));
+  if (hec) co_return http::Reply{std::nullopt, false};
   auto num = [](const std::optional<double>& v) { return v ? fmt::format("{:.3f}", *v) : std::string(); };
-  env.ctx.store->for_each_request(c.id, [&](int step, const store::RequestRow& r) {
-    csv += fmt::format("{},{},{:.3f},{},{},{},{},{},{},{},{},{}\n", step, r.index, r.scheduled_ms, num(r.dispatched_ms),
-                       num(r.sent_ms), num(r.finished_ms), num(r.ttft_ms), num(r.e2el_ms), r.input_tokens,
-                       r.output_tokens, r.chunks, r.outcome);
-  });
-  return text_response(c.req, "text/csv; charset=utf-8", std::move(csv), c.id + "-requests.csv");
+  std::string text =
+      "step,request,scheduled_ms,dispatched_ms,sent_ms,finished_ms,ttft_ms,e2el_ms,input_tokens,output_tokens,chunks,outcome\n";
+  std::optional<store::Store::RequestKey> after;
+  for (;;) {
+    const auto page = co_await on_pool([&] { return env.ctx.store->requests_page(c.id, after, kPage); });
+    for (const auto& [step, r] : page) {
+      text += fmt::format("{},{},{:.3f},{},{},{},{},{},{},{},{},{}\n", step, r.index, r.scheduled_ms, num(r.dispatched_ms),
+                          num(r.sent_ms), num(r.finished_ms), num(r.ttft_ms), num(r.e2el_ms), r.input_tokens,
+                          r.output_tokens, r.chunks, printable_ascii(r.outcome, 40));
+    }
+    if (!text.empty()) {
+      stream.expires_after(std::chrono::seconds(30));
+      auto [wec, wn] = co_await asio::async_write(stream, bhttp::make_chunk(asio::buffer(text)), asio::as_tuple(asio::use_awaitable));
+      if (wec) co_return http::Reply{std::nullopt, false};
+      text.clear();
+    }
+    if (page.size() < kPage) break;
+    after = store::Store::RequestKey{page.back().first, page.back().second.index};
+  }
+  stream.expires_after(std::chrono::seconds(30));
+  auto [lec, ln] = co_await asio::async_write(stream, bhttp::make_chunk_last(), asio::as_tuple(asio::use_awaitable));
+  co_return http::Reply{std::nullopt, !lec && c.req.keep_alive()};
 }
 
 // GET /v1/sweeps/{id}/autoscale?format=keda|hpa|json&u=&base_rps=&peak_rps=&cold_start_s=

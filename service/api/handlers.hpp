@@ -9,6 +9,9 @@
 #include "api/schema.hpp"
 #include "http/server.hpp"
 
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
 #include <nlohmann/json.hpp>
 
 #include <array>
@@ -84,7 +87,9 @@ Answer delete_sweep(Env& env, const Call& c);
 Answer get_steps(Env& env, const Call& c);
 Answer cancel_sweep(Env& env, const Call& c);
 Answer get_steps_csv(Env& env, const Call& c);
-Answer get_requests_csv(Env& env, const Call& c);
+// GET /v1/sweeps/{id}/requests.csv as a chunked stream, a page of rows at a time.
+boost::asio::awaitable<http::Reply> stream_requests_csv(Env& env, boost::asio::any_io_executor pool, const Call& c,
+                                                         boost::beast::tcp_stream& stream);
 Answer get_report(Env& env, const Call& c);
 Answer get_autoscale(Env& env, const Call& c);
 Answer healthz(Env& env, const Call& c);

@@ -104,35 +104,68 @@ Match match(const std::vector<std::string>& path, bhttp::verb method) {
   return m;
 }
 
-Answer route(Env& env, const Request& req, std::string& route_name) {
+}  // namespace
+
+Resolved resolve(Env& env, const Request& req) {
+  Resolved out;
   if (auto e = guard(env, req)) {
     ++env.requests_refused;
-    return from_error(*e);
+    out.answer = from_error(*e);
+    return out;
   }
   auto target = parse_target(req.target());
-  if (!target) return api_error(errc::invalid_argument, "malformed request target");
+  if (!target) {
+    out.answer = api_error(errc::invalid_argument, "malformed request target");
+    return out;
+  }
   Match m = match(target->segments, req.method());
   if (!m.route) {
     if (m.allow.empty()) {
-      return api_error(errc::not_found, fmt::format("no endpoint {}", std::string(req.target()).substr(0, 200)));
+      out.answer = api_error(errc::not_found, fmt::format("no endpoint {}", std::string(req.target()).substr(0, 200)));
+      return out;
     }
     Response res = http::json_response(
         req, bhttp::status::method_not_allowed,
         error_body(api_error(errc::method_not_allowed,
                              fmt::format("{} is not allowed here; allowed: {}", std::string(req.method_string()), m.allow))));
     res.set(bhttp::field::allow, m.allow);
-    return res;
+    out.answer = std::move(res);
+    return out;
   }
   const Route& r = *m.route;
-  route_name = fmt::format("{} {}", std::string(bhttp::to_string(r.method)), r.pattern);
+  out.route_name = fmt::format("{} {}", std::string(bhttp::to_string(r.method)), r.pattern);
   const Role role = role_of(*env.ctx.config, req);
   if (r.needs != Role::none && role == Role::none) {
-    return api_error(errc::unauthorized, "a bearer token is required (Authorization: Bearer ...)");
+    out.answer = api_error(errc::unauthorized, "a bearer token is required (Authorization: Bearer ...)");
+    return out;
   }
   if (r.needs == Role::submit && role != Role::submit) {
-    return api_error(errc::forbidden, "this token may only read; submitting needs the 'submit' role");
+    out.answer = api_error(errc::forbidden, "this token may only read; submitting needs the 'submit' role");
+    return out;
   }
-  return r.handle(env, Call{req, std::move(m.id), std::move(target->query)});
+  out.route = &r;
+  out.id = std::move(m.id);
+  out.query = std::move(target->query);
+  return out;
+}
+
+namespace {
+
+// Runs `f` and turns what it throws into the answers that disclose nothing.
+template <class F>
+Answer guarded(const Request& req, F&& f) {
+  try {
+    return f();
+  } catch (const store::StoreError& e) {
+    // The database is locked, full or broken: the request may be retried; nothing was stored.
+    std::fprintf(stderr, "%s capsweepd: %s %s: database: %s\n", store::utc_now().c_str(),
+                 std::string(req.method_string()).c_str(), std::string(req.target()).substr(0, 200).c_str(), e.what());
+    return api_error(errc::unavailable, "the database cannot be used now; retry later");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s capsweepd: %s %s: internal error: %s\n", store::utc_now().c_str(),
+                 std::string(req.method_string()).c_str(), std::string(req.target()).substr(0, 200).c_str(), e.what());
+    return api_error(errc::internal, "internal error; see the service log");
+  }
 }
 
 }  // namespace
@@ -144,7 +177,7 @@ const std::vector<Route>& route_table() {
       {bhttp::verb::get, "/v1/sweeps/{id}", Role::read, &get_sweep},
       {bhttp::verb::delete_, "/v1/sweeps/{id}", Role::submit, &delete_sweep},
       {bhttp::verb::get, "/v1/sweeps/{id}/steps", Role::read, &get_steps},
-      {bhttp::verb::get, "/v1/sweeps/{id}/requests.csv", Role::read, &get_requests_csv},
+      {bhttp::verb::get, "/v1/sweeps/{id}/requests.csv", Role::read, nullptr, true, &stream_requests_csv},
       {bhttp::verb::post, "/v1/sweeps/{id}/cancel", Role::submit, &cancel_sweep},
       {bhttp::verb::get, "/v1/sweeps/{id}/autoscale", Role::read, &get_autoscale},
       {bhttp::verb::get, "/v1/sweeps/{id}/report", Role::read, &get_report},
@@ -163,28 +196,33 @@ bool needs_worker(const Request& req) {
   return m.route && m.route->blocking;
 }
 
-Response dispatch(Env& env, const Request& req) {
-  const auto started = std::chrono::steady_clock::now();
-  std::string route_name = "unmatched";
-  Answer answer = api_error(errc::not_found, "no such endpoint");
-  try {
-    answer = route(env, req, route_name);
-  } catch (const store::StoreError& e) {
-    // The database is locked, full or broken: the request may be retried; nothing was stored.
-    std::fprintf(stderr, "%s capsweepd: %s %s: database: %s\n", store::utc_now().c_str(),
-                 std::string(req.method_string()).c_str(), std::string(req.target()).substr(0, 200).c_str(), e.what());
-    answer = api_error(errc::unavailable, "the database cannot be used now; retry later");
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s capsweepd: %s %s: internal error: %s\n", store::utc_now().c_str(),
-                 std::string(req.method_string()).c_str(), std::string(req.target()).substr(0, 200).c_str(), e.what());
-    answer = api_error(errc::internal, "internal error; see the service log");
-  }
+bool is_streaming(const Request& req) {
+  auto target = parse_target(req.target());
+  if (!target) return false;
+  Match m = match(target->segments, req.method());
+  return m.route && m.route->stream;
+}
+
+Response respond(Env& env, const Request& req, Answer answer, const std::string& route_name,
+                 std::chrono::steady_clock::time_point started) {
   Response res = std::holds_alternative<Response>(answer)
                      ? std::move(std::get<Response>(answer))
                      : http::json_response(req, std::get<ApiError>(answer).status, error_body(std::get<ApiError>(answer)));
   if (res.result() == bhttp::status::unauthorized) res.set(bhttp::field::www_authenticate, "Bearer");
   env.latency.observe(route_name, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   return res;
+}
+
+Response dispatch(Env& env, const Request& req) {
+  const auto started = std::chrono::steady_clock::now();
+  Resolved r;
+  Answer answer = guarded(req, [&]() -> Answer {
+    r = resolve(env, req);
+    if (r.answer) return std::move(*r.answer);
+    if (!r.route->handle) throw std::logic_error("a streaming route was dispatched without its stream");
+    return r.route->handle(env, Call{req, std::move(r.id), std::move(r.query)});
+  });
+  return respond(env, req, std::move(answer), r.route_name, started);
 }
 
 }  // namespace capsweep::api

@@ -5,6 +5,13 @@
 
 #include "api/handlers.hpp"
 
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+
+#include <chrono>
+#include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,13 +20,33 @@ namespace capsweep::api {
 
 enum class Role { none, read, submit };
 
+// A handler that writes its own answer to the connection (a long export in chunks). It runs
+// on the connection's strand and moves store work to `pool` itself.
+using StreamHandler = boost::asio::awaitable<http::Reply> (*)(Env&, boost::asio::any_io_executor pool, const Call&,
+                                                              boost::beast::tcp_stream&);
+
 struct Route {
   bhttp::verb method;
   std::string pattern;  // "/v1/sweeps/{id}/steps"
   Role needs;
   Answer (*handle)(Env&, const Call&);
-  bool blocking = true;  // touches the store: run on the worker pool, not the I/O thread
+  bool blocking = true;            // touches the store: run on the worker pool, not the I/O thread
+  StreamHandler stream = nullptr;  // when set, used instead of `handle` once the route is resolved
 };
+
+// A request resolved: either its final answer (refused by a guard, unknown route, no auth),
+// or the route to run with its call.
+struct Resolved {
+  std::optional<Answer> answer;
+  const Route* route = nullptr;
+  std::string id;
+  std::map<std::string, std::string> query;
+  std::string route_name = "unmatched";
+};
+Resolved resolve(Env& env, const Request& req);
+// The response for an answer; records the API latency of the route.
+Response respond(Env& env, const Request& req, Answer answer, const std::string& route_name,
+                 std::chrono::steady_clock::time_point started);
 
 // The API's routes.
 const std::vector<Route>& route_table();
@@ -27,6 +54,8 @@ const std::vector<Route>& route_table();
 // The route a request goes to, when its path and method match one; false for /healthz-like
 // routes that may run on the I/O thread.
 bool needs_worker(const Request& req);
+// Whether the request goes to a route that streams its answer.
+bool is_streaming(const Request& req);
 
 // Answers one request: guards, route, auth, handler; never throws (a 500 says nothing more).
 Response dispatch(Env& env, const Request& req);

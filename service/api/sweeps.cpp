@@ -69,6 +69,12 @@ std::optional<ApiError> check_limits(const Limits& l, const sweep::JobSpec& spec
                               top, step_s, expected_requests(top, step_s), l.max_requests_per_step));
     }
     if (!s.max_rate_rps) doc["sweep"]["max_rate_rps"] = l.max_rate_rps;  // escalation stops there
+    if (to_s(s.max_step_duration) > l.max_step_duration_s) {
+      if (doc["sweep"].contains("max_step_duration_s")) {
+        return over("/sweep/max_step_duration_s", fmt::format("exceeds the service's limit of {} s per step", l.max_step_duration_s));
+      }
+      doc["sweep"]["max_step_duration_s"] = l.max_step_duration_s;  // steps stretch up to the limit
+    }
     if (s.probe_requests > l.max_requests_per_step) {
       return over("/sweep/probe_requests", fmt::format("exceeds the service's limit of {} requests per step", l.max_requests_per_step));
     }

@@ -1,5 +1,5 @@
 #pragma once
-// Per-step metrics, exactly as DESIGN.md section 3 defines them. The load engine feeds each
+// Per-step metrics, exactly as the README's "Metric definitions" defines them. The load engine feeds each
 // finished request to a StepAccumulator (which keeps only bounded per-request numbers, never
 // the chunk lists), then asks for the StepMetrics and the vLLM-keyed summary.
 

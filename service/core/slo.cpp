@@ -99,8 +99,9 @@ Result<SloSpec> parse_slo(const nlohmann::json& j, const std::string& field) {
   };
   for (const auto& [key, value] : j.items()) {
     const std::string f = field + "/" + key;
+    const std::string& name = key;  // clang 14 (the fuzz build) cannot capture a structured binding
     auto metric = std::find_if(std::begin(kMetrics), std::end(kMetrics),
-                               [&](LatencyMetric m) { return to_string(m) == key; });
+                               [&name](LatencyMetric m) { return to_string(m) == name; });
     if (metric != std::end(kMetrics)) {
       if (!value.is_object() || value.empty()) {
         return invalid(f, "must be an object of bounds such as {\"p95\": 800}");
@@ -252,6 +253,51 @@ SloEvaluation evaluate_slo(const SloSpec& slo, const StepMetrics& m, bool genera
                : (any_inconclusive || generator_limited) ? Verdict::inconclusive
                                                          : Verdict::pass;
   return ev;
+}
+
+namespace {
+
+// Exceedances a step of n samples may hold and still pass the q-th percentile bound.
+std::int64_t allowed_exceedances(std::uint64_t n, double q, double confidence) {
+  const auto r = percentile_rank_interval(n, q, confidence);
+  return static_cast<std::int64_t>(n) - 1 - r.upper;  // ranks above the upper bound's rank
+}
+
+// Smallest n in [1, cap] with pred(n) true; pred is monotone in n (false then true). cap when none.
+template <class Pred>
+std::uint64_t smallest(std::uint64_t cap, Pred pred) {
+  std::uint64_t hi = 1;
+  while (hi < cap && !pred(hi)) hi = std::min(cap, hi * 2);
+  if (!pred(hi)) return cap;
+  std::uint64_t lo = hi / 2;  // pred(lo) false (or lo == 0)
+  while (hi - lo > 1) {
+    const std::uint64_t mid = lo + (hi - lo) / 2;
+    (pred(mid) ? hi : lo) = mid;
+  }
+  return hi;
+}
+
+}  // namespace
+
+SampleNeed samples_needed(const SloSpec& slo) {
+  constexpr std::uint64_t kCap = 10'000'000;
+  SampleNeed need;
+  for (const auto& lb : slo.latency) {
+    if (!lb.percentile) continue;
+    const double q = *lb.percentile;
+    const double conf = slo.confidence;
+    const std::uint64_t decidable = smallest(kCap, [&](std::uint64_t n) { return allowed_exceedances(n, q, conf) >= 0; });
+    const double half_rate = (1 - q / 100) / 2;
+    const std::uint64_t sized = smallest(kCap, [&](std::uint64_t n) {
+      return static_cast<double>(allowed_exceedances(n, q, conf)) >= half_rate * static_cast<double>(n);
+    });
+    if (sized > need.sized) {
+      need.sized = sized;
+      need.percentile_name = fmt::format("{}_{}", percentile_key(q), to_string(lb.metric));
+    }
+    need.decidable = std::max(need.decidable, decidable);
+  }
+  return need;
 }
 
 std::string describe_slo(const nlohmann::json& slo) {

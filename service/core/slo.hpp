@@ -46,6 +46,20 @@ struct SloSpec {
 // "tpot_ms": 50}, "confidence": 0.95}. Errors name the field below `field`.
 Result<SloSpec> parse_slo(const nlohmann::json& j, const std::string& field = "/slo");
 
+// How many samples a step needs for its percentile bounds (the largest over the SLO's
+// percentile bounds; 0 when it has none), by the same binomial interval the verdict uses:
+//  - `decidable`: with not one sample above the bound the verdict can pass (fewer samples
+//    can never pass, whatever the server does);
+//  - `sized`: a server whose tail exceeds the bound half as often as the percentile allows
+//    passes on its expected count of exceedances (a step of this size is not a coin toss
+//    near the limit).
+struct SampleNeed {
+  std::uint64_t decidable = 0;
+  std::uint64_t sized = 0;
+  std::string percentile_name;  // the bound that needs the most ("p95_ttft_ms")
+};
+SampleNeed samples_needed(const SloSpec& slo);
+
 struct CriterionResult {
   std::string name;  // "p95_ttft_ms", "mean_tpot_ms", "error_rate", "request_goodput"
   double bound = 0;

@@ -373,6 +373,10 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
   asio::awaitable<PlainResponse> request(std::string method, std::string path, std::string body) {
     auto self = shared_from_this();
     PlainResponse out;
+    if (cancelled) {  // after cancel_all() nothing new goes out
+      out.body = "cancelled";
+      co_return out;
+    }
     Outcome failure = Outcome::connect;
     auto c = co_await acquire(failure);
     if (!c) {

@@ -67,7 +67,7 @@ class Stmt {
     const int rc = sqlite3_step(st_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
-    throw StoreError(fmt::format("sqlite: {}", sqlite3_errmsg(db_)));
+    throw StoreError(fmt::format("sqlite: {}", sqlite3_errmsg(db_)), rc & 0xff);
   }
   void reset() {
     sqlite3_reset(st_);
@@ -110,10 +110,10 @@ class Transaction {
  private:
   void run(const char* sql) {
     char* err = nullptr;
-    if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    if (const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &err); rc != SQLITE_OK) {
       std::string msg = err ? err : "unknown";
       sqlite3_free(err);
-      throw StoreError(fmt::format("{}: {}", sql, msg));
+      throw StoreError(fmt::format("{}: {}", sql, msg), rc & 0xff);
     }
   }
   sqlite3* db_;
@@ -148,6 +148,23 @@ SweepRow sweep_from(const Stmt& s) {
 // is replaced rather than allowed to fail the write.
 std::string to_text(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
+// A request row from a query selecting step_index, request_index, scheduled_ms ... outcome.
+RequestRow request_from(const Stmt& q) {
+  RequestRow r;
+  r.index = static_cast<std::uint64_t>(q.integer(1));
+  r.scheduled_ms = q.real(2).value_or(0);
+  r.dispatched_ms = q.real(3);
+  r.sent_ms = q.real(4);
+  r.finished_ms = q.real(5);
+  r.ttft_ms = q.real(6);
+  r.e2el_ms = q.real(7);
+  r.input_tokens = static_cast<std::uint32_t>(q.integer(8));
+  r.output_tokens = static_cast<std::uint32_t>(q.integer(9));
+  r.chunks = static_cast<std::uint32_t>(q.integer(10));
+  r.outcome = q.text(11);
+  return r;
+}
+
 bool terminal(std::string_view status) {
   return status == "succeeded" || status == "failed" || status == "cancelled";
 }
@@ -179,7 +196,18 @@ std::optional<std::chrono::system_clock::time_point> parse_utc(const std::string
   return std::chrono::system_clock::from_time_t(t) + std::chrono::milliseconds(ms);
 }
 
-Store::Store(const std::string& path) : path_(path) {
+// One record per database file, shared by every Store of the process on it: the API's
+// connection learns of a write the manager's connection could not make.
+std::shared_ptr<Store::WriteFailure> failure_record(const std::string& path) {
+  static std::mutex m;
+  static std::map<std::string, std::shared_ptr<Store::WriteFailure>> records;
+  std::lock_guard lock(m);
+  auto& f = records[path];
+  if (!f) f = std::make_shared<Store::WriteFailure>();
+  return f;
+}
+
+Store::Store(const std::string& path) : path_(path), write_failure_(failure_record(path)) {
   // Owner-only permissions before SQLite opens it: SQLite gives -wal and -shm the same mode.
   if (path != ":memory:" && !path.empty()) {
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -286,6 +314,16 @@ int Store::schema_version() {
 }
 
 bool Store::writable() {
+  {
+    // After a write failed for lack of space or an I/O error, not ready for a while; then the
+    // next real write tries again (a probe could succeed in space the WAL already holds).
+    const auto failed_at = write_failure_->at_ns.load();
+    const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+    if (failed_at != 0) {
+      if (now - failed_at < write_failure_->retry_after.load().count()) return false;
+      write_failure_->at_ns = 0;
+    }
+  }
   std::lock_guard lock(mutex_);
   try {
     Transaction tx(db_);
@@ -295,8 +333,33 @@ bool Store::writable() {
   }
 }
 
+void Store::set_write_retry_for_test(std::chrono::nanoseconds after) { write_failure_->retry_after = after; }
+
+template <class F>
+void Store::write(F&& f) {
+  try {
+    f();
+    write_failure_->at_ns = 0;
+  } catch (const StoreError& e) {
+    const int code = e.sqlite_code();
+    if (code == SQLITE_FULL || code == SQLITE_IOERR || code == SQLITE_CANTOPEN || code == SQLITE_READONLY) {
+      write_failure_->at_ns = std::chrono::steady_clock::now().time_since_epoch().count();
+    }
+    throw;
+  }
+}
+
+void Store::limit_pages_for_test(std::int64_t pages) {
+  std::lock_guard lock(mutex_);
+  exec(fmt::format("PRAGMA max_page_count = {}", pages).c_str());
+}
+
 void Store::insert_sweep(const SweepRow& s) {
   std::lock_guard lock(mutex_);
+  write([&] { insert_sweep_locked(s); });
+}
+
+void Store::insert_sweep_locked(const SweepRow& s) {
   Stmt q(db_, "INSERT INTO sweeps (id, name, kind, target_key, status, spec, secret_headers, resumable, "
               "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?)");
   const std::string now = s.created_at.empty() ? utc_now() : s.created_at;
@@ -365,21 +428,21 @@ void Store::finish_sweep(const std::string& id, const std::string& status, const
   if (error.empty()) q.bind_null(3);
   else q.bind(3, error);
   q.bind(4, now).bind(5, now).bind(6, id);
-  q.step();
+  write([&] { q.step(); });
 }
 
 void Store::set_progress(const std::string& id, const json& progress) {
   std::lock_guard lock(mutex_);
   Stmt q(db_, "UPDATE sweeps SET progress = ?, updated_at = ? WHERE id = ?");
   q.bind(1, to_text(progress)).bind(2, utc_now()).bind(3, id);
-  q.step();
+  write([&] { q.step(); });
 }
 
 void Store::set_resumable(const std::string& id, bool resumable) {
   std::lock_guard lock(mutex_);
   Stmt q(db_, "UPDATE sweeps SET resumable = ?, updated_at = ? WHERE id = ?");
   q.bind(1, resumable).bind(2, utc_now()).bind(3, id);
-  q.step();
+  write([&] { q.step(); });
 }
 
 int Store::begin_step_attempt(const std::string& id, int step_index) {
@@ -468,6 +531,10 @@ std::vector<StepRow> Store::steps(const std::string& sweep_id) {
 
 void Store::append_step(const std::string& sweep_id, const StepRow& step, const std::vector<RequestRow>& requests) {
   std::lock_guard lock(mutex_);
+  write([&] { append_step_locked(sweep_id, step, requests); });
+}
+
+void Store::append_step_locked(const std::string& sweep_id, const StepRow& step, const std::vector<RequestRow>& requests) {
   Transaction tx(db_);
   {
     Stmt n(db_, "SELECT COUNT(*) FROM steps WHERE sweep_id = ?");
@@ -504,27 +571,27 @@ void Store::append_step(const std::string& sweep_id, const StepRow& step, const 
   tx.commit();
 }
 
+std::vector<std::pair<int, RequestRow>> Store::requests_page(const std::string& sweep_id, std::optional<RequestKey> after,
+                                                             std::size_t limit) {
+  std::lock_guard lock(mutex_);
+  Stmt q(db_, "SELECT step_index, request_index, scheduled_ms, dispatched_ms, sent_ms, finished_ms, ttft_ms, "
+              "e2el_ms, input_tokens, output_tokens, chunks, outcome FROM requests WHERE sweep_id = ?1 "
+              "AND (step_index, request_index) > (?2, ?3) ORDER BY step_index, request_index LIMIT ?4");
+  q.bind(1, sweep_id).bind(2, after ? after->step : -1).bind(3, after ? static_cast<std::int64_t>(after->request) : std::int64_t{-1});
+  q.bind(4, static_cast<std::int64_t>(limit));
+  std::vector<std::pair<int, RequestRow>> out;
+  out.reserve(limit);
+  while (q.step()) out.emplace_back(static_cast<int>(q.integer(0)), request_from(q));
+  return out;
+}
+
 void Store::for_each_request(const std::string& sweep_id, const std::function<void(int, const RequestRow&)>& row) {
   std::lock_guard lock(mutex_);
   Stmt q(db_, "SELECT step_index, request_index, scheduled_ms, dispatched_ms, sent_ms, finished_ms, ttft_ms, "
               "e2el_ms, input_tokens, output_tokens, chunks, outcome FROM requests WHERE sweep_id = ? "
               "ORDER BY step_index, request_index");
   q.bind(1, sweep_id);
-  while (q.step()) {
-    RequestRow r;
-    r.index = static_cast<std::uint64_t>(q.integer(1));
-    r.scheduled_ms = q.real(2).value_or(0);
-    r.dispatched_ms = q.real(3);
-    r.sent_ms = q.real(4);
-    r.finished_ms = q.real(5);
-    r.ttft_ms = q.real(6);
-    r.e2el_ms = q.real(7);
-    r.input_tokens = static_cast<std::uint32_t>(q.integer(8));
-    r.output_tokens = static_cast<std::uint32_t>(q.integer(9));
-    r.chunks = static_cast<std::uint32_t>(q.integer(10));
-    r.outcome = q.text(11);
-    row(static_cast<int>(q.integer(0)), r);
-  }
+  while (q.step()) row(static_cast<int>(q.integer(0)), request_from(q));
 }
 
 }  // namespace capsweep::store

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -28,7 +29,12 @@ namespace capsweep::store {
 
 class StoreError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit StoreError(const std::string& what, int sqlite_code = 0) : std::runtime_error(what), code_(sqlite_code) {}
+  // The SQLite result code (primary, e.g. SQLITE_FULL) when SQLite reported the failure.
+  int sqlite_code() const noexcept { return code_; }
+
+ private:
+  int code_;
 };
 
 struct SweepRow {
@@ -85,7 +91,8 @@ class Store {
   int schema_version();
   // Bytes of the database file and its WAL on disk.
   std::uint64_t size_bytes() const;
-  // Whether a write transaction can be taken now (readiness).
+  // Whether the database takes writes now (readiness): a write transaction can be begun, and
+  // no write failed for lack of space or an I/O error in the last 30 s.
   bool writable();
 
   void insert_sweep(const SweepRow& s);
@@ -121,12 +128,37 @@ class Store {
   // Calls `row` for each stored request of the sweep, by step then request index.
   void for_each_request(const std::string& sweep_id,
                         const std::function<void(int step_index, const RequestRow&)>& row);
+  // One page of the sweep's requests after (step, request) = `after` (nullopt: from the
+  // start), at most `limit`, in export order. Steps are immutable once stored, so paging by
+  // key gives the same rows as one long read.
+  struct RequestKey {
+    int step = 0;
+    std::uint64_t request = 0;
+  };
+  std::vector<std::pair<int, RequestRow>> requests_page(const std::string& sweep_id, std::optional<RequestKey> after,
+                                                        std::size_t limit);
+  // Test hook: caps the database's size in pages, as a full disk would.
+  void limit_pages_for_test(std::int64_t pages);
+  // Test hook: how long writable() says no after a failed write (30 s otherwise).
+  void set_write_retry_for_test(std::chrono::nanoseconds after);
+
+  // When a write last failed for lack of space or I/O (0: it did not), per database file.
+  struct WriteFailure {
+    std::atomic<std::int64_t> at_ns{0};  // steady_clock
+    std::atomic<std::chrono::nanoseconds> retry_after{std::chrono::seconds(30)};
+  };
 
  private:
   void exec(const char* sql);
   void migrate();
-  sqlite3* db_ = nullptr;
+  // Runs a write; records whether it failed for lack of space or I/O (see writable()).
+  template <class F>
+  void write(F&& f);
+  void insert_sweep_locked(const SweepRow& s);
+  void append_step_locked(const std::string& sweep_id, const StepRow& step, const std::vector<RequestRow>& requests);
   std::string path_;
+  std::shared_ptr<WriteFailure> write_failure_;  // shared by the Stores of one file
+  sqlite3* db_ = nullptr;
   std::mutex mutex_;
 };
 

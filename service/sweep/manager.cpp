@@ -271,7 +271,9 @@ void SweepManager::worker_loop() {
   while (!stopping()) {
     std::shared_ptr<Active> active;
     try {
-      active = claim();
+      // No job is taken while the database cannot be written (a full disk): its steps could
+      // not be stored, so running them would only load the target.
+      if (store_->writable()) active = claim();
     } catch (const std::exception& e) {
       log_line(fmt::format("queue: {}", e.what()));
     }

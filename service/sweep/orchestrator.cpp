@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include <fmt/format.h>
+
 namespace capsweep::sweep {
 
 namespace {
@@ -15,6 +17,9 @@ json number_or_null(std::optional<double> v) {
   return v && std::isfinite(*v) ? json(*v) : json(nullptr);
 }
 
+// Why a fixed-rate step is run a second time before its verdict may count.
+enum class RerunReason { none, inconclusive, unavailable, non_monotone };
+
 // A fixed rate's verdict once any re-run is folded in.
 struct RateResult {
   double rate = 0;
@@ -22,6 +27,7 @@ struct RateResult {
   const StepOutcome* step = nullptr;
   bool escalation = false;  // ladder-kind step beyond the planned ladder
   bool via_rerun = false;
+  RerunReason rerun_for = RerunReason::none;  // asked for, not yet run when !via_rerun
 };
 
 struct Analysis {
@@ -36,14 +42,70 @@ struct Analysis {
   std::optional<StepOrder> pending_rerun;
   bool inconclusive_twice = false;
   bool generator_limited = false;
+  std::vector<const StepOutcome*> unavailable_twice;  // outage on the step and its re-run
+  int non_monotone_reruns = 0;
 };
 
-bool is_fixed(StepKind k) { return k == StepKind::ladder || k == StepKind::refine; }
+// The measured length of a fixed-rate step at `rate`: `factor` times the spec's step length,
+// stretched so the step holds the samples its percentile bounds need (samples_needed().sized)
+// as far as sweep.max_step_duration_s allows.
+Nanos sized_duration(const JobSpec& spec, double rate, int factor) {
+  const SweepSettings& s = spec.sweep;
+  Nanos d = s.step_duration * factor;
+  const auto need = samples_needed(spec.slo);
+  if (need.sized > 0 && rate > 0 && std::isfinite(rate)) {
+    const double want_s = static_cast<double>(need.sized) / rate;
+    if (want_s > to_s(d)) d = std::chrono::duration_cast<Nanos>(std::chrono::duration<double>(want_s));
+  }
+  const Nanos most = s.max_step_duration - s.warmup;
+  if (d > most) d = std::max(most, s.step_duration);
+  return d;
+}
+
+StepOrder fixed_order(const JobSpec& spec, StepKind kind, std::string phase, double rate, int factor) {
+  StepOrder o;
+  o.kind = kind;
+  o.phase = std::move(phase);
+  o.rate_rps = rate;
+  o.duration = sized_duration(spec, rate, factor);
+  o.warmup = spec.sweep.warmup;
+  o.concurrency = spec.sweep.max_concurrency;
+  return o;
+}
+
+// Folds a re-run into the first result at its rate still waiting for one.
+void fold_rerun(Analysis& a, const StepOutcome& again) {
+  for (auto& r : a.fixed) {
+    if (r.via_rerun || r.rate != again.offered_rate_rps) continue;
+    if (r.rerun_for == RerunReason::none) {
+      if (r.verdict == Verdict::pass) continue;
+      r.rerun_for = RerunReason::non_monotone;  // asked for once a higher rate had passed
+    }
+    r.via_rerun = true;
+    r.step = &again;
+    r.verdict = again.verdict == Verdict::pass ? Verdict::pass : Verdict::fail;
+    a.inconclusive_twice |= again.verdict == Verdict::inconclusive;
+    if (again.unavailable && r.rerun_for == RerunReason::unavailable) a.unavailable_twice.push_back(&again);
+    if (r.rerun_for == RerunReason::non_monotone) ++a.non_monotone_reruns;
+    return;
+  }
+}
+
+// A failing rate below a passing one is non-monotone evidence (an outage, a noisy neighbour):
+// it is re-run once before it may define the bracket.
+void ask_non_monotone_reruns(Analysis& a) {
+  for (auto& r : a.fixed) {
+    if (r.verdict == Verdict::pass || r.via_rerun || r.rerun_for != RerunReason::none) continue;
+    const bool passed_above = std::any_of(a.fixed.begin(), a.fixed.end(), [&](const RateResult& o) {
+      return o.verdict == Verdict::pass && o.rate > r.rate;
+    });
+    if (passed_above) r.rerun_for = RerunReason::non_monotone;
+  }
+}
 
 Analysis analyse(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
   Analysis a;
-  for (std::size_t i = 0; i < steps.size(); ++i) {
-    const StepOutcome& s = steps[i];
+  for (const StepOutcome& s : steps) {
     if (s.kind == StepKind::baseline) {
       a.baseline = &s;
       continue;
@@ -58,36 +120,32 @@ Analysis analyse(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
     }
     ++a.fixed_steps_run;
     a.generator_limited |= s.generator_limited;
-    if (s.rerun) continue;  // folded into the step it repeats
+    if (s.rerun) {
+      fold_rerun(a, s);
+      continue;
+    }
     RateResult r{s.offered_rate_rps, s.verdict, &s};
+    // Counted as failing until a re-run says otherwise (and if it can never be re-run).
     if (s.verdict == Verdict::inconclusive) {
-      const bool has_next = i + 1 < steps.size();
-      if (has_next && steps[i + 1].rerun && is_fixed(steps[i + 1].kind)) {
-        const StepOutcome& again = steps[i + 1];
-        r.step = &again;
-        r.via_rerun = true;
-        r.verdict = again.verdict == Verdict::pass ? Verdict::pass : Verdict::fail;
-        a.inconclusive_twice |= again.verdict == Verdict::inconclusive;
-      } else if (!has_next) {
-        StepOrder o;
-        o.kind = s.kind;
-        o.phase = "rerun";
-        o.rate_rps = s.offered_rate_rps;
-        o.duration = 2 * spec.sweep.step_duration;
-        o.warmup = spec.sweep.warmup;
-        o.concurrency = spec.sweep.max_concurrency;
-        o.rerun = true;
-        a.pending_rerun = o;
-        r.verdict = Verdict::fail;  // counted as failing if it can never be re-run
-      } else {
-        r.verdict = Verdict::fail;
-      }
+      r.verdict = Verdict::fail;
+      r.rerun_for = RerunReason::inconclusive;
+    } else if (s.unavailable) {
+      r.rerun_for = RerunReason::unavailable;
     }
     if (s.kind == StepKind::ladder) {
       if (a.ladder_done < spec.sweep.steps) ++a.ladder_done;
       else r.escalation = true;
     }
     a.fixed.push_back(r);
+  }
+  ask_non_monotone_reruns(a);
+  for (const auto& r : a.fixed) {
+    if (r.rerun_for == RerunReason::none || r.via_rerun) continue;
+    // An inconclusive step gets twice the time; the others the same length again.
+    a.pending_rerun = fixed_order(spec, r.step->kind, "rerun", r.rate,
+                                  r.rerun_for == RerunReason::inconclusive ? 2 : 1);
+    a.pending_rerun->rerun = true;
+    break;
   }
   if (a.baseline && a.probe) {
     a.range = ladder_range(a.baseline->measured_rate_rps, a.probe->measured_rate_rps);
@@ -123,17 +181,6 @@ int trailing_failures(const Analysis& a) {
     ++n;
   }
   return n;
-}
-
-StepOrder fixed_order(const JobSpec& spec, StepKind kind, std::string phase, double rate) {
-  StepOrder o;
-  o.kind = kind;
-  o.phase = std::move(phase);
-  o.rate_rps = rate;
-  o.duration = spec.sweep.step_duration;
-  o.warmup = spec.sweep.warmup;
-  o.concurrency = spec.sweep.max_concurrency;
-  return o;
 }
 
 json block_of(const StepOutcome& s, std::initializer_list<const char*> keys) {
@@ -179,7 +226,7 @@ json sweep_result(const JobSpec& spec, const Analysis& a, std::vector<std::strin
     // Saturated by the step's witnesses (completion shortfall beyond noise, a growing client
     // backlog or server queue); a bare completions/offered ratio under 0.9 is noise on a short
     // step and is not enough.
-    if (f.step->saturated && (!saturation || f.rate < *saturation)) {
+    if (f.step->saturated && !f.step->unavailable && (!saturation || f.rate < *saturation)) {
       saturation = f.rate;
     }
   }
@@ -212,6 +259,31 @@ json sweep_result(const JobSpec& spec, const Analysis& a, std::vector<std::strin
   }
   if (a.generator_limited) warnings.push_back("some steps were generator-limited: the load generator, not the target, set their pace");
   if (a.inconclusive_twice) warnings.push_back("a step stayed inconclusive after its longer re-run and was counted as failing");
+  for (const StepOutcome* s : a.unavailable_twice) {
+    std::string classes;
+    const json out = s->summary.value("outage", json::object());
+    const json errors = out.value("errors", json::object());
+    for (const auto& [k, v] : errors.items()) {
+      classes += fmt::format("{}{}: {}", classes.empty() ? "" : ", ", k, v.dump());
+    }
+    warnings.push_back(fmt::format(
+        "target unavailable: the step at {:.3g} req/s and its re-run failed on connection, 5xx or cut-stream errors "
+        "({}; between {:.1f} s and {:.1f} s of the re-run): that verdict is about availability, not capacity",
+        s->offered_rate_rps, classes, out.value("first_error_s", 0.0), out.value("last_error_s", 0.0)));
+  }
+  if (a.non_monotone_reruns > 0) {
+    warnings.push_back(fmt::format("{} failing rate(s) below a passing one were re-run before they could bound the answer",
+                                   a.non_monotone_reruns));
+  }
+  const auto need = samples_needed(spec.slo);
+  const double longest_s = to_s(spec.sweep.max_step_duration - spec.sweep.warmup);
+  const double floor_rps = longest_s > 0 ? static_cast<double>(need.decidable) / longest_s : 0;
+  if (need.decidable > 0 && std::any_of(a.fixed.begin(), a.fixed.end(), [&](const RateResult& f) { return f.rate < floor_rps; })) {
+    warnings.push_back(fmt::format(
+        "below {:.3g} req/s a step of at most {:.0f} s cannot hold the {} requests a {} verdict needs: such rates "
+        "cannot pass, so the answer may be low (raise sweep.max_step_duration_s)",
+        floor_rps, longest_s, need.decidable, need.percentile_name));
+  }
   for (const auto& f : a.fixed) {
     if (f.verdict == Verdict::pass && b.fail && f.rate > b.fail->rate) {
       warnings.push_back("non-monotone: a rate above the lowest failing rate passed; the answer is the highest rate with no failure below it");
@@ -270,6 +342,7 @@ json StepOutcome::to_json() const {
           {"verdict", capsweep::to_string(verdict)},
           {"rerun", rerun},
           {"saturated", saturated},
+          {"unavailable", unavailable},
           {"generator_limited", generator_limited},
           {"measured_rate_rps", measured_rate_rps},
           {"completion_ratio", completion_ratio},
@@ -295,6 +368,7 @@ std::optional<StepOutcome> StepOutcome::from_json(const json& j) {
     s.verdict = v == "pass" ? Verdict::pass : v == "fail" ? Verdict::fail : Verdict::inconclusive;
     s.rerun = j.value("rerun", false);
     s.saturated = j.value("saturated", false);
+    s.unavailable = j.value("unavailable", false);
     s.generator_limited = j.value("generator_limited", false);
     s.measured_rate_rps = j.value("measured_rate_rps", 0.0);
     s.completion_ratio = j.value("completion_ratio", 1.0);
@@ -385,7 +459,7 @@ Action next_action(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
 
   // Ladder: the planned rates in order, until `stop_after_failures` fail in a row.
   if (a.ladder_done < static_cast<int>(a.ladder.size()) && trailing_failures(a) < s.stop_after_failures) {
-    return fixed_order(spec, StepKind::ladder, "ladder", a.ladder[a.ladder_done]);
+    return fixed_order(spec, StepKind::ladder, "ladder", a.ladder[a.ladder_done], 1);
   }
 
   const Bracket b = bracket_of(a);
@@ -402,7 +476,7 @@ Action next_action(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
     }
     double next = tried_max * s.escalation_factor;
     if (s.max_rate_rps) next = std::min(next, *s.max_rate_rps);
-    return fixed_order(spec, StepKind::ladder, "escalate", next);
+    return fixed_order(spec, StepKind::ladder, "escalate", next, 1);
   }
   if (!b.pass) {
     // Nothing passed below the lowest failing rate: halve down, to a floor of r_lo / 8.
@@ -411,10 +485,10 @@ Action next_action(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
       warnings.push_back("no rate down to " + std::to_string(next * 2) + " req/s met the SLO");
       return Finish{sweep_result(spec, a, warnings)};
     }
-    return fixed_order(spec, StepKind::refine, "refine", next);
+    return fixed_order(spec, StepKind::refine, "refine", next, 1);
   }
   if (auto next = bisect(b.pass->rate, b.fail->rate, s.tolerance)) {
-    return fixed_order(spec, StepKind::refine, "refine", *next);
+    return fixed_order(spec, StepKind::refine, "refine", *next, 1);
   }
   return Finish{sweep_result(spec, a, warnings)};
 }

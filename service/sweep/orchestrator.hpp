@@ -36,6 +36,7 @@ struct StepOutcome {
   Verdict verdict = Verdict::inconclusive;  // SLO verdict, saturation included
   bool rerun = false;                       // the longer re-run of an inconclusive step
   bool saturated = false;
+  bool unavailable = false;  // failed on connection/5xx/cut-stream errors: availability, not capacity
   bool generator_limited = false;
   double measured_rate_rps = 0;  // baseline: r_sync; probe: r_max; else completions per second
   double completion_ratio = 1;   // completions / scheduled in the window

@@ -96,7 +96,13 @@ Result<SweepSettings> parse_sweep(const json& j) {
   auto dt = seconds_at(j, "drain_timeout_s", f, s.drain_timeout, false);
   if (!dt) return dt.error();
   s.drain_timeout = *dt;
+  auto msd = seconds_at(j, "max_step_duration_s", f, s.max_step_duration, false);
+  if (!msd) return msd.error();
+  s.max_step_duration = *msd;
   if (s.warmup >= s.step_duration) return invalid(f + "/warmup_s", "must be shorter than step_duration_s");
+  if (s.max_step_duration < s.warmup + s.step_duration) {
+    return invalid(f + "/max_step_duration_s", "must be at least warmup_s + step_duration_s");
+  }
   return s;
 }
 

@@ -1,5 +1,5 @@
 #pragma once
-// A job spec (DESIGN.md section 6) converted once into settings: the target, the workload,
+// A job spec (see the README's "Job spec") converted once into settings: the target, the workload,
 // the arrival process, the sweep or check parameters and the SLO. The document has been
 // validated against schema/sweep-spec.schema.json before; this adds the cross-field checks
 // a schema cannot express, with the same error shape.
@@ -37,6 +37,9 @@ struct SweepSettings {
   double escalation_factor = 1.25;    // above r_max when every ladder rate passed
   std::optional<double> max_rate_rps;  // never offer more
   Nanos drain_timeout = std::chrono::seconds(30);
+  // Longest a fixed-rate step may become (warm-up + measured) when it is stretched to hold
+  // the samples its percentile bounds need; the service fills in its own limit.
+  Nanos max_step_duration = std::chrono::seconds(3600);
 };
 
 struct CheckSettings {

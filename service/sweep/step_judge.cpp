@@ -20,6 +20,36 @@ double number(const json& j, const char* key, double fallback = 0) {
   return it != j.end() && it->is_number() ? it->get<double>() : fallback;
 }
 
+// The failures that witness unavailability rather than load (the target refused or reset
+// connections, answered 5xx, cut streams), when they exceed the error bound: their classes
+// and when in the step they happened. nullopt when the step's failures stay within it.
+std::optional<json> outage_of(const JobSpec& spec, const loadgen::StepResult& result) {
+  const StepMetrics& m = result.metrics;
+  if (m.measured == 0) return std::nullopt;
+  std::uint64_t n = 0;
+  json classes = json::object();
+  for (Outcome c : {Outcome::connect, Outcome::tls, Outcome::http_5xx, Outcome::stream_error}) {
+    const auto k = m.outcomes[static_cast<std::size_t>(c)];
+    if (k) classes[std::string(to_string(c))] = k;
+    n += k;
+  }
+  const double bound = spec.slo.max_error_rate.value_or(0.001);
+  if (!(static_cast<double>(n) / static_cast<double>(m.measured) > bound)) return std::nullopt;
+  double first = std::numeric_limits<double>::infinity(), last = 0;
+  for (const auto& r : result.requests) {
+    if (r.outcome == Outcome::connect || r.outcome == Outcome::tls || r.outcome == Outcome::http_5xx ||
+        r.outcome == Outcome::stream_error) {
+      first = std::min(first, r.scheduled_ms / 1000);
+      last = std::max(last, r.scheduled_ms / 1000);
+    }
+  }
+  return json{{"errors", classes},
+              {"failed", n},
+              {"measured", m.measured},
+              {"first_error_s", std::isfinite(first) ? json(first) : json(nullptr)},
+              {"last_error_s", std::isfinite(first) ? json(last) : json(nullptr)}};
+}
+
 }  // namespace
 
 JudgedStep judge_step(const JobSpec& spec, const StepOrder& order, const loadgen::StepResult& result) {
@@ -104,6 +134,24 @@ JudgedStep judge_step(const JobSpec& spec, const StepOrder& order, const loadgen
       o.limiting_metric = "saturation";
       o.limiting_value = sat.completion_ratio;
     }
+  }
+  // No successful request: never a pass, whatever the bounds say.
+  if (m.completed == 0 && verdict != Verdict::fail) {
+    verdict = Verdict::fail;
+    o.limiting_metric = "error_rate";
+    o.limiting_value = 1;
+  }
+  // Connection failures, 5xx answers and cut streams beyond the error bound say the target
+  // was unavailable, not that the rate was beyond its capacity: such a step never counts as
+  // saturated, its limit is the error rate, and the orchestrator re-runs it once.
+  if (const auto outage = outage_of(spec, result)) {
+    o.unavailable = true;
+    o.saturated = false;
+    verdict = Verdict::fail;
+    o.limiting_metric = "error_rate";
+    o.limiting_value = m.error_rate();
+    summary["outage"] = *outage;
+    evaluation["outage"] = *outage;
   }
   o.verdict = verdict;
   evaluation["verdict"] = to_string(verdict);

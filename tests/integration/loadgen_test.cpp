@@ -227,6 +227,30 @@ TEST_CASE("loadgen: cancel stops dispatch and aborts requests in flight") {
   CHECK(r.metrics.outcomes[static_cast<std::size_t>(Outcome::cancelled)] > 0);
 }
 
+TEST_CASE("loadgen: a request that fails inside the generator is settled and the step still ends") {
+  SimFixture sim(sim_config(20, 1, 0.01));
+  loadgen::StepRunner runner(target_for(sim), workload(10, 8));
+  // Rate mode: request 3 throws (as bad_alloc would) before it is sent.
+  auto spec = rate_step(20, 2s);
+  spec.fail_request = 3;
+  auto r = runner.run(spec).value();
+  CHECK_FALSE(r.cancelled);
+  CHECK(runner.progress().in_flight.load() == 0);
+  std::size_t client_errors = 0;
+  for (const auto& row : r.requests) client_errors += row.outcome == Outcome::client_error ? 1 : 0;
+  CHECK(client_errors == 1);
+  CHECK(r.metrics.completed > 20);
+  // Closed loop: the failing worker goes on with its next request.
+  loadgen::StepSpec closed;
+  closed.mode = loadgen::Mode::concurrency;
+  closed.concurrency = 4;
+  closed.requests = 40;
+  closed.fail_request = 0;
+  auto c = runner.run(closed).value();
+  CHECK(c.requests.size() == 40);
+  CHECK(c.metrics.outcomes[static_cast<std::size_t>(Outcome::client_error)] == 1);
+}
+
 TEST_CASE("loadgen: the target's metrics are scraped during the step") {
   SimFixture sim(sim_config(20, 1, 0.01));
   loadgen::StepRunner runner(target_for(sim), workload(10, 20));

@@ -353,6 +353,7 @@ TEST_CASE("capsweepd: after kill -9 and after SIGTERM the sweep resumes from its
   json spec = sweep_spec(sim, 3, 3, 1);
   spec["sweep"]["tolerance"] = 0.15;
   spec["sweep"]["probe_requests"] = 128;
+  spec["sweep"]["max_step_duration_s"] = 4;  // recovery is tested here, not statistics: steps stay short
   const std::string id = submit(d, spec);
   auto steps_of = [&] { return d.get_json("/v1/sweeps/" + id + "/steps")["steps"]; };
   // Wait until three steps are stored and a fourth is under way, then crash.

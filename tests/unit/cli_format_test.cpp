@@ -64,3 +64,16 @@ TEST_CASE("cli format: the steps table has units and notes") {
   CHECK(t.find("generator-limited saturated") != std::string::npos);
   CHECK(t.find("900.0") != std::string::npos);
 }
+
+TEST_CASE("cli format: text from the server cannot drive the terminal") {
+  // A sweep named with escape sequences: clear screen, set title, C1 CSI.
+  const nlohmann::json s = {{"name", "ok\x1b[2J\x1b]0;owned\x07 \xc2\x9b" "31m name\r\nnext"}};
+  const std::string shown = text_of(s, "name");
+  CHECK(shown.find('\x1b') == std::string::npos);
+  CHECK(shown.find('\x07') == std::string::npos);
+  CHECK(shown.find("\xc2\x9b") == std::string::npos);
+  CHECK(shown.find('\n') == std::string::npos);
+  CHECK(shown.find("ok[2J]0;owned") == 0);
+  CHECK(terminal_safe("a\tb\nc\x1b", true) == "a\tb\nc");
+  CHECK(terminal_safe("caf\xc3\xa9 \xe6\x97\xa5") == "caf\xc3\xa9 \xe6\x97\xa5");  // printable UTF-8 stays
+}

@@ -74,6 +74,20 @@ TEST_CASE("config files: the capsweepd example is valid and equals the defaults"
   CHECK(cfg.limits.max_rate_rps == defaults.limits.max_rate_rps);
   CHECK(cfg.limits.max_body_bytes == defaults.limits.max_body_bytes);
   CHECK(cfg.limits.max_queued_sweeps == defaults.limits.max_queued_sweeps);
+  CHECK(cfg.limits.max_json_depth == defaults.limits.max_json_depth);
+  CHECK(cfg.limits.max_requests_per_step == defaults.limits.max_requests_per_step);
+  CHECK(cfg.limits.max_prompt_tokens == defaults.limits.max_prompt_tokens);
+  CHECK(cfg.limits.max_output_tokens == defaults.limits.max_output_tokens);
+  CHECK(cfg.limits.max_api_connections == defaults.limits.max_api_connections);
+  CHECK(cfg.limits.max_api_connections_per_client == defaults.limits.max_api_connections_per_client);
+  CHECK(cfg.limits.header_timeout_s == defaults.limits.header_timeout_s);
+  CHECK(cfg.limits.max_response_bytes == defaults.limits.max_response_bytes);
+  CHECK(cfg.limits.max_sse_event_bytes == defaults.limits.max_sse_event_bytes);
+  CHECK(cfg.allowed_hosts == defaults.allowed_hosts);
+  CHECK(cfg.tls_ca_dir == defaults.tls_ca_dir);
+  CHECK(cfg.insecure_no_auth == defaults.insecure_no_auth);
+  CHECK(cfg.retention.max_age_days == defaults.retention.max_age_days);
+  CHECK(cfg.retention.max_sweeps == defaults.retention.max_sweeps);
 }
 
 TEST_CASE("config files: openapi.yaml documents every route of the API, and no other") {

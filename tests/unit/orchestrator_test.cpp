@@ -365,3 +365,121 @@ TEST_CASE("orchestrator: an all_at_once step's infinite rate survives the stored
   REQUIRE(StepOutcome::from_json(old).has_value());
   CHECK(std::isinf(StepOutcome::from_json(old)->offered_rate_rps));
 }
+
+namespace {
+
+JobSpec spec_with_p95(int steps = 4) {
+  JobSpec s = sweep_spec(steps);
+  s.slo.latency.push_back({LatencyMetric::ttft, 95.0, 800});
+  s.slo.max_error_rate = 0.001;
+  return s;
+}
+
+// Runs a sweep against fabricated steps; `outage(rate, rerun)` says which steps the target's
+// unavailability hit (they fail on errors, and look saturated).
+Run simulate_outage(const JobSpec& spec, const VerdictFn& verdict, double capacity,
+                    const std::function<bool(double, bool)>& outage) {
+  Run run;
+  run.steps = {baseline(2), probe(30)};
+  for (int guard = 0; guard < 200; ++guard) {
+    run.last = next_action(spec, run.steps);
+    const auto* order = std::get_if<StepOrder>(&run.last);
+    if (!order) return run;
+    run.orders.push_back(*order);
+    StepOutcome o = fixed_step(*order, verdict, capacity);
+    if (outage(order->rate_rps, order->rerun)) {
+      o.verdict = Verdict::fail;
+      o.unavailable = true;
+      o.saturated = false;  // the judge never calls an outage saturation
+      o.limiting_metric = "error_rate";
+      o.summary["outage"] = {{"errors", {{"connect", 16}}}, {"first_error_s", 1.5}, {"last_error_s", 5.5}};
+    }
+    run.steps.push_back(o);
+  }
+  FAIL("the orchestrator did not finish in 200 steps");
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("orchestrator: a step hit by an outage is re-run, and the re-run decides") {
+  const JobSpec spec = sweep_spec();
+  const double t = 23.3;
+  // The target is down during the first ladder step (9 req/s) only.
+  const Run run = simulate_outage(spec, threshold(t), t, [](double rate, bool rerun) { return rate == Approx(9) && !rerun; });
+  REQUIRE(run.orders.size() >= 2);
+  CHECK(run.orders[1].rerun);  // the next step repeats it
+  CHECK(run.orders[1].rate_rps == Approx(9));
+  CHECK(run.orders[1].duration == run.orders[0].duration);  // the same length again
+  const json& r = result_of(run.last);
+  CHECK(r["max_slo_rate_rps"].get<double>() <= t);
+  CHECK(r["max_slo_rate_rps"].get<double>() >= t * (1 - spec.sweep.tolerance) - 1e-9);
+  CHECK(r["limiting_metric"] != "error_rate");
+}
+
+TEST_CASE("orchestrator: an outage on a step and its re-run is reported as availability, never saturation") {
+  const JobSpec spec = sweep_spec();
+  const double t = 23.3;
+  const Run run = simulate_outage(spec, threshold(t), t, [](double rate, bool) { return rate == Approx(9); });
+  const json& r = result_of(run.last);
+  CHECK(r["limiting_metric"] == "error_rate");
+  CHECK(r["slo_bracket_rps"][1].get<double>() == Approx(9));
+  // Saturation is judged from the steps above, not from the outage.
+  CHECK((r["saturation_rate_rps"].is_null() || r["saturation_rate_rps"].get<double>() > 9));
+  bool warned = false;
+  for (const auto& w : r["warnings"]) {
+    const auto text = w.get<std::string>();
+    if (text.find("target unavailable") != std::string::npos) {
+      warned = true;
+      CHECK(text.find("connect: 16") != std::string::npos);
+      CHECK(text.find("1.5 s") != std::string::npos);
+    }
+  }
+  CHECK(warned);
+}
+
+TEST_CASE("orchestrator: a failing rate below passing ones is re-run before it may bound the answer") {
+  const JobSpec spec = sweep_spec();
+  const double t = 23.3;
+  // The first ladder rate failed once (a noisy neighbour), without the errors of an outage.
+  auto once = [t](double rate, bool rerun) { return rate == Approx(9) && !rerun ? Verdict::fail : rate <= t ? Verdict::pass : Verdict::fail; };
+  const Run run = simulate(spec, 2, 30, once, t);
+  bool reran = false;
+  for (const auto& o : run.orders) reran |= o.rerun && o.rate_rps == Approx(9);
+  CHECK(reran);
+  const json& r = result_of(run.last);
+  CHECK(r["max_slo_rate_rps"].get<double>() >= t * (1 - spec.sweep.tolerance) - 1e-9);
+  bool noted = false;
+  for (const auto& w : r["warnings"]) noted |= w.get<std::string>().find("re-run before") != std::string::npos;
+  CHECK(noted);
+}
+
+TEST_CASE("orchestrator: slow rates get steps long enough for their percentile verdict, within the limit") {
+  JobSpec spec = spec_with_p95();
+  spec.sweep.max_step_duration = std::chrono::seconds(600);
+  const auto need = samples_needed(spec.slo);
+  REQUIRE(need.sized > need.decidable);
+  CHECK(need.percentile_name == "p95_ttft_ms");
+  // r_sync 0.5, r_max 0.8: the first ladder rate is slow.
+  auto a = next_action(spec, {baseline(0.5), probe(0.8)});
+  REQUIRE(std::holds_alternative<StepOrder>(a));
+  const StepOrder o = std::get<StepOrder>(a);
+  const double want_s = static_cast<double>(need.sized) / o.rate_rps;
+  const double got_s = to_s(o.duration);
+  CHECK(got_s >= std::min(want_s, 595.0) - 1e-6);
+  CHECK(got_s <= 595.0 + 1e-6);  // max_step_duration - warm-up
+  // A fast rate keeps the spec's own length.
+  auto fast = next_action(spec, {baseline(20), probe(80)});
+  CHECK(std::get<StepOrder>(fast).duration == spec.sweep.step_duration);
+}
+
+TEST_CASE("orchestrator: when no step may hold enough requests the answer says so") {
+  JobSpec spec = spec_with_p95();
+  spec.sweep.max_step_duration = std::chrono::seconds(60);
+  // Everything passes at rates so low that 55 s hold fewer requests than a p95 needs.
+  const Run run = simulate(spec, 0.2, 0.6, [](double, bool) { return Verdict::pass; }, 10);
+  const json& r = result_of(run.last);
+  bool warned = false;
+  for (const auto& w : r["warnings"]) warned |= w.get<std::string>().find("cannot hold") != std::string::npos;
+  CHECK(warned);
+}

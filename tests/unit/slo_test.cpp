@@ -198,3 +198,29 @@ TEST_CASE("an evaluation serialises with verdicts and nulls for infinities") {
   CHECK(j.at("criteria")[0].at("comparison") == "<=");
   CHECK(evaluate_slo(SloSpec{}, step_with_ttfts(10, [](int) { return 1.0; })).to_json().at("limiting_metric").is_null());
 }
+
+TEST_CASE("slo: samples_needed agrees with the interval the verdict uses") {
+  SloSpec slo;
+  CHECK(samples_needed(slo).sized == 0);  // no percentile bound: no need
+  slo.latency.push_back({LatencyMetric::ttft, 95.0, 800});
+  slo.latency.push_back({LatencyMetric::itl, std::nullopt, 50});  // a mean needs no count
+  const auto need = samples_needed(slo);
+  REQUIRE(need.decidable > 1);
+  // With every sample under the bound, `decidable` samples can pass and one fewer cannot.
+  auto upper_with = [&](std::uint64_t n) {
+    SampleSet s;
+    for (std::uint64_t i = 0; i < n; ++i) s.add(10.0 + static_cast<double>(i % 7));
+    return s.percentile_interval(95, slo.confidence).upper;
+  };
+  CHECK(std::isfinite(upper_with(need.decidable)));
+  CHECK(std::isinf(upper_with(need.decidable - 1)));
+  // `sized` leaves room for half the tail the percentile allows.
+  const auto r = percentile_rank_interval(need.sized, 95, slo.confidence);
+  const double allowed = static_cast<double>(need.sized) - 1 - static_cast<double>(r.upper);
+  CHECK(allowed >= 0.025 * static_cast<double>(need.sized));
+  // A higher percentile needs more.
+  SloSpec p99;
+  p99.latency.push_back({LatencyMetric::ttft, 99.0, 800});
+  CHECK(samples_needed(p99).sized > need.sized);
+  CHECK(samples_needed(p99).percentile_name == "p99_ttft_ms");
+}

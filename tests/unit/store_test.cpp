@@ -71,12 +71,12 @@ TEST_CASE("store: migrations apply once and the version is recorded - WAL is on"
   TempDb db;
   {
     Store s(db.path.string());
-    CHECK(s.schema_version() == 2);
+    CHECK(s.schema_version() == 3);
     s.insert_sweep(sweep_row("a"));
     CHECK(fs::exists(db.path.string() + "-wal"));
   }
   Store again(db.path.string());  // reopening applies nothing twice and keeps the data
-  CHECK(again.schema_version() == 2);
+  CHECK(again.schema_version() == 3);
   CHECK(again.sweep("a").has_value());
   CHECK(again.writable());
 }
@@ -244,4 +244,33 @@ TEST_CASE("store: UTC times read back as written, anything else is refused") {
   CHECK_FALSE(parse_utc("2026-11-30 01:02:03").has_value());
   CHECK_FALSE(parse_utc("").has_value());
   CHECK_FALSE(parse_utc("yesterday at noon, UTC").has_value());
+}
+
+TEST_CASE("store: a write that finds the disk full makes the database not ready until a write succeeds again") {
+  TempDb db;
+  Store s(db.path.string());
+  Store api(db.path.string());  // another connection of the process on the same file (the API's)
+  s.insert_sweep(sweep_row("a"));
+  CHECK(api.writable());
+  s.limit_pages_for_test(8);  // a database that cannot grow
+  bool full = false;
+  for (int i = 0; i < 50 && !full; ++i) {
+    try {
+      s.append_step("a", step_row(i), requests(2000));
+    } catch (const StoreError& e) {
+      full = true;
+      CHECK(std::string(e.what()).find("full") != std::string::npos);
+    }
+  }
+  REQUIRE(full);
+  CHECK_FALSE(s.writable());
+  CHECK_FALSE(api.writable());  // the API learns of it through the shared flag
+  CHECK(s.sweep("a").has_value());  // what was stored before stays readable
+  // Space again: after the retry interval the next real write decides.
+  s.limit_pages_for_test(1'000'000);
+  s.set_write_retry_for_test(std::chrono::milliseconds(50));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(api.writable());
+  s.insert_sweep(sweep_row("b"));
+  CHECK(s.writable());
 }

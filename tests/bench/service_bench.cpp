@@ -1,0 +1,267 @@
+// capsweep-bench-service: capsweepd as operators run it, measured from outside.
+//  (a) schedule lag of a running step with and without 200 API pollers (each polling
+//      GET /v1/sweeps/{id} twice a second), side by side in one run: quiet, polled, quiet
+//      again, so the two quiet runs show the noise the polled one is compared with;
+//  (b) capsweepd's resident memory over a long sweep: after its first fixed-rate step and
+//      at the end (growth in percent).
+// capsweep-llmsim and capsweepd run as child processes on loopback.
+//
+// Usage: capsweep-bench-service [--quick] [--parts ab] [--rate R] [--seconds S] [--minutes M]
+
+#include "support/http_client.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace capsweep::testing;
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::uint16_t free_port() {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor a(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
+  return a.local_endpoint().port();
+}
+
+boost::asio::ip::tcp::endpoint loopback(std::uint16_t port) { return {boost::asio::ip::make_address("127.0.0.1"), port}; }
+
+// A child process, killed on destruction.
+class Child {
+ public:
+  Child(std::vector<std::string> argv, const fs::path& log, std::uint16_t port) : port_(port) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+      }
+      std::vector<char*> raw;
+      for (auto& a : argv) raw.push_back(a.data());
+      raw.push_back(nullptr);
+      execv(raw[0], raw.data());
+      _exit(127);
+    }
+    for (int i = 0; i < 500; ++i) {
+      if (http_request(loopback(port_), "GET", "/healthz", "", 200ms).status == 200) return;
+      std::this_thread::sleep_for(10ms);
+    }
+    throw std::runtime_error("a child did not start: " + argv[0]);
+  }
+  ~Child() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  pid_t pid() const { return pid_; }
+  std::uint16_t port() const { return port_; }
+
+ private:
+  std::uint16_t port_;
+  pid_t pid_ = -1;
+};
+
+std::size_t rss_kib(pid_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/status", pid));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoul(line.substr(6));
+  }
+  return 0;
+}
+
+json get_json(std::uint16_t port, const std::string& path) {
+  auto r = http_request(loopback(port), "GET", path);
+  return r.status == 200 ? json::parse(r.body, nullptr, false) : json();
+}
+
+std::string submit(std::uint16_t port, const json& spec) {
+  auto r = http_request(loopback(port), "POST", "/v1/sweeps", spec.dump());
+  if (r.status != 201) throw std::runtime_error("submit failed: " + r.body);
+  return json::parse(r.body)["id"].get<std::string>();
+}
+
+json wait_done(std::uint16_t port, const std::string& id, std::chrono::seconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  json v;
+  while (std::chrono::steady_clock::now() < end) {
+    v = get_json(port, "/v1/sweeps/" + id);
+    if (v.is_object() && v["status"] != "queued" && v["status"] != "running") return v;
+    std::this_thread::sleep_for(200ms);
+  }
+  return v;
+}
+
+json job(std::uint16_t sim_port, const std::string& name) {
+  const std::string base = fmt::format("http://127.0.0.1:{}", sim_port);
+  return {{"name", name},
+          {"target", {{"base_url", base}, {"model", "sim-8b"}, {"metrics_url", base + "/metrics"}}},
+          {"workload", {{"prompt_tokens", {{"dist", "fixed"}, {"value", 200}}}, {"output_tokens", {{"dist", "fixed"}, {"value", 64}}}}},
+          {"slo", {{"ttft_ms", {{"p95", 800}}}, {"itl_ms", {{"p95", 50}}}}}};
+}
+
+struct LagRun {
+  double p50 = 0, p99 = 0, max = 0, achieved = 0;
+  int polls = 0, poll_errors = 0;
+  double poll_p99_ms = 0;
+};
+
+LagRun run_check(std::uint16_t api, std::uint16_t sim, double rate, double seconds, int pollers) {
+  json spec = job(sim, pollers ? "polled" : "quiet");
+  spec["kind"] = "check";
+  spec["check"] = {{"rate_rps", rate}, {"duration_s", seconds}, {"warmup_s", 1}};
+  const std::string id = submit(api, spec);
+  while (get_json(api, "/v1/sweeps/" + id)["status"] == "queued") std::this_thread::sleep_for(50ms);
+  std::atomic<bool> stop{false};
+  std::atomic<int> polls{0}, errors{0};
+  std::vector<std::vector<double>> latencies(static_cast<std::size_t>(pollers));
+  std::vector<std::thread> threads;
+  for (int p = 0; p < pollers; ++p) {
+    threads.emplace_back([&, p] {
+      std::mt19937 rng(static_cast<unsigned>(p));
+      std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 500));
+      while (!stop) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const auto r = http_request(loopback(api), "GET", "/v1/sweeps/" + id);
+        latencies[static_cast<std::size_t>(p)].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        (r.status == 200 ? polls : errors)++;
+        std::this_thread::sleep_for(500ms);
+      }
+    });
+  }
+  const json done = wait_done(api, id, std::chrono::seconds(static_cast<long>(seconds) + 120));
+  stop = true;
+  for (auto& t : threads) t.join();
+  LagRun out;
+  const json steps = get_json(api, "/v1/sweeps/" + id + "/steps")["steps"];
+  if (steps.is_array() && !steps.empty()) {
+    const json& s = steps[0]["summary"];
+    out.p50 = s.value("p50_schedule_lag_ms", 0.0);
+    out.p99 = s.value("p99_schedule_lag_ms", 0.0);
+    out.max = s.value("max_schedule_lag_ms", 0.0);
+    out.achieved = s.value("achieved_rate_rps", 0.0);
+  }
+  std::vector<double> all;
+  for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
+  std::sort(all.begin(), all.end());
+  out.polls = polls;
+  out.poll_errors = errors;
+  out.poll_p99_ms = all.empty() ? 0 : all[static_cast<std::size_t>(0.99 * static_cast<double>(all.size() - 1))];
+  if (done["status"] != "succeeded") fmt::print("    (job ended {})\n", done.value("status", "?"));
+  return out;
+}
+
+void part_a(const fs::path& dir, double rate, double seconds) {
+  fmt::print("(a) schedule lag of a {:.0f} req/s check, {:.0f} s, without and with 200 API pollers\n", rate, seconds);
+  const std::uint16_t sp = free_port(), ap = free_port();
+  Child sim({CAPSWEEP_LLMSIM_PATH, "--listen", fmt::format("127.0.0.1:{}", sp)}, dir / "sim.log", sp);
+  Child d({CAPSWEEPD_PATH, "--listen", fmt::format("127.0.0.1:{}", ap), "--db", (dir / "a.db").string()}, dir / "a.log", ap);
+  fmt::print("    {:<8} {:>12} {:>12} {:>12} {:>10} {:>8} {:>8} {:>13}\n", "run", "lag p50 ms", "lag p99 ms", "lag max ms",
+             "achieved", "polls", "errors", "poll p99 ms");
+  std::vector<LagRun> runs;
+  for (int pollers : {0, 200, 0}) {
+    const LagRun r = run_check(ap, sp, rate, seconds, pollers);
+    runs.push_back(r);
+    fmt::print("    {:<8} {:>12.3f} {:>12.3f} {:>12.3f} {:>10.2f} {:>8} {:>8} {:>13.1f}\n", pollers ? "polled" : "quiet", r.p50,
+               r.p99, r.max, r.achieved, r.polls, r.poll_errors, r.poll_p99_ms);
+  }
+  const double quiet_lo = std::min(runs[0].p99, runs[2].p99), quiet_hi = std::max(runs[0].p99, runs[2].p99);
+  fmt::print("    lag p99: quiet runs {:.3f}..{:.3f} ms, polled {:.3f} ms (ratio to the quiet mean {:.2f})\n", quiet_lo, quiet_hi,
+             runs[1].p99, runs[1].p99 / std::max(1e-9, (quiet_lo + quiet_hi) / 2));
+  fmt::print("    capsweepd alive after: {}\n", http_request(loopback(ap), "GET", "/healthz").status == 200 ? "yes" : "NO");
+}
+
+void part_b(const fs::path& dir, double minutes) {
+  fmt::print("(b) capsweepd resident memory over a {:.0f}-minute sweep\n", minutes);
+  const std::uint16_t sp = free_port(), ap = free_port();
+  Child sim({CAPSWEEP_LLMSIM_PATH, "--listen", fmt::format("127.0.0.1:{}", sp)}, dir / "sim-b.log", sp);
+  Child d({CAPSWEEPD_PATH, "--listen", fmt::format("127.0.0.1:{}", ap), "--db", (dir / "b.db").string()}, dir / "b.log", ap);
+  // Many long steps: a ladder that escalates (a lenient SLO) with steps of a tenth of the run.
+  json spec = job(sp, "long");
+  const double step_s = std::max(5.0, minutes * 60 / 10);
+  spec["sweep"] = {{"steps", 8}, {"step_duration_s", step_s}, {"warmup_s", 2}, {"max_steps", 40}, {"baseline_requests", 5}};
+  spec["slo"] = {{"ttft_ms", {{"p95", 60000}}}};
+  const std::string id = submit(ap, spec);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(minutes * 60);
+  std::size_t first_rss = 0, last_rss = 0, peak = 0;
+  std::size_t seen = 0;
+  while (std::chrono::steady_clock::now() < end) {
+    const json steps = get_json(ap, "/v1/sweeps/" + id + "/steps")["steps"];
+    const std::size_t n = steps.is_array() ? steps.size() : 0;
+    const std::size_t rss = rss_kib(d.pid());
+    peak = std::max(peak, rss);
+    if (n != seen) {
+      seen = n;
+      if (n == 3) first_rss = rss;  // baseline, probe, first fixed-rate step
+      last_rss = rss;
+      fmt::print("    after step {:>2}: RSS {:>7} KiB\n", n, rss);
+    }
+    const json v = get_json(ap, "/v1/sweeps/" + id);
+    if (v.is_object() && v["status"] != "running" && v["status"] != "queued") break;
+    std::this_thread::sleep_for(1s);
+  }
+  last_rss = rss_kib(d.pid());
+  if (first_rss > 0) {
+    fmt::print("    RSS after the first fixed-rate step {} KiB, at the end {} KiB (peak {} KiB): growth {:+.1f}%\n", first_rss,
+               last_rss, peak, 100.0 * (static_cast<double>(last_rss) - static_cast<double>(first_rss)) / static_cast<double>(first_rss));
+  }
+  http_request(loopback(ap), "POST", "/v1/sweeps/" + id + "/cancel");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  std::string parts = "ab";
+  double rate = 100, seconds = 20, minutes = 60;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick") quick = true;
+    else if (a == "--parts" && i + 1 < argc) parts = argv[++i];
+    else if (a == "--rate" && i + 1 < argc) rate = std::stod(argv[++i]);
+    else if (a == "--seconds" && i + 1 < argc) seconds = std::stod(argv[++i]);
+    else if (a == "--minutes" && i + 1 < argc) minutes = std::stod(argv[++i]);
+    else {
+      fmt::print(stderr, "usage: capsweep-bench-service [--quick] [--parts ab] [--rate R] [--seconds S] [--minutes M]\n");
+      return 2;
+    }
+  }
+  if (quick) {
+    rate = 20;
+    seconds = 3;
+    minutes = 0.5;
+  }
+  const fs::path dir = fs::temp_directory_path() / fmt::format("capsweep-bench-service-{}", getpid());
+  fs::create_directories(dir);
+  try {
+    if (parts.find('a') != std::string::npos) part_a(dir, rate, seconds);
+    if (parts.find('b') != std::string::npos) part_b(dir, minutes);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "capsweep-bench-service: {}\n", e.what());
+    fs::remove_all(dir);
+    return 1;
+  }
+  fs::remove_all(dir);
+  return 0;
+}
