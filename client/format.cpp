@@ -136,7 +136,7 @@ std::string steps_table(const json& steps) {
     if (m.contains("probe")) notes += fmt::format("r_max {} ", num(at(at(m, "probe"), "rate_rps")));
     if (m.contains("rate_rps") && text_of(s, "kind", "") == "baseline") notes += fmt::format("r_sync {} ", num(at(m, "rate_rps"), "{:.2f}"));
     out += fmt::format("{:>3}  {:<9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9}  {:<12} {}\n", s.value("index", 0),
-                       text_of(s, "phase", ""), num(at(s, "offered_rate_rps"), "{:.2f}"), num(at(m, "request_throughput"), "{:.2f}"),
+                       text_of(s, "phase", ""), num(at(s, "offered_rate_rps"), "{:.2f}"), num(at(m, "achieved_rate_rps"), "{:.2f}"),
                        num(at(m, "p50_ttft_ms")), num(at(m, "p95_ttft_ms")), num(at(m, "p95_itl_ms")), num(at(m, "mean_tpot_ms")),
                        num(at(m, "request_goodput"), "{:.2f}"), text_of(s, "verdict", ""), notes);
   }

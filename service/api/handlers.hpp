@@ -8,6 +8,7 @@
 #include "api/errors.hpp"
 #include "api/schema.hpp"
 #include "http/server.hpp"
+#include "observe/text_writer.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -32,19 +33,13 @@ using http::Response;
 // Latency histogram of the API's own requests, per route.
 class LatencyHistogram {
  public:
-  static constexpr std::array<double, 11> kBounds{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1};
   void observe(const std::string& route, double seconds);
   // Appends the histogram in Prometheus text format.
   void render(std::string& out) const;
 
  private:
-  struct Series {
-    std::array<std::uint64_t, kBounds.size()> buckets{};
-    std::uint64_t count = 0;
-    double sum = 0;
-  };
   mutable std::mutex mutex_;
-  std::map<std::string, Series> series_;
+  std::map<std::string, observe::Histogram> series_;
 };
 
 // Shared by every handler; thread-safe (the store and the manager are, the rest is atomic

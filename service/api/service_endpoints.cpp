@@ -34,27 +34,16 @@ Response no_content(const Request& req) {
 }
 
 void LatencyHistogram::observe(const std::string& route, double seconds) {
+  static const std::vector<double> kBounds{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1};
   std::lock_guard lock(mutex_);
-  auto& s = series_[route];
-  for (std::size_t i = 0; i < kBounds.size(); ++i) {
-    if (seconds <= kBounds[i]) ++s.buckets[i];
-  }
-  ++s.count;
-  s.sum += seconds;
+  series_.try_emplace(route, kBounds).first->second.observe(seconds);
 }
 
 void LatencyHistogram::render(std::string& out) const {
+  constexpr const char* kName = "capsweepd_api_request_duration_seconds";
   std::lock_guard lock(mutex_);
-  out += "# HELP capsweepd_api_request_duration_seconds Time to answer an API request.\n"
-         "# TYPE capsweepd_api_request_duration_seconds histogram\n";
-  for (const auto& [route, s] : series_) {
-    for (std::size_t i = 0; i < kBounds.size(); ++i) {
-      out += fmt::format("capsweepd_api_request_duration_seconds_bucket{{route=\"{}\",le=\"{}\"}} {}\n", route, kBounds[i], s.buckets[i]);
-    }
-    out += fmt::format("capsweepd_api_request_duration_seconds_bucket{{route=\"{}\",le=\"+Inf\"}} {}\n", route, s.count);
-    out += fmt::format("capsweepd_api_request_duration_seconds_sum{{route=\"{}\"}} {}\n", route, s.sum);
-    out += fmt::format("capsweepd_api_request_duration_seconds_count{{route=\"{}\"}} {}\n", route, s.count);
-  }
+  observe::render_header(out, kName, "histogram", "Time to answer an API request.");
+  for (const auto& [route, h] : series_) h.render(out, kName, "", observe::label("route", route), false);
 }
 
 // GET /healthz: the process answers. Never touches the database (runs on the I/O thread).
@@ -71,13 +60,13 @@ Answer readyz(Env& env, const Call& c) {
 // GET /metrics: capsweepd's own, Prometheus text format 0.0.4.
 Answer metrics(Env& env, const Call& c) {
   std::string out;
-  auto counter = [&out](const char* name, const char* help, std::uint64_t value) {
-    out += fmt::format("# HELP {0} {1}\n# TYPE {0} counter\n{0} {2}\n", name, help, value);
-  };
-  out += "# HELP capsweepd_sweeps Sweeps in the store by status.\n# TYPE capsweepd_sweeps gauge\n";
+  observe::render_header(out, "capsweepd_sweeps", "gauge", "Sweeps in the store by status.");
   for (const auto& [status, n] : env.ctx.store->count_by_status()) {
-    out += fmt::format("capsweepd_sweeps{{status=\"{}\"}} {}\n", status, n);
+    observe::render_value(out, "capsweepd_sweeps", observe::label("status", status), static_cast<double>(n));
   }
+  auto counter = [&out](const char* name, const char* help, std::uint64_t value) {
+    observe::render_sample(out, name, "counter", help, "", static_cast<double>(value));
+  };
   const auto& st = env.ctx.manager->stats();
   counter("capsweepd_steps_run_total", "Steps run and stored since start.", st.steps_run.load());
   counter("capsweepd_requests_sent_total", "Requests sent to targets since start.", st.requests_sent.load());
@@ -85,9 +74,8 @@ Answer metrics(Env& env, const Call& c) {
   counter("capsweepd_sweeps_rejected_total", "Specs refused since start.", env.sweeps_rejected.load());
   counter("capsweepd_api_requests_refused_total", "API requests refused by the Host, Origin or Content-Type guards.",
           env.requests_refused.load());
-  out += fmt::format("# HELP capsweepd_database_bytes Size of the database file with its WAL.\n"
-                     "# TYPE capsweepd_database_bytes gauge\ncapsweepd_database_bytes {}\n",
-                     env.ctx.store->size_bytes());
+  observe::render_sample(out, "capsweepd_database_bytes", "gauge", "Size of the database file with its WAL.", "",
+                         static_cast<double>(env.ctx.store->size_bytes()));
   env.latency.render(out);
   return text_response(c.req, "text/plain; version=0.0.4; charset=utf-8", std::move(out));
 }

@@ -550,16 +550,7 @@ void Store::append_step_locked(const std::string& sweep_id, const StepRow& step,
   s.bind(6, step.verdict).bind(7, step.generator_limited).bind(8, to_text(step.summary)).bind(9, to_text(step.evaluation));
   s.bind(10, to_text(step.outcome)).bind(11, step.started_at).bind(12, step.finished_at);
   s.step();
-  Stmt r(db_, "INSERT INTO requests (sweep_id, step_index, request_index, scheduled_ms, dispatched_ms, sent_ms, "
-              "finished_ms, ttft_ms, e2el_ms, input_tokens, output_tokens, chunks, outcome) "
-              "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  for (const auto& q : requests) {
-    r.reset();
-    r.bind(1, sweep_id).bind(2, step.index).bind(3, q.index).bind(4, std::optional<double>(q.scheduled_ms));
-    r.bind(5, q.dispatched_ms).bind(6, q.sent_ms).bind(7, q.finished_ms).bind(8, q.ttft_ms).bind(9, q.e2el_ms);
-    r.bind(10, q.input_tokens).bind(11, q.output_tokens).bind(12, q.chunks).bind(13, q.outcome);
-    r.step();
-  }
+  insert_requests(sweep_id, step.index, requests);
   if (!step.server.is_null()) {
     Stmt m(db_, "INSERT INTO step_server_metrics (sweep_id, step_index, summary) VALUES (?, ?, ?)");
     m.bind(1, sweep_id).bind(2, step.index).bind(3, to_text(step.server));
@@ -583,6 +574,35 @@ std::vector<std::pair<int, RequestRow>> Store::requests_page(const std::string& 
   out.reserve(limit);
   while (q.step()) out.emplace_back(static_cast<int>(q.integer(0)), request_from(q));
   return out;
+}
+
+// A step's request rows in batches of kBatch rows per INSERT (one statement prepared for the
+// full batches, one for the rest): far fewer statement executions than a row at a time.
+void Store::insert_requests(const std::string& sweep_id, int step_index, const std::vector<RequestRow>& requests) {
+  constexpr std::size_t kBatch = 64;  // 13 columns x 64 rows stays under SQLite's variable limit
+  constexpr int kColumns = 13;
+  auto statement = [&](std::size_t rows) {
+    std::string sql = "INSERT INTO requests (sweep_id, step_index, request_index, scheduled_ms, dispatched_ms, sent_ms, "
+                      "finished_ms, ttft_ms, e2el_ms, input_tokens, output_tokens, chunks, outcome) VALUES ";
+    for (std::size_t i = 0; i < rows; ++i) sql += i ? ", (?,?,?,?,?,?,?,?,?,?,?,?,?)" : "(?,?,?,?,?,?,?,?,?,?,?,?,?)";
+    return std::make_unique<Stmt>(db_, sql);
+  };
+  std::unique_ptr<Stmt> full;
+  for (std::size_t start = 0; start < requests.size(); start += kBatch) {
+    const std::size_t rows = std::min(kBatch, requests.size() - start);
+    std::unique_ptr<Stmt> rest;
+    Stmt& r = rows == kBatch ? (full ? *full : *(full = statement(kBatch))) : *(rest = statement(rows));
+    r.reset();
+    for (std::size_t i = 0; i < rows; ++i) {
+      const RequestRow& q = requests[start + i];
+      const int b = static_cast<int>(i) * kColumns;
+      r.bind(b + 1, sweep_id).bind(b + 2, step_index).bind(b + 3, q.index).bind(b + 4, std::optional<double>(q.scheduled_ms));
+      r.bind(b + 5, q.dispatched_ms).bind(b + 6, q.sent_ms).bind(b + 7, q.finished_ms).bind(b + 8, q.ttft_ms);
+      r.bind(b + 9, q.e2el_ms).bind(b + 10, q.input_tokens).bind(b + 11, q.output_tokens).bind(b + 12, q.chunks);
+      r.bind(b + 13, q.outcome);
+    }
+    r.step();
+  }
 }
 
 void Store::for_each_request(const std::string& sweep_id, const std::function<void(int, const RequestRow&)>& row) {

@@ -155,6 +155,7 @@ class Store {
   template <class F>
   void write(F&& f);
   void insert_sweep_locked(const SweepRow& s);
+  void insert_requests(const std::string& sweep_id, int step_index, const std::vector<RequestRow>& requests);
   void append_step_locked(const std::string& sweep_id, const StepRow& step, const std::vector<RequestRow>& requests);
   std::string path_;
   std::shared_ptr<WriteFailure> write_failure_;  // shared by the Stores of one file

@@ -44,8 +44,8 @@ struct SweepSettings {
 
 struct CheckSettings {
   double rate_rps = 1;  // +inf for all_at_once
-  Nanos duration = std::chrono::seconds(600);
-  Nanos warmup = std::chrono::seconds(120);
+  Nanos duration = std::chrono::seconds(600);  // the schema's defaults: what parse_check fills in
+  Nanos warmup{0};
   std::uint32_t max_concurrency = 0;
   std::optional<std::uint64_t> requests;
   Nanos drain_timeout = std::chrono::seconds(30);

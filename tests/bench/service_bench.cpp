@@ -50,7 +50,8 @@ boost::asio::ip::tcp::endpoint loopback(std::uint16_t port) { return {boost::asi
 // A child process, killed on destruction.
 class Child {
  public:
-  Child(std::vector<std::string> argv, const fs::path& log, std::uint16_t port) : port_(port) {
+  // `health`: the path that answers 200 once the child serves.
+  Child(std::vector<std::string> argv, const fs::path& log, std::uint16_t port, const std::string& health) : port_(port) {
     pid_ = fork();
     if (pid_ == 0) {
       const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -65,7 +66,7 @@ class Child {
       _exit(127);
     }
     for (int i = 0; i < 500; ++i) {
-      if (http_request(loopback(port_), "GET", "/healthz", "", 200ms).status == 200) return;
+      if (http_request(loopback(port_), "GET", health, "", 200ms).status == 200) return;
       std::this_thread::sleep_for(10ms);
     }
     throw std::runtime_error("a child did not start: " + argv[0]);
@@ -175,8 +176,8 @@ LagRun run_check(std::uint16_t api, std::uint16_t sim, double rate, double secon
 void part_a(const fs::path& dir, double rate, double seconds) {
   fmt::print("(a) schedule lag of a {:.0f} req/s check, {:.0f} s, without and with 200 API pollers\n", rate, seconds);
   const std::uint16_t sp = free_port(), ap = free_port();
-  Child sim({CAPSWEEP_LLMSIM_PATH, "--listen", fmt::format("127.0.0.1:{}", sp)}, dir / "sim.log", sp);
-  Child d({CAPSWEEPD_PATH, "--listen", fmt::format("127.0.0.1:{}", ap), "--db", (dir / "a.db").string()}, dir / "a.log", ap);
+  Child sim({CAPSWEEP_LLMSIM_PATH, "--listen", fmt::format("127.0.0.1:{}", sp)}, dir / "sim.log", sp, "/health");
+  Child d({CAPSWEEPD_PATH, "--listen", fmt::format("127.0.0.1:{}", ap), "--db", (dir / "a.db").string()}, dir / "a.log", ap, "/healthz");
   fmt::print("    {:<8} {:>12} {:>12} {:>12} {:>10} {:>8} {:>8} {:>13}\n", "run", "lag p50 ms", "lag p99 ms", "lag max ms",
              "achieved", "polls", "errors", "poll p99 ms");
   std::vector<LagRun> runs;
@@ -193,10 +194,10 @@ void part_a(const fs::path& dir, double rate, double seconds) {
 }
 
 void part_b(const fs::path& dir, double minutes) {
-  fmt::print("(b) capsweepd resident memory over a {:.0f}-minute sweep\n", minutes);
+  fmt::print("(b) capsweepd resident memory over a {:.1f}-minute sweep\n", minutes);
   const std::uint16_t sp = free_port(), ap = free_port();
-  Child sim({CAPSWEEP_LLMSIM_PATH, "--listen", fmt::format("127.0.0.1:{}", sp)}, dir / "sim-b.log", sp);
-  Child d({CAPSWEEPD_PATH, "--listen", fmt::format("127.0.0.1:{}", ap), "--db", (dir / "b.db").string()}, dir / "b.log", ap);
+  Child sim({CAPSWEEP_LLMSIM_PATH, "--listen", fmt::format("127.0.0.1:{}", sp)}, dir / "sim-b.log", sp, "/health");
+  Child d({CAPSWEEPD_PATH, "--listen", fmt::format("127.0.0.1:{}", ap), "--db", (dir / "b.db").string()}, dir / "b.log", ap, "/healthz");
   // Many long steps: a ladder that escalates (a lenient SLO) with steps of a tenth of the run.
   json spec = job(sp, "long");
   const double step_s = std::max(5.0, minutes * 60 / 10);
@@ -250,7 +251,7 @@ int main(int argc, char** argv) {
   if (quick) {
     rate = 20;
     seconds = 3;
-    minutes = 0.5;
+    minutes = 0.25;
   }
   const fs::path dir = fs::temp_directory_path() / fmt::format("capsweep-bench-service-{}", getpid());
   fs::create_directories(dir);

@@ -4,7 +4,7 @@
 #include "core/stats.hpp"
 #include "http/server.hpp"
 #include "llmsim/openai.hpp"
-#include "llmsim/prometheus_text.hpp"
+#include "observe/text_writer.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -71,7 +71,7 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
         e2e(kLatencyBuckets),
         itl(kItlBuckets),
         lateness_hist({0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.1}) {
-    labels = fmt::format("model_name={}", json(cfg.model).dump());
+    labels = observe::label("model_name", cfg.model);
   }
 
   asio::io_context& io;
@@ -91,7 +91,7 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
 
   // Metrics.
   std::string labels;
-  Histogram ttft, e2e, itl, lateness_hist;
+  observe::Histogram ttft, e2e, itl, lateness_hist;
   SampleSet lateness_ms;
   std::uint64_t prompt_tokens_total = 0, generation_tokens_total = 0;
   std::uint64_t success_total = 0, errors_total = 0, aborted_total = 0;
@@ -425,15 +425,15 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
   std::string render_metrics() {
     std::string out;
     out.reserve(8192);
-    render_sample(out, "vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", labels, double(engine.running()));
-    render_sample(out, "vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", labels, double(engine.waiting()));
-    render_sample(out, "vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", labels, engine.kv_usage());
-    render_sample(out, "vllm:gpu_cache_usage_perc", "gauge", "GPU KV-cache usage (older name). 1 means 100 percent usage.", labels, engine.kv_usage());
-    render_sample(out, "vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", labels, double(prompt_tokens_total));
-    render_sample(out, "vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", labels, double(generation_tokens_total));
-    render_sample(out, "vllm:request_success_total", "counter", "Count of successfully processed requests.", labels + ",finished_reason=\"length\"", double(success_total));
-    render_sample(out, "llmsim:request_errors_total", "counter", "Requests answered with an error (4xx/5xx).", labels, double(errors_total));
-    render_sample(out, "llmsim:request_aborted_total", "counter", "Streams dropped before their last token.", labels, double(aborted_total));
+    observe::render_sample(out, "vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", labels, double(engine.running()));
+    observe::render_sample(out, "vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", labels, double(engine.waiting()));
+    observe::render_sample(out, "vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", labels, engine.kv_usage());
+    observe::render_sample(out, "vllm:gpu_cache_usage_perc", "gauge", "GPU KV-cache usage (older name). 1 means 100 percent usage.", labels, engine.kv_usage());
+    observe::render_sample(out, "vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", labels, double(prompt_tokens_total));
+    observe::render_sample(out, "vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", labels, double(generation_tokens_total));
+    observe::render_sample(out, "vllm:request_success_total", "counter", "Count of successfully processed requests.", labels + ",finished_reason=\"length\"", double(success_total));
+    observe::render_sample(out, "llmsim:request_errors_total", "counter", "Requests answered with an error (4xx/5xx).", labels, double(errors_total));
+    observe::render_sample(out, "llmsim:request_aborted_total", "counter", "Streams dropped before their last token.", labels, double(aborted_total));
     ttft.render(out, "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", labels);
     itl.render(out, "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", labels);
     e2e.render(out, "vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", labels);

@@ -274,3 +274,37 @@ TEST_CASE("store: a write that finds the disk full makes the database not ready 
   s.insert_sweep(sweep_row("b"));
   CHECK(s.writable());
 }
+
+TEST_CASE("store: request rows written in batches read back whole, one by one and by page") {
+  TempDb db;
+  Store s(db.path.string());
+  s.insert_sweep(sweep_row("a"));
+  s.append_step("a", step_row(0), requests(130));  // two full batches of 64 and a rest of 2
+  s.append_step("a", step_row(1), requests(1));
+  std::vector<std::pair<int, RequestRow>> all;
+  s.for_each_request("a", [&](int step, const RequestRow& r) { all.emplace_back(step, r); });
+  REQUIRE(all.size() == 131);
+  for (std::size_t i = 0; i < 130; ++i) {
+    CHECK(all[i].first == 0);
+    CHECK(all[i].second.index == i);
+    CHECK(all[i].second.scheduled_ms == Approx(10.0 * static_cast<double>(i)));
+    CHECK(all[i].second.outcome == (i == 129 ? "incomplete" : "ok"));
+    CHECK_FALSE(all[i].second.finished_ms.has_value());  // NULL stays NULL
+  }
+  CHECK(all[130].first == 1);
+  // Pages of 50 give the same rows in the same order.
+  std::vector<std::pair<int, RequestRow>> paged;
+  std::optional<Store::RequestKey> after;
+  for (;;) {
+    auto page = s.requests_page("a", after, 50);
+    paged.insert(paged.end(), page.begin(), page.end());
+    if (page.size() < 50) break;
+    after = Store::RequestKey{page.back().first, page.back().second.index};
+  }
+  REQUIRE(paged.size() == all.size());
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    CHECK(paged[i].first == all[i].first);
+    CHECK(paged[i].second.index == all[i].second.index);
+  }
+  CHECK(s.requests_page("nobody", std::nullopt, 50).empty());
+}

@@ -1,5 +1,4 @@
 #include "llmsim/config.hpp"
-#include "llmsim/prometheus_text.hpp"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -49,24 +48,4 @@ TEST_CASE("llmsim config: bad settings name the key") {
     REQUIRE_FALSE(r.has_value());
     CHECK(r.error().field == field);
   }
-}
-
-TEST_CASE("llmsim prometheus: histograms render cumulative buckets, sum and count") {
-  Histogram h({0.1, 1.0});
-  h.observe(0.05);
-  h.observe(0.1);  // inclusive upper bound
-  h.observe(0.5);
-  h.observe(3.0);
-  std::string out;
-  h.render(out, "vllm:e2e_request_latency_seconds", "help text", "model_name=\"m\"");
-  CHECK(out.find("# TYPE vllm:e2e_request_latency_seconds histogram\n") != std::string::npos);
-  CHECK(out.find("vllm:e2e_request_latency_seconds_bucket{model_name=\"m\",le=\"0.1\"} 2\n") != std::string::npos);
-  CHECK(out.find("vllm:e2e_request_latency_seconds_bucket{model_name=\"m\",le=\"1\"} 3\n") != std::string::npos);
-  CHECK(out.find("vllm:e2e_request_latency_seconds_bucket{model_name=\"m\",le=\"+Inf\"} 4\n") != std::string::npos);
-  CHECK(out.find("vllm:e2e_request_latency_seconds_sum{model_name=\"m\"} 3.65\n") != std::string::npos);
-  CHECK(out.find("vllm:e2e_request_latency_seconds_count{model_name=\"m\"} 4\n") != std::string::npos);
-  std::string g;
-  render_sample(g, "vllm:num_requests_running", "gauge", "h", "model_name=\"m\"", 3);
-  CHECK(g == "# HELP vllm:num_requests_running h\n# TYPE vllm:num_requests_running gauge\n"
-             "vllm:num_requests_running{model_name=\"m\"} 3\n");
 }

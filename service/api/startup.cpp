@@ -1,0 +1,112 @@
+#include "api/startup.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <sstream>
+
+namespace capsweep::api {
+
+namespace {
+
+std::vector<std::string> split_commas(const std::string& csv) {
+  std::vector<std::string> entries;
+  std::stringstream ss(csv);
+  for (std::string e; std::getline(ss, e, ',');) {
+    if (!e.empty()) entries.push_back(e);
+  }
+  return entries;
+}
+
+// The config file's document ({} without a file); nullopt after printing why it is unusable.
+std::optional<nlohmann::json> read_config_file(const std::string& path) {
+  if (path.empty()) return nlohmann::json::object();
+  std::ifstream in(path);
+  if (!in) {
+    fmt::print(stderr, "capsweepd: cannot read config file {}\n", path);
+    return std::nullopt;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  auto doc = nlohmann::json::parse(text.str(), nullptr, false);
+  if (doc.is_discarded()) {
+    fmt::print(stderr, "capsweepd: {} is not valid JSON\n", path);
+    return std::nullopt;
+  }
+  return doc;
+}
+
+}  // namespace
+
+std::variant<Startup, int> startup_from_command_line(int argc, char** argv) {
+  CLI::App app{"capsweepd: finds the highest request rate an LLM endpoint serves within its SLO"};
+  std::string config_path, listen, db, allow_csv;
+  int max_concurrent = 0;
+  bool insecure_no_auth = false;
+  app.add_option("--config", config_path, "JSON settings file (schema/config.schema.json); flags override it");
+  app.add_option("--listen", listen, "HOST:PORT to serve the API on (default 127.0.0.1:8080)");
+  app.add_option("--db", db, "SQLite database file (default capsweep.db)");
+  app.add_option("--max-concurrent-sweeps", max_concurrent, "sweeps running at once (each on its own target)")
+      ->check(CLI::Range(1, 64));
+  app.add_option("--allow-targets", allow_csv, "comma-separated hosts/CIDRs sweeps may target (default loopback)");
+  app.add_flag("--insecure-no-auth", insecure_no_auth, "serve a non-loopback address without bearer tokens (refused otherwise)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  auto doc = read_config_file(config_path);
+  if (!doc) return 2;
+  if (!listen.empty()) (*doc)["listen"] = listen;
+  if (insecure_no_auth) (*doc)["insecure_no_auth"] = true;
+  if (!db.empty()) (*doc)["db"] = db;
+  if (max_concurrent > 0) (*doc)["max_concurrent_sweeps"] = max_concurrent;
+  if (!allow_csv.empty()) (*doc)["allow_targets"] = split_commas(allow_csv);
+  auto config = parse_config(*doc);
+  if (!config) {
+    fmt::print(stderr, "capsweepd: config {}: {}\n", config.error().field, config.error().message);
+    return 2;
+  }
+  auto endpoint = http::parse_listen_address(config->listen);
+  if (!endpoint) {
+    fmt::print(stderr, "capsweepd: --listen: {}\n", endpoint.error().message);
+    return 2;
+  }
+  if (!endpoint->address().is_loopback() && config->tokens.empty() && !config->insecure_no_auth) {
+    fmt::print(stderr,
+               "capsweepd: refusing to serve {} without tokens: anyone who can connect could aim load at your "
+               "targets. Configure \"tokens\", listen on loopback, or pass --insecure-no-auth.\n",
+               config->listen);
+    return 2;
+  }
+  return Startup{std::move(*config), *endpoint};
+}
+
+sweep::ManagerOptions manager_options(const ServiceConfig& c) {
+  sweep::ManagerOptions mo;
+  mo.db_path = c.db;
+  mo.max_concurrent_sweeps = c.max_concurrent_sweeps;
+  mo.max_total_sweep = std::chrono::seconds(static_cast<long>(c.limits.max_total_sweep_s));
+  mo.max_connections = c.limits.max_connections_per_sweep;
+  mo.allow_host = [allow = c.allow](std::string_view host) { return allow.allows(host); };
+  mo.max_response_bytes = c.limits.max_response_bytes;
+  mo.max_sse_event_bytes = c.limits.max_sse_event_bytes;
+  mo.retention_max_age_s = c.retention.max_age_days * 86400;
+  mo.retention_max_sweeps = c.retention.max_sweeps;
+  return mo;
+}
+
+http::ServerOptions server_options(const ServiceConfig& c) {
+  http::ServerOptions so;
+  so.body_limit = c.limits.max_body_bytes;
+  so.server_name = "capsweepd";
+  so.max_connections = c.limits.max_api_connections;
+  so.max_connections_per_client = c.limits.max_api_connections_per_client;
+  so.header_timeout = std::chrono::milliseconds(static_cast<long>(c.limits.header_timeout_s * 1000));
+  return so;
+}
+
+}  // namespace capsweep::api

@@ -1,0 +1,28 @@
+#pragma once
+// capsweepd's start-up settings: the config file (schema/config.schema.json) with the command
+// line over it, checked as a whole (a non-loopback address needs tokens or an explicit
+// --insecure-no-auth), and turned into the options of the parts main() wires together.
+
+#include "api/config.hpp"
+#include "http/server.hpp"
+#include "sweep/manager.hpp"
+
+#include <variant>
+
+namespace capsweep::api {
+
+struct Startup {
+  ServiceConfig config;
+  boost::asio::ip::tcp::endpoint endpoint;  // where to listen
+};
+
+// Parses the command line and the config file it names. Returns the settings, or the exit
+// code when the program should end now (0 after --help; 2 for a bad flag, file or value, with
+// the reason printed to stderr).
+std::variant<Startup, int> startup_from_command_line(int argc, char** argv);
+
+// The options of the parts, from the settings.
+sweep::ManagerOptions manager_options(const ServiceConfig& c);
+http::ServerOptions server_options(const ServiceConfig& c);
+
+}  // namespace capsweep::api
