@@ -83,6 +83,39 @@ struct SweepManager::Active {
   bool in_step = false;
 };
 
+// The total time limit holds inside a step too: while a step runs, a watch thread cancels its
+// runner when the sweep's time is up. end_step() (or the destructor) ends the watch.
+class StepDeadline {
+ public:
+  StepDeadline(SweepManager::Active& a, std::chrono::system_clock::time_point limit_at)
+      : a_(a), watch_([this, limit_at] {
+          std::unique_lock al(a_.m);
+          if (!a_.step_ended.wait_until(al, limit_at, [this] { return !a_.in_step; })) {
+            over_time_ = true;
+            if (a_.runner) a_.runner->cancel();
+          }
+        }) {}
+  ~StepDeadline() { end_step(); }
+  StepDeadline(const StepDeadline&) = delete;
+  StepDeadline& operator=(const StepDeadline&) = delete;
+  // Marks the step ended; true when the limit stopped it.
+  bool end_step() {
+    {
+      std::lock_guard al(a_.m);
+      a_.runner = nullptr;
+      a_.in_step = false;
+    }
+    a_.step_ended.notify_all();
+    if (watch_.joinable()) watch_.join();
+    return over_time_;
+  }
+
+ private:
+  SweepManager::Active& a_;
+  bool over_time_ = false;  // written by the watch, read after joining it
+  std::thread watch_;
+};
+
 // What a claimed sweep needs for all its steps.
 struct SweepManager::Prepared {
   JobSpec spec;
@@ -422,26 +455,14 @@ bool SweepManager::run_step(const store::SweepRow& row, Prepared& p, const std::
   store_->set_progress(id, {{"phase", order.phase}, {"step", index + 1}, {"steps_planned", steps_planned},
                             {"percent", std::round(1000.0 * index / steps_planned) / 10}});
   if (active->cancel) p.runner->cancel();  // a cancel that raced the step's start
-  // The total time limit holds inside a step too: a watch stops the step at the limit.
-  const auto limit_at = p.started + options_.max_total_sweep;
-  bool over_time = false;
-  std::thread watch([&] {
-    std::unique_lock al(active->m);
-    const auto left = limit_at - std::chrono::system_clock::now();
-    if (!active->step_ended.wait_for(al, left, [&] { return !active->in_step; })) {
-      over_time = true;
-      if (active->runner) active->runner->cancel();
-    }
-  });
   const std::string started_at = store::utc_now();
-  auto result = p.runner->run(ss);
-  {
-    std::lock_guard al(active->m);
-    active->runner = nullptr;
-    active->in_step = false;
-  }
-  active->step_ended.notify_all();
-  watch.join();
+  bool over_time = false;
+  auto result = [&] {
+    StepDeadline deadline(*active, p.started + options_.max_total_sweep);
+    auto r = p.runner->run(ss);
+    over_time = deadline.end_step();
+    return r;
+  }();
   if (!result) {
     store_->end_step_attempt(id);
     finish(id, "failed", nullptr,

@@ -80,6 +80,7 @@ class SweepManager {
   const ManagerStats& stats() const noexcept { return stats_; }
 
  private:
+  friend class StepDeadline;
   struct Active;
   struct Prepared;
   void worker_loop();
