@@ -4,6 +4,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -82,7 +85,27 @@ std::variant<Startup, int> startup_from_command_line(int argc, char** argv) {
                config->listen);
     return 2;
   }
+  fit_descriptor_limit(*config);
   return Startup{std::move(*config), *endpoint};
+}
+
+void fit_descriptor_limit(const ServiceConfig& c) {
+  // API connections, every sweep's connections to its target, and the database, logs, etc.
+  const auto need = static_cast<rlim_t>(c.limits.max_api_connections) +
+                    static_cast<rlim_t>(c.max_concurrent_sweeps) * (c.limits.max_connections_per_sweep + 8) + 64;
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+  if (lim.rlim_cur < need && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = std::min(need, lim.rlim_max);
+    setrlimit(RLIMIT_NOFILE, &lim);
+    getrlimit(RLIMIT_NOFILE, &lim);
+  }
+  if (lim.rlim_cur < need) {
+    fmt::print(stderr,
+               "capsweepd: notice: the open-file limit {} is below the {} the configured limits may use "
+               "(limits.max_api_connections + sweeps x limits.max_connections_per_sweep); raise it or lower those\n",
+               static_cast<unsigned long long>(lim.rlim_cur), static_cast<unsigned long long>(need));
+  }
 }
 
 sweep::ManagerOptions manager_options(const ServiceConfig& c) {

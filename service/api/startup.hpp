@@ -21,6 +21,10 @@ struct Startup {
 // the reason printed to stderr).
 std::variant<Startup, int> startup_from_command_line(int argc, char** argv);
 
+// Raises the open-file soft limit towards what the configured limits may use (API connections
+// plus every sweep's target connections); prints a notice when the hard limit is lower.
+void fit_descriptor_limit(const ServiceConfig& c);
+
 // The options of the parts, from the settings.
 sweep::ManagerOptions manager_options(const ServiceConfig& c);
 http::ServerOptions server_options(const ServiceConfig& c);

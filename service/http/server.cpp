@@ -51,9 +51,10 @@ Response server_error(bhttp::status status, std::string_view code, std::string_v
 // One accepted connection. Its stream lives on a strand of its own: everything the
 // connection's coroutine does, and the cancel that shutdown() posts, runs on that strand.
 struct Connection {
-  explicit Connection(asio::ip::tcp::socket socket) : stream(std::move(socket)) {}
+  Connection(asio::ip::tcp::socket socket, asio::ip::address from) : stream(std::move(socket)), peer(std::move(from)) {}
   beast::tcp_stream stream;
-  bool idle = false;  // waiting for the next request (strand only)
+  asio::ip::address peer;
+  std::atomic<bool> idle{false};  // waiting for a request's first byte (read anywhere, written on the strand)
 };
 
 // State shared by the accept loop and every connection. The connections run on strands of
@@ -84,23 +85,52 @@ struct Server::State : std::enable_shared_from_this<State> {
   asio::awaitable<void> answer_too_large(beast::tcp_stream& stream);
   // Admits a new connection from `peer`, or says why not.
   std::optional<std::string> admit(const asio::ip::address& peer, std::uint64_t& id);
+  // At a cap: closes the longest-held idle connection (of `peer` when `same_client`) so that
+  // idle keep-alive sockets can never keep a new request out for long; false when none is idle.
+  bool evict_idle(const asio::ip::address& peer, bool same_client);
   void release(std::uint64_t id, const asio::ip::address& peer);
 };
 
 std::optional<std::string> Server::State::admit(const asio::ip::address& peer, std::uint64_t& id) {
-  std::lock_guard lock(mutex);
-  if (options.max_connections > 0 && open.load() >= options.max_connections) {
-    return fmt::format("the server holds its limit of {} connections; retry later", options.max_connections);
+  bool over_total = false, over_client = false;
+  {
+    std::lock_guard lock(mutex);
+    over_total = options.max_connections > 0 && open.load() >= options.max_connections;
+    auto it = per_client.find(peer);
+    over_client = options.max_connections_per_client > 0 && it != per_client.end() &&
+                  it->second >= options.max_connections_per_client;
+    if (!over_total && !over_client) {
+      ++per_client[peer];
+      ++open;
+      id = next_id++;
+      return std::nullopt;
+    }
   }
-  auto& mine = per_client[peer];
-  if (options.max_connections_per_client > 0 && mine >= options.max_connections_per_client) {
-    if (mine == 0) per_client.erase(peer);
-    return fmt::format("this client holds its limit of {} connections; retry later", options.max_connections_per_client);
+  // Refused now; an idle connection is closed so that a retry gets in.
+  evict_idle(peer, over_client && !over_total);
+  if (over_total) return fmt::format("the server holds its limit of {} connections; retry later", options.max_connections);
+  return fmt::format("this client holds its limit of {} connections; retry later", options.max_connections_per_client);
+}
+
+bool Server::State::evict_idle(const asio::ip::address& peer, bool same_client) {
+  std::shared_ptr<Connection> victim;
+  {
+    std::lock_guard lock(mutex);
+    for (auto& [cid, weak] : registry) {  // ids grow with age: the first idle one has waited longest
+      auto c = weak.lock();
+      if (c && c->idle.load() && (!same_client || c->peer == peer)) {
+        victim = std::move(c);
+        break;
+      }
+    }
   }
-  ++mine;
-  ++open;
-  id = next_id++;
-  return std::nullopt;
+  if (!victim) return false;
+  auto ex = victim->stream.get_executor();
+  asio::post(ex, [victim] {
+    beast::error_code ignored;
+    if (victim->idle) victim->stream.socket().cancel(ignored);
+  });
+  return true;
 }
 
 void Server::State::release(std::uint64_t id, const asio::ip::address& peer) {
@@ -134,7 +164,7 @@ asio::awaitable<void> Server::State::accept_loop() {
       }
       continue;
     }
-    auto conn = std::make_shared<Connection>(std::move(socket));
+    auto conn = std::make_shared<Connection>(std::move(socket), peer);
     {
       std::lock_guard lock(mutex);
       registry[id] = conn;

@@ -3,8 +3,10 @@
 // coroutine per connection that reads requests (body limit, header and read deadlines,
 // keep-alive) and hands each to the program's handler. Every connection runs on a strand of
 // its own, so the io_context may be run by several threads; what connections share (counts,
-// the registry shutdown() walks) is guarded inside. Connections beyond the total or
-// per-client cap get a 503 and are closed. Heavy headers: include only from .cpp files and mains.
+// the registry shutdown() walks) is guarded inside. A connection beyond the total or
+// per-client cap gets a 503 and is closed, and the longest-waiting idle keep-alive connection
+// (of that client, for its own cap) is closed to make room, so idle sockets cannot keep
+// requests out. Heavy headers: include only from .cpp files and mains.
 
 #include "core/error.hpp"
 

@@ -215,6 +215,10 @@ TEST_CASE("hostile: a trickled header is cut at the header deadline, and connect
   std::this_thread::sleep_for(200ms);
   const auto refused = d.get("/healthz");
   CHECK(refused.status == 503);
+  CHECK(refused.headers.count("retry-after") == 1);
+  // The refusal closed an idle socket: a retry gets in though the others stay open.
+  std::this_thread::sleep_for(100ms);
+  CHECK(d.get("/healthz").status == 200);
   idle.clear();  // closed: the client is served again
   bool back = false;
   for (int i = 0; i < 50 && !back; ++i) {
