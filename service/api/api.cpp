@@ -44,7 +44,10 @@ http::Handler Api::handler() {
       if (r.answer) {
         reply.response = respond(env, req, std::move(*r.answer), r.route_name, started);
       } else {
-        reply = co_await r.route->stream(env, impl->pool.get_executor(), Call{req, std::move(r.id), std::move(r.query)}, stream);
+        // Named, not temporaries: GCC 12 may destroy a temporary of a co_await expression twice.
+        const Call call{req, std::move(r.id), std::move(r.query)};
+        const boost::asio::any_io_executor pool = impl->pool.get_executor();
+        reply = co_await r.route->stream(env, pool, call, stream);
         env.latency.observe(r.route_name, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
         co_return reply;
       }

@@ -93,7 +93,8 @@ asio::awaitable<http::Reply> stream_requests_csv(Env& env, asio::any_io_executor
     }
     if (!text.empty()) {
       stream.expires_after(std::chrono::seconds(30));
-      auto [wec, wn] = co_await asio::async_write(stream, bhttp::make_chunk(asio::buffer(text)), asio::as_tuple(asio::use_awaitable));
+      const auto chunk = bhttp::make_chunk(asio::buffer(text));  // named: see api.cpp on co_await temporaries
+      auto [wec, wn] = co_await asio::async_write(stream, chunk, asio::as_tuple(asio::use_awaitable));
       if (wec) co_return http::Reply{std::nullopt, false};
       text.clear();
     }
@@ -101,7 +102,8 @@ asio::awaitable<http::Reply> stream_requests_csv(Env& env, asio::any_io_executor
     after = store::Store::RequestKey{page.back().first, page.back().second.index};
   }
   stream.expires_after(std::chrono::seconds(30));
-  auto [lec, ln] = co_await asio::async_write(stream, bhttp::make_chunk_last(), asio::as_tuple(asio::use_awaitable));
+  const auto last = bhttp::make_chunk_last();
+  auto [lec, ln] = co_await asio::async_write(stream, last, asio::as_tuple(asio::use_awaitable));
   co_return http::Reply{std::nullopt, !lec && c.req.keep_alive()};
 }
 

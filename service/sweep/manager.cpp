@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -82,6 +84,18 @@ struct SweepManager::Active {
   Clock::time_point step_started{};
   bool in_step = false;
 };
+
+// A stored step's rows are not needed any more: free them now and hand the freed pages back to
+// the system, so a long run's resident memory reflects what is live, not its largest step.
+void release_step_memory(JudgedStep&& judged, loadgen::StepResult&& result) {
+  {
+    const JudgedStep gone = std::move(judged);
+    const loadgen::StepResult also_gone = std::move(result);
+  }  // freed here
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
 
 // The total time limit holds inside a step too: while a step runs, a watch thread cancels its
 // runner when the sweep's time is up. end_step() (or the destructor) ends the watch.
@@ -490,6 +504,7 @@ bool SweepManager::run_step(const store::SweepRow& row, Prepared& p, const std::
   log_line(fmt::format("sweep {} step {} ({} {}) {}: {}", id, index, order.phase,
                        std::isfinite(order.rate_rps) && order.rate_rps > 0 ? fmt::format("{:.2f} req/s", order.rate_rps) : std::string("-"),
                        judged.row.verdict, judged.outcome.limiting_metric));
+  release_step_memory(std::move(judged), std::move(*result));
   return true;
 }
 

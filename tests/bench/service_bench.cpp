@@ -2,8 +2,8 @@
 //  (a) schedule lag of a running step with and without 200 API pollers (each polling
 //      GET /v1/sweeps/{id} twice a second), side by side in one run: quiet, polled, quiet
 //      again, so the two quiet runs show the noise the polled one is compared with;
-//  (b) capsweepd's resident memory over a long sweep: after its first fixed-rate step and
-//      at the end (growth in percent).
+//  (b) capsweepd's resident memory over a long run of identical fixed-rate steps: after the
+//      first step and after the last (growth in percent).
 // capsweep-llmsim and capsweepd run as child processes on loopback.
 //
 // Usage: capsweep-bench-service [--quick] [--parts ab] [--rate R] [--seconds S] [--minutes M]
@@ -193,41 +193,38 @@ void part_a(const fs::path& dir, double rate, double seconds) {
   fmt::print("    capsweepd alive after: {}\n", http_request(loopback(ap), "GET", "/healthz").status == 200 ? "yes" : "NO");
 }
 
-void part_b(const fs::path& dir, double minutes) {
-  fmt::print("(b) capsweepd resident memory over a {:.1f}-minute sweep\n", minutes);
+// Identical fixed-rate steps back to back (checks at one rate) for `minutes`: any growth of
+// resident memory from the first step on is what the service keeps, not a larger step.
+void part_b(const fs::path& dir, double minutes, double rate) {
+  fmt::print("(b) capsweepd resident memory over {:.1f} minutes of identical {:.0f} req/s steps\n", minutes, rate);
   const std::uint16_t sp = free_port(), ap = free_port();
   Child sim({CAPSWEEP_LLMSIM_PATH, "--listen", fmt::format("127.0.0.1:{}", sp)}, dir / "sim-b.log", sp, "/health");
   Child d({CAPSWEEPD_PATH, "--listen", fmt::format("127.0.0.1:{}", ap), "--db", (dir / "b.db").string()}, dir / "b.log", ap, "/healthz");
-  // Many long steps: a ladder that escalates (a lenient SLO) with steps of a tenth of the run.
-  json spec = job(sp, "long");
-  const double step_s = std::max(5.0, minutes * 60 / 10);
-  spec["sweep"] = {{"steps", 8}, {"step_duration_s", step_s}, {"warmup_s", 2}, {"max_steps", 40}, {"baseline_requests", 5}};
-  spec["slo"] = {{"ttft_ms", {{"p95", 60000}}}};
-  const std::string id = submit(ap, spec);
+  const double step_s = std::clamp(minutes * 60 / 20, 3.0, 120.0);
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(minutes * 60);
-  std::size_t first_rss = 0, last_rss = 0, peak = 0;
-  std::size_t seen = 0;
+  std::size_t first = 0, last = 0, peak = 0, steps = 0, requests = 0;
   while (std::chrono::steady_clock::now() < end) {
-    const json steps = get_json(ap, "/v1/sweeps/" + id + "/steps")["steps"];
-    const std::size_t n = steps.is_array() ? steps.size() : 0;
-    const std::size_t rss = rss_kib(d.pid());
-    peak = std::max(peak, rss);
-    if (n != seen) {
-      seen = n;
-      if (n == 3) first_rss = rss;  // baseline, probe, first fixed-rate step
-      last_rss = rss;
-      fmt::print("    after step {:>2}: RSS {:>7} KiB\n", n, rss);
+    json spec = job(sp, "repeat");
+    spec["kind"] = "check";
+    spec["check"] = {{"rate_rps", rate}, {"duration_s", step_s}, {"warmup_s", 1}};
+    const std::string id = submit(ap, spec);
+    const json done = wait_done(ap, id, std::chrono::seconds(static_cast<long>(step_s) + 120));
+    if (done.is_object() && done.contains("result") && done["result"].is_object()) {
+      requests += done["result"]["observations"].value("measured", std::size_t{0});
     }
-    const json v = get_json(ap, "/v1/sweeps/" + id);
-    if (v.is_object() && v["status"] != "running" && v["status"] != "queued") break;
-    std::this_thread::sleep_for(1s);
+    ++steps;
+    last = rss_kib(d.pid());
+    peak = std::max(peak, last);
+    if (steps == 1) first = last;
+    fmt::print("    after step {:>3}: RSS {:>7} KiB\n", steps, last);
+    std::fflush(stdout);
   }
-  last_rss = rss_kib(d.pid());
-  if (first_rss > 0) {
-    fmt::print("    RSS after the first fixed-rate step {} KiB, at the end {} KiB (peak {} KiB): growth {:+.1f}%\n", first_rss,
-               last_rss, peak, 100.0 * (static_cast<double>(last_rss) - static_cast<double>(first_rss)) / static_cast<double>(first_rss));
+  if (first > 0) {
+    fmt::print("    {} steps, {} measured requests: RSS after the first step {} KiB, after the last {} KiB (peak {} KiB): "
+               "growth {:+.1f}%\n",
+               steps, requests, first, last, peak,
+               100.0 * (static_cast<double>(last) - static_cast<double>(first)) / static_cast<double>(first));
   }
-  http_request(loopback(ap), "POST", "/v1/sweeps/" + id + "/cancel");
 }
 
 }  // namespace
@@ -251,13 +248,13 @@ int main(int argc, char** argv) {
   if (quick) {
     rate = 20;
     seconds = 3;
-    minutes = 0.25;
+    minutes = 0.2;
   }
   const fs::path dir = fs::temp_directory_path() / fmt::format("capsweep-bench-service-{}", getpid());
   fs::create_directories(dir);
   try {
     if (parts.find('a') != std::string::npos) part_a(dir, rate, seconds);
-    if (parts.find('b') != std::string::npos) part_b(dir, minutes);
+    if (parts.find('b') != std::string::npos) part_b(dir, minutes, quick ? 10 : 20);
   } catch (const std::exception& e) {
     fmt::print(stderr, "capsweep-bench-service: {}\n", e.what());
     fs::remove_all(dir);

@@ -158,6 +158,9 @@ TEST_CASE("hostile: bodies that would exhaust the stack or memory get a 400 nami
   many["check"]["rate_rps"] = 2000;
   many["check"]["duration_s"] = 3000;  // each within its own limit, 6,000,000 requests together
   expect_refused(d, d.post("/v1/sweeps", many.dump()), 400, "/check/duration_s");
+  json sweep = sim_job(url_of(sim.endpoint()), "long steps");
+  sweep["sweep"] = {{"max_step_duration_s", 7200}};  // over the service's 3,600-s step limit
+  expect_refused(d, d.post("/v1/sweeps", sweep.dump()), 400, "/sweep/max_step_duration_s");
   expect_refused(d, d.post("/v1/sweeps", with("/target/extra_body", {{"n", 64}})), 400, "/target/extra_body/n");
   expect_refused(d, d.post("/v1/sweeps", with("/target/extra_body", {{"best_of", 8}})), 400, "/target/extra_body/best_of");
   expect_refused(d, d.post("/v1/sweeps", with("/target/tls", {{"ca_file", "/etc/passwd"}})), 403, "/target/tls/ca_file");

@@ -111,6 +111,11 @@ TEST_CASE("spec: malformed specs name the failing field") {
   CHECK(first_error(with(d, "/arrival/process", "bursty")) == "/arrival/process");
   CHECK(first_error(with(d, "/arrival/process", "all_at_once")) == "/arrival/process");  // a sweep needs rates
   CHECK(first_error(with(d, "/kind", "check")) == "/sweep");  // a check job carries "check", not "sweep"
+  CHECK(first_error(with(d, "/sweep/max_step_duration_s", 1)) == "/sweep/max_step_duration_s");  // under warm-up + step
+  CHECK(first_error(with(d, "/sweep/max_step_duration_s", -5)) == "/sweep/max_step_duration_s");
+  CHECK(first_error(with(d, "/sweep/max_step_duration_s", 1e9)) == "/sweep/max_step_duration_s");  // over the maximum
+  CHECK(first_error(with(d, "/confidence_typo", 1)) == "/confidence_typo");
+  CHECK(first_error(with(d, "/slo/confidence", 0.3)) == "/slo/confidence");  // [0.5, 1)
 }
 
 TEST_CASE("spec: check jobs need a rate, or a count with all_at_once") {
