@@ -29,9 +29,10 @@ http::Handler Api::handler() {
     namespace asio = boost::asio;
     Env& env = impl->env;
     http::Reply reply;
-    if (!needs_worker(req)) {
+    const Placement where = placement_of(req);
+    if (where == Placement::io_thread) {
       reply.response = dispatch(env, req);  // /healthz: nothing that can block
-    } else if (!is_streaming(req)) {
+    } else if (where == Placement::worker) {
       // Run on the pool; the connection's coroutine resumes on its own strand afterwards.
       reply.response = co_await asio::co_spawn(
           impl->pool.get_executor(), [&env, &req]() -> asio::awaitable<Response> { co_return dispatch(env, req); },

@@ -189,18 +189,13 @@ const std::vector<Route>& route_table() {
   return routes;
 }
 
-bool needs_worker(const Request& req) {
+Placement placement_of(const Request& req) {
   auto target = parse_target(req.target());
-  if (!target) return false;
+  if (!target) return Placement::io_thread;  // answered at once with a 400
   Match m = match(target->segments, req.method());
-  return m.route && m.route->blocking;
-}
-
-bool is_streaming(const Request& req) {
-  auto target = parse_target(req.target());
-  if (!target) return false;
-  Match m = match(target->segments, req.method());
-  return m.route && m.route->stream;
+  if (!m.route) return Placement::io_thread;  // a 404 or 405: nothing to look up
+  if (m.route->stream) return Placement::stream;
+  return m.route->blocking ? Placement::worker : Placement::io_thread;
 }
 
 Response respond(Env& env, const Request& req, Answer answer, const std::string& route_name,

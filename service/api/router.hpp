@@ -51,11 +51,10 @@ Response respond(Env& env, const Request& req, Answer answer, const std::string&
 // The API's routes.
 const std::vector<Route>& route_table();
 
-// The route a request goes to, when its path and method match one; false for /healthz-like
-// routes that may run on the I/O thread.
-bool needs_worker(const Request& req);
-// Whether the request goes to a route that streams its answer.
-bool is_streaming(const Request& req);
+// Where a request is answered: on the I/O thread (/healthz: touches nothing), on the worker
+// pool (anything that may touch the store), or by a streaming route on the connection.
+enum class Placement { io_thread, worker, stream };
+Placement placement_of(const Request& req);
 
 // Answers one request: guards, route, auth, handler; never throws (a 500 says nothing more).
 Response dispatch(Env& env, const Request& req);

@@ -605,13 +605,4 @@ void Store::insert_requests(const std::string& sweep_id, int step_index, const s
   }
 }
 
-void Store::for_each_request(const std::string& sweep_id, const std::function<void(int, const RequestRow&)>& row) {
-  std::lock_guard lock(mutex_);
-  Stmt q(db_, "SELECT step_index, request_index, scheduled_ms, dispatched_ms, sent_ms, finished_ms, ttft_ms, "
-              "e2el_ms, input_tokens, output_tokens, chunks, outcome FROM requests WHERE sweep_id = ? "
-              "ORDER BY step_index, request_index");
-  q.bind(1, sweep_id);
-  while (q.step()) row(static_cast<int>(q.integer(0)), request_from(q));
-}
-
 }  // namespace capsweep::store

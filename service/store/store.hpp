@@ -14,7 +14,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -125,9 +124,6 @@ class Store {
   // Writes one step with its records in one transaction. The step's index must be the next
   // one (the number of stored steps); otherwise nothing is written and StoreError is thrown.
   void append_step(const std::string& sweep_id, const StepRow& step, const std::vector<RequestRow>& requests);
-  // Calls `row` for each stored request of the sweep, by step then request index.
-  void for_each_request(const std::string& sweep_id,
-                        const std::function<void(int step_index, const RequestRow&)>& row);
   // One page of the sweep's requests after (step, request) = `after` (nullopt: from the
   // start), at most `limit`, in export order. Steps are immutable once stored, so paging by
   // key gives the same rows as one long read.

@@ -27,6 +27,18 @@ struct TempDb {
   }
 };
 
+// Every stored request of a sweep, read page by page as requests.csv does.
+std::vector<std::pair<int, RequestRow>> all_requests(Store& s, const std::string& id, std::size_t page = 1000) {
+  std::vector<std::pair<int, RequestRow>> out;
+  std::optional<Store::RequestKey> after;
+  for (;;) {
+    auto rows = s.requests_page(id, after, page);
+    out.insert(out.end(), rows.begin(), rows.end());
+    if (rows.size() < page) return out;
+    after = Store::RequestKey{rows.back().first, rows.back().second.index};
+  }
+}
+
 SweepRow sweep_row(const std::string& id, const std::string& target = "http://127.0.0.1:8000") {
   SweepRow r;
   r.id = id;
@@ -131,13 +143,13 @@ TEST_CASE("store: a step and its requests are written together, in order, or not
   CHECK(steps[1].summary["p95_ttft_ms"] == 10.0);
   CHECK(steps[0].server["mean_running"] == 3.0);
   int rows = 0, incomplete = 0;
-  s.for_each_request("a", [&](int step, const RequestRow& r) {
+  for (const auto& [step, r] : all_requests(s, "a")) {
     ++rows;
     incomplete += r.outcome == "incomplete";
     CHECK(step >= 0);
     CHECK_FALSE(r.finished_ms.has_value());
     CHECK(r.sent_ms.has_value());
-  });
+  }
   CHECK(rows == 8);
   CHECK(incomplete == 2);
   // A step with no server summary stores none.
@@ -160,9 +172,7 @@ TEST_CASE("store: a running sweep cannot be deleted - others go with their steps
   CHECK(s.delete_sweep("a"));
   CHECK_FALSE(s.sweep("a").has_value());
   CHECK(s.steps("a").empty());
-  int rows = 0;
-  s.for_each_request("a", [&](int, const RequestRow&) { ++rows; });
-  CHECK(rows == 0);
+  CHECK(all_requests(s, "a").empty());
   CHECK_FALSE(s.delete_sweep("a"));
 }
 
@@ -281,8 +291,7 @@ TEST_CASE("store: request rows written in batches read back whole, one by one an
   s.insert_sweep(sweep_row("a"));
   s.append_step("a", step_row(0), requests(130));  // two full batches of 64 and a rest of 2
   s.append_step("a", step_row(1), requests(1));
-  std::vector<std::pair<int, RequestRow>> all;
-  s.for_each_request("a", [&](int step, const RequestRow& r) { all.emplace_back(step, r); });
+  const auto all = all_requests(s, "a", 10'000);  // one page holds them all
   REQUIRE(all.size() == 131);
   for (std::size_t i = 0; i < 130; ++i) {
     CHECK(all[i].first == 0);
@@ -293,14 +302,7 @@ TEST_CASE("store: request rows written in batches read back whole, one by one an
   }
   CHECK(all[130].first == 1);
   // Pages of 50 give the same rows in the same order.
-  std::vector<std::pair<int, RequestRow>> paged;
-  std::optional<Store::RequestKey> after;
-  for (;;) {
-    auto page = s.requests_page("a", after, 50);
-    paged.insert(paged.end(), page.begin(), page.end());
-    if (page.size() < 50) break;
-    after = Store::RequestKey{page.back().first, page.back().second.index};
-  }
+  const auto paged = all_requests(s, "a", 50);
   REQUIRE(paged.size() == all.size());
   for (std::size_t i = 0; i < all.size(); ++i) {
     CHECK(paged[i].first == all[i].first);
