@@ -1,8 +1,8 @@
 #include "loadgen/step_runner.hpp"
 
-#include "core/text.hpp"
 #include "llm/client.hpp"
-#include "observe/prometheus.hpp"
+#include "loadgen/endpoint.hpp"
+#include "observe/scraper.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -43,11 +43,6 @@ void log_exception(std::exception_ptr e) {
   }
 }
 
-// "metrics line 7: '\xff' is not a number" -> "not Prometheus text (metrics line 7)".
-std::string scrape_parse_failure(const std::string& message) {
-  return fmt::format("not Prometheus text ({})", printable_ascii(message.substr(0, message.find(':')), 40));
-}
-
 }  // namespace
 
 nlohmann::json StepResult::summary() const {
@@ -71,12 +66,14 @@ nlohmann::json StepResult::summary() const {
 
 // Everything one step needs on its generator thread.
 struct StepState {
-  StepState(const llm::Target& target, const llm::Workload& w, const StepSpec& s, Progress& p, StepWindow window)
-      : client(io.get_executor(), target), workload(w), spec(s), progress(p), acc(window, s.goodput),
+  StepState(const llm::Target& t, const EndpointFactory& make_endpoint, const llm::Workload& w, const StepSpec& s,
+            Progress& p, StepWindow window)
+      : endpoint(make_endpoint(io)), target(t), workload(w), spec(s), progress(p), acc(window, s.goodput),
         dispatch_timer(io), drained(io), monitor_timer(io) {}
 
   asio::io_context io{1};
-  llm::Client client;
+  std::unique_ptr<Endpoint> endpoint;
+  const llm::Target& target;
   const llm::Workload& workload;
   const StepSpec& spec;
   Progress& progress;
@@ -133,11 +130,11 @@ struct StepState {
       const llm::WorkItem item = workload.item(spec.request_index_base + index);
       rec.input_tokens = item.input_tokens;
       rec.chunks.reserve(std::min<std::uint32_t>(item.max_tokens, 4096));  // no regrowth on typical answers
-      std::string body = llm::completion_body(client.target(), item.prompt, item.max_tokens);
+      std::string body = llm::completion_body(target, item.prompt, item.max_tokens);
       progress.sent.fetch_add(1, std::memory_order_relaxed);
       if (spec.fail_request && *spec.fail_request == index) throw std::runtime_error("test hook: request failed in the generator");
-      co_await client.send(std::move(body), rec, t0, fmt::format("capsweep-{}-{}", spec.seed, index));
-      peak_connections = std::max<std::uint64_t>(peak_connections, client.open_connections());
+      co_await endpoint->send(std::move(body), rec, t0, fmt::format("capsweep-{}-{}", spec.seed, index));
+      peak_connections = std::max<std::uint64_t>(peak_connections, endpoint->open_connections());
     } catch (const std::exception& e) {
       rec.outcome = Outcome::client_error;
       rec.chunks.clear();
@@ -254,7 +251,7 @@ struct StepState {
         acc.add(rec);
       }
       capped.clear();
-      client.cancel_all();
+      endpoint->cancel_all();
       // Aborted requests settle at once; should one not (a bug, never a target's doing), the
       // step still ends: its state is then left alone rather than freed under it.
       const auto give_up = SteadyClock::now() + kSettleBound;
@@ -289,13 +286,14 @@ struct StepState {
       acc.add(rec);
     }
     capped.clear();
-    client.cancel_all();
+    endpoint->cancel_all();
     drained.cancel();
   }
 };
 
-StepRunner::StepRunner(llm::Target target, std::shared_ptr<const llm::Workload> workload)
-    : target_(std::move(target)), workload_(std::move(workload)) {}
+StepRunner::StepRunner(llm::Target target, std::shared_ptr<const llm::Workload> workload, EndpointFactory endpoint)
+    : target_(std::move(target)), workload_(std::move(workload)),
+      endpoint_(endpoint ? std::move(endpoint) : http_endpoint(target_)) {}
 
 StepRunner::~StepRunner() = default;
 
@@ -340,7 +338,7 @@ Result<StepResult> StepRunner::run(const StepSpec& spec) {
   const Nanos drain_deadline = std::max(schedule_end, spec.duration) + spec.drain_timeout;
   window.drain_end = drain_deadline;
 
-  auto state = std::make_unique<StepState>(target_, *workload_, spec, progress_, window);
+  auto state = std::make_unique<StepState>(target_, endpoint_, *workload_, spec, progress_, window);
   state->schedule = std::move(schedule);
   progress_.scheduled = progress_.sent = progress_.done = progress_.failed = progress_.in_flight = 0;
   progress_.p95_ttft_ms = 0;
@@ -352,47 +350,12 @@ Result<StepResult> StepRunner::run(const StepSpec& spec) {
 
   // The target's own gauges, scraped on a thread of its own.
   StepResult result;
-  std::atomic<bool> scraping{!spec.metrics_url.empty()};
-  std::thread scraper;
   const auto t0 = SteadyClock::now() + std::chrono::milliseconds(20);
   state->t0 = t0;
-  if (scraping) {
-    scraper = std::thread([&] {
-      auto base = llm::parse_base_url(llm::Target{}, spec.metrics_url, "/target/metrics_url");
-      if (!base) {
-        result.server.add_failure(base.error().message);
-        return;
-      }
-      const std::string path = base->base_path.empty() ? "/metrics" : base->base_path;
-      base->base_path.clear();
-      base->allow_address = target_.allow_address;
-      base->max_response_bytes = target_.max_response_bytes;
-      asio::io_context io(1);
-      llm::Client client(io.get_executor(), *base);
-      asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-        asio::steady_timer t(io);
-        auto next = SteadyClock::now();
-        while (scraping) {
-          auto r = co_await client.request("GET", path, "");
-          // Only the class of a failure is kept, never what the answer said: a metrics_url
-          // aimed at another service must not read its bytes back through the API.
-          if (r.status == 200) {
-            auto e = observe::parse_prometheus_text(r.body);
-            if (e) result.server.add(SteadyClock::now() - t0, *e);
-            else result.server.add_failure(scrape_parse_failure(e.error().message));
-          } else {
-            result.server.add_failure(r.status ? fmt::format("HTTP {}", r.status) : printable_ascii(r.body));
-          }
-          next += spec.scrape_interval;
-          // Sleep in short slices so the end of the step is noticed promptly.
-          while (scraping && SteadyClock::now() < next) {
-            t.expires_after(std::min<Nanos>(next - SteadyClock::now(), std::chrono::milliseconds(50)));
-            co_await t.async_wait(use_tuple);
-          }
-        }
-      }, log_exception);
-      io.run();
-    });
+  std::optional<observe::Scraper> scraper;
+  if (!spec.metrics_url.empty()) {
+    scraper.emplace(spec.metrics_url, target_, spec.scrape_interval, t0);
+    scraper->start();
   }
 
   const auto wall_start = SteadyClock::now();
@@ -406,8 +369,7 @@ Result<StepResult> StepRunner::run(const StepSpec& spec) {
   });
   generator.join();
   const double wall = std::chrono::duration<double>(SteadyClock::now() - wall_start).count();
-  scraping = false;
-  if (scraper.joinable()) scraper.join();
+  if (scraper) result.server = scraper->stop();
   {
     std::lock_guard lock(active_mutex_);
     active_ = nullptr;

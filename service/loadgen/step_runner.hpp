@@ -8,6 +8,7 @@
 #include "core/backlog.hpp"
 #include "core/metrics.hpp"
 #include "core/schedule.hpp"
+#include "loadgen/endpoint.hpp"
 #include "llm/target.hpp"
 #include "llm/workload.hpp"
 #include "observe/server_gauges.hpp"
@@ -86,7 +87,9 @@ struct Progress {
 
 class StepRunner {
  public:
-  StepRunner(llm::Target target, std::shared_ptr<const llm::Workload> workload);
+  // Requests go through `endpoint` (default: HTTP(S) to `target`); the target still names the
+  // model and API for request bodies and limits the scraper.
+  StepRunner(llm::Target target, std::shared_ptr<const llm::Workload> workload, EndpointFactory endpoint = {});
   ~StepRunner();
 
   // Runs the step to its end (blocking the caller); errors only for a bad spec.
@@ -98,6 +101,7 @@ class StepRunner {
  private:
   llm::Target target_;
   std::shared_ptr<const llm::Workload> workload_;
+  EndpointFactory endpoint_;
   Progress progress_;
   std::atomic<bool> cancel_requested_{false};
   std::mutex active_mutex_;  // guards active_ against the step's teardown

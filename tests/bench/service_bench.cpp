@@ -3,10 +3,12 @@
 //      GET /v1/sweeps/{id} twice a second), side by side in one run: quiet, polled, quiet
 //      again, so the two quiet runs show the noise the polled one is compared with;
 //  (b) capsweepd's resident memory over a long run of identical fixed-rate steps: after the
-//      first step and after the last (growth in percent).
+//      first step and after the last (growth in percent);
+//  (c) the same over one long sweep (baseline, probe, a ladder of ever higher rates and its
+//      refinement), sampled each time a step is stored.
 // capsweep-llmsim and capsweepd run as child processes on loopback.
 //
-// Usage: capsweep-bench-service [--quick] [--parts ab] [--rate R] [--seconds S] [--minutes M]
+// Usage: capsweep-bench-service [--quick] [--parts abc] [--rate R] [--seconds S] [--minutes M]
 
 #include "support/http_client.hpp"
 
@@ -227,11 +229,56 @@ void part_b(const fs::path& dir, double minutes, double rate) {
   }
 }
 
+
+// One sweep whose steps are long enough that it lasts about `minutes`: resident memory after
+// each stored step, compared with the first. Later steps run at higher rates and hold more
+// requests while they run; what must not grow is what stays once a step is stored.
+void part_c(const fs::path& dir, double minutes) {
+  fmt::print("(c) capsweepd resident memory over one sweep of about {:.1f} minutes\n", minutes);
+  const std::uint16_t sp = free_port(), ap = free_port();
+  Child sim({CAPSWEEP_LLMSIM_PATH, "--listen", fmt::format("127.0.0.1:{}", sp)}, dir / "sim-c.log", sp, "/health");
+  Child d({CAPSWEEPD_PATH, "--listen", fmt::format("127.0.0.1:{}", ap), "--db", (dir / "c.db").string()}, dir / "c.log", ap, "/healthz");
+  // About ten ladder steps and a few refinement steps share the time.
+  const double step_s = std::clamp(minutes * 60 / 12, 2.0, 3600.0);
+  json spec = job(sp, "long-sweep");
+  spec["sweep"] = {{"steps", 10}, {"step_duration_s", step_s}, {"warmup_s", std::min(10.0, step_s / 4)},
+                   {"max_step_duration_s", step_s + 10}};
+  const std::string id = submit(ap, spec);
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::duration<double>(minutes * 60 * 3 + 300);
+  std::size_t seen = 0, first = 0, last = 0, peak = 0, peak_live = 0;
+  json state;
+  while (std::chrono::steady_clock::now() < limit) {
+    state = get_json(ap, "/v1/sweeps/" + id);
+    const std::size_t now_rss = rss_kib(d.pid());
+    peak_live = std::max(peak_live, now_rss);
+    const json steps = get_json(ap, "/v1/sweeps/" + id + "/steps")["steps"];
+    if (steps.is_array() && steps.size() > seen) {
+      seen = steps.size();
+      last = now_rss;
+      peak = std::max(peak, last);
+      if (first == 0) first = last;
+      const json& s = steps.back()["summary"];
+      fmt::print("    after step {:>3} ({:>6.2f} req/s, {:>6} requests): RSS {:>7} KiB\n", seen, s.value("achieved_rate_rps", 0.0),
+                 s.value("measured", std::size_t{0}), last);
+      std::fflush(stdout);
+    }
+    if (state.is_object() && state["status"] != "queued" && state["status"] != "running") break;
+    std::this_thread::sleep_for(250ms);
+  }
+  fmt::print("    sweep ended {} after {} stored steps\n", state.is_object() ? state.value("status", "?") : "?", seen);
+  if (first > 0) {
+    fmt::print("    RSS after the first step {} KiB, after the last {} KiB (highest after a step {} KiB, highest while a step ran {} KiB): "
+               "growth {:+.1f}%\n",
+               first, last, peak, peak_live,
+               100.0 * (static_cast<double>(last) - static_cast<double>(first)) / static_cast<double>(first));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   bool quick = false;
-  std::string parts = "ab";
+  std::string parts = "abc";
   double rate = 100, seconds = 20, minutes = 60;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -241,7 +288,7 @@ int main(int argc, char** argv) {
     else if (a == "--seconds" && i + 1 < argc) seconds = std::stod(argv[++i]);
     else if (a == "--minutes" && i + 1 < argc) minutes = std::stod(argv[++i]);
     else {
-      fmt::print(stderr, "usage: capsweep-bench-service [--quick] [--parts ab] [--rate R] [--seconds S] [--minutes M]\n");
+      fmt::print(stderr, "usage: capsweep-bench-service [--quick] [--parts abc] [--rate R] [--seconds S] [--minutes M]\n");
       return 2;
     }
   }
@@ -255,6 +302,7 @@ int main(int argc, char** argv) {
   try {
     if (parts.find('a') != std::string::npos) part_a(dir, rate, seconds);
     if (parts.find('b') != std::string::npos) part_b(dir, minutes, quick ? 10 : 20);
+    if (parts.find('c') != std::string::npos) part_c(dir, minutes);
   } catch (const std::exception& e) {
     fmt::print(stderr, "capsweep-bench-service: {}\n", e.what());
     fs::remove_all(dir);

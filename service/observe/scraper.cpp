@@ -1,0 +1,89 @@
+#include "observe/scraper.hpp"
+
+#include "core/text.hpp"
+#include "llm/client.hpp"
+#include "observe/prometheus.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <fmt/format.h>
+
+namespace capsweep::observe {
+
+namespace asio = boost::asio;
+
+namespace {
+
+// "metrics line 7: '\xff' is not a number" -> "not Prometheus text (metrics line 7)".
+std::string parse_failure(const std::string& message) {
+  return fmt::format("not Prometheus text ({})", printable_ascii(message.substr(0, message.find(':')), 40));
+}
+
+void log_exception(std::exception_ptr e) {
+  if (!e) return;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    fmt::print(stderr, "scraper: {}\n", ex.what());
+  }
+}
+
+}  // namespace
+
+Scraper::Scraper(std::string metrics_url, const llm::Target& limits_from, Nanos interval, SteadyClock::time_point origin)
+    : url_(std::move(metrics_url)), limits_(limits_from), interval_(interval), origin_(origin) {}
+
+Scraper::~Scraper() { static_cast<void>(stop()); }
+
+void Scraper::start() {
+  if (thread_.joinable()) return;
+  running_ = true;
+  thread_ = std::thread([this] { run(); });
+}
+
+ServerGauges Scraper::stop() {
+  running_ = false;
+  if (thread_.joinable()) thread_.join();
+  return std::move(gauges_);
+}
+
+void Scraper::run() {
+  auto base = llm::parse_base_url(llm::Target{}, url_, "/target/metrics_url");
+  if (!base) {
+    gauges_.add_failure(base.error().message);
+    return;
+  }
+  const std::string path = base->base_path.empty() ? "/metrics" : base->base_path;
+  base->base_path.clear();
+  base->allow_address = limits_.allow_address;
+  base->max_response_bytes = limits_.max_response_bytes;
+  asio::io_context io(1);
+  llm::Client client(io.get_executor(), *base);
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+    asio::steady_timer t(io);
+    auto next = SteadyClock::now();
+    while (running_) {
+      auto r = co_await client.request("GET", path, "");
+      if (r.status == 200) {
+        auto e = parse_prometheus_text(r.body);
+        if (e) gauges_.add(SteadyClock::now() - origin_, *e);
+        else gauges_.add_failure(parse_failure(e.error().message));
+      } else {
+        gauges_.add_failure(r.status ? fmt::format("HTTP {}", r.status) : printable_ascii(r.body));
+      }
+      next += interval_;
+      // Sleep in short slices so the end of the step is noticed promptly.
+      while (running_ && SteadyClock::now() < next) {
+        t.expires_after(std::min<Nanos>(next - SteadyClock::now(), std::chrono::milliseconds(50)));
+        co_await t.async_wait(use_tuple);
+      }
+    }
+  }, log_exception);
+  io.run();
+}
+
+}  // namespace capsweep::observe

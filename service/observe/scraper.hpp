@@ -1,0 +1,41 @@
+#pragma once
+// Scrapes a target's Prometheus /metrics on a thread of its own while a step runs, every
+// `interval`, into ServerGauges. Only the class of a failure is kept, never what the answer
+// said: a metrics_url aimed at another service must not read its bytes back through the API.
+
+#include "core/time.hpp"
+#include "llm/target.hpp"
+#include "observe/server_gauges.hpp"
+
+#include <atomic>
+#include <string>
+#include <thread>
+
+namespace capsweep::observe {
+
+class Scraper {
+ public:
+  // `metrics_url` is scraped under the limits of `limits_from` (its address allow-list and
+  // response cap); points are stamped as offsets from `origin`. Nothing runs until start().
+  Scraper(std::string metrics_url, const llm::Target& limits_from, Nanos interval, SteadyClock::time_point origin);
+  ~Scraper();  // stops
+  Scraper(const Scraper&) = delete;
+  Scraper& operator=(const Scraper&) = delete;
+
+  void start();
+  // Ends the scraping (within ~50 ms, or a request's own deadline) and hands over what it saw.
+  ServerGauges stop();
+
+ private:
+  void run();
+
+  std::string url_;
+  llm::Target limits_;
+  Nanos interval_;
+  SteadyClock::time_point origin_;
+  std::atomic<bool> running_{false};
+  ServerGauges gauges_;  // written by the scraping thread only, until stop() joins it
+  std::thread thread_;
+};
+
+}  // namespace capsweep::observe

@@ -1,0 +1,212 @@
+// The step runner through an in-process fake endpoint: dispatch on schedule, closed-loop
+// workers, the concurrency cap, drain, cancel and the accounting of every request, with no
+// socket. Latency assertions are lower bounds (the fake's own delays) or counts, never speed.
+
+#include "loadgen/step_runner.hpp"
+
+#include "support/fake_endpoint.hpp"
+#include "support/llm_fixtures.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <thread>
+
+using namespace capsweep;
+using namespace std::chrono_literals;
+using testing::FakeModel;
+using testing::FakeStats;
+
+namespace {
+
+loadgen::StepSpec rate_step(double rps, Nanos duration) {
+  loadgen::StepSpec s;
+  s.mode = loadgen::Mode::rate;
+  s.arrival = {ArrivalProcess::constant, rps, 1.0};
+  s.duration = duration;
+  s.drain_timeout = 10s;
+  s.seed = 7;
+  return s;
+}
+
+struct Run {
+  std::shared_ptr<FakeStats> stats = std::make_shared<FakeStats>();
+  std::unique_ptr<loadgen::StepRunner> runner;
+  explicit Run(FakeModel model)
+      : runner(std::make_unique<loadgen::StepRunner>(testing::loopback_target(1), testing::fixed_workload(16, 4),
+                                                     testing::fake_endpoint(std::move(model), stats))) {}
+};
+
+std::size_t count(const loadgen::StepResult& r, Outcome o) {
+  return static_cast<std::size_t>(std::count_if(r.requests.begin(), r.requests.end(), [o](const auto& row) { return row.outcome == o; }));
+}
+
+}  // namespace
+
+TEST_CASE("a rate step sends every scheduled request once and measures latency from the schedule") {
+  FakeModel m;
+  m.ttft = 20ms;
+  m.itl = 5ms;
+  m.tokens = 4;
+  Run run(m);
+  auto r = run.runner->run(rate_step(40, 1s));
+  REQUIRE(r.has_value());
+  // Constant arrivals at 40/s over [0, 1 s): 40 send times.
+  CHECK(r->requests.size() == 40);
+  CHECK(run.stats->requests == 40);
+  CHECK(count(*r, Outcome::ok) == 40);
+  CHECK(r->metrics.measured == 40);
+  CHECK(r->metrics.completed == 40);
+  CHECK(r->metrics.total_output_tokens == 160);
+  // Nothing can be faster than the fake: TTFT from the schedule >= its 20 ms, ITL >= 5 ms.
+  CHECK(r->metrics.ttft_ms.min() >= 20.0);
+  CHECK(r->metrics.itl_ms.min() >= 5.0);
+  CHECK(r->metrics.itl_ms.count() == 40 * 3);
+  CHECK(r->metrics.tpot_ms.count() == 40);
+  for (const auto& row : r->requests) {
+    CHECK(row.sent_ms >= row.scheduled_ms);
+    CHECK(row.e2el_ms >= row.ttft_ms + 15.0);
+    CHECK(row.chunks == 4);
+  }
+  CHECK_FALSE(r->cancelled);
+  CHECK(run.runner->progress().in_flight == 0);
+  CHECK(run.runner->progress().done == 40);
+}
+
+TEST_CASE("a closed-loop step keeps exactly N requests in flight") {
+  FakeModel m;
+  m.ttft = 10ms;
+  m.itl = 2ms;
+  Run run(m);
+  loadgen::StepSpec s;
+  s.mode = loadgen::Mode::concurrency;
+  s.concurrency = 3;
+  s.requests = 30;
+  s.drain_timeout = 10s;
+  auto r = run.runner->run(s);
+  REQUIRE(r.has_value());
+  CHECK(r->requests.size() == 30);
+  CHECK(count(*r, Outcome::ok) == 30);
+  CHECK(r->peak_in_flight == 3);
+  CHECK(run.stats->max_concurrent == 3);
+}
+
+TEST_CASE("concurrency mode without a concurrency is refused, naming the field") {
+  Run run(FakeModel{});
+  loadgen::StepSpec s;
+  s.mode = loadgen::Mode::concurrency;
+  s.concurrency = 0;
+  auto r = run.runner->run(s);
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().field == "/concurrency");
+  CHECK(run.stats->requests == 0);
+}
+
+TEST_CASE("a concurrency cap in rate mode queues requests on the client, and the wait is measured") {
+  FakeModel m;
+  m.ttft = 100ms;
+  m.itl = 1ms;
+  m.tokens = 2;
+  Run run(m);
+  auto s = rate_step(50, 500ms);
+  s.concurrency = 2;
+  auto r = run.runner->run(s);
+  REQUIRE(r.has_value());
+  CHECK(r->requests.size() == 25);
+  CHECK(count(*r, Outcome::ok) == 25);
+  CHECK(run.stats->max_concurrent <= 2);
+  CHECK(r->peak_in_flight <= 2);
+  // 25 requests of >= 100 ms through 2 slots cannot all go when scheduled.
+  CHECK(r->metrics.client_queue_ms.max() > 0.0);
+  for (const auto& row : r->requests) CHECK(row.ttft_ms >= 100.0);
+}
+
+TEST_CASE("failures of the endpoint are counted by outcome, never as successes") {
+  FakeModel m;
+  m.ttft = 5ms;
+  m.outcome_of = [](std::uint64_t i) { return i % 4 == 0 ? Outcome::http_5xx : Outcome::ok; };
+  Run run(m);
+  auto r = run.runner->run(rate_step(40, 1s));
+  REQUIRE(r.has_value());
+  CHECK(count(*r, Outcome::http_5xx) == 10);
+  CHECK(count(*r, Outcome::ok) == 30);
+  CHECK(r->metrics.outcomes[static_cast<std::size_t>(Outcome::http_5xx)] == 10);
+  CHECK(r->metrics.completed == 30);
+  CHECK(r->metrics.error_rate() == Approx(0.25));
+  CHECK(run.runner->progress().failed == 10);
+}
+
+TEST_CASE("a request that throws inside the generator settles as client_error and the step ends") {
+  FakeModel m;
+  m.ttft = 5ms;
+  Run run(m);
+  auto s = rate_step(20, 500ms);
+  s.fail_request = 3;
+  auto r = run.runner->run(s);
+  REQUIRE(r.has_value());
+  CHECK(r->requests.size() == 10);
+  CHECK(count(*r, Outcome::client_error) == 1);
+  CHECK(count(*r, Outcome::ok) == 9);
+  CHECK(run.stats->requests == 9);  // the failed one never reached the endpoint
+  CHECK(run.runner->progress().in_flight == 0);
+}
+
+TEST_CASE("requests still running at the drain timeout end as incomplete, not cancelled") {
+  FakeModel m;
+  m.hang = true;
+  Run run(m);
+  auto s = rate_step(20, 250ms);
+  s.drain_timeout = 200ms;
+  auto r = run.runner->run(s);
+  REQUIRE(r.has_value());
+  CHECK(r->requests.size() == 5);
+  CHECK(count(*r, Outcome::incomplete) == 5);
+  CHECK_FALSE(r->cancelled);
+  CHECK(run.stats->cancel_calls >= 1);
+  CHECK(r->metrics.completed == 0);
+  CHECK(r->metrics.incomplete_elapsed_ms.size() == 5);
+}
+
+TEST_CASE("cancel stops dispatch and aborts requests in flight; every request is accounted for") {
+  FakeModel m;
+  m.hang = true;
+  Run run(m);
+  auto s = rate_step(20, 30s);  // 600 requests if it ran to the end
+  s.drain_timeout = 60s;
+  std::thread canceller([&] {
+    // Cancel once requests are in flight (bounded wait).
+    for (int i = 0; i < 400 && run.runner->progress().in_flight < 3; ++i) std::this_thread::sleep_for(5ms);
+    run.runner->cancel();
+  });
+  auto r = run.runner->run(s);
+  canceller.join();
+  REQUIRE(r.has_value());
+  CHECK(r->cancelled);
+  CHECK(r->requests.size() >= 3);
+  CHECK(r->requests.size() < 600);
+  CHECK(count(*r, Outcome::cancelled) == r->requests.size());
+  CHECK(r->requests.size() == run.runner->progress().scheduled);
+  CHECK(run.runner->progress().in_flight == 0);
+}
+
+TEST_CASE("a cancel before the step begins ends it at once") {
+  Run run(FakeModel{});
+  run.runner->cancel();
+  auto r = run.runner->run(rate_step(20, 30s));
+  REQUIRE(r.has_value());
+  CHECK(r->cancelled);
+  CHECK(r->requests.size() <= 1);
+}
+
+TEST_CASE("warm-up requests are run but not measured") {
+  FakeModel m;
+  m.ttft = 5ms;
+  m.itl = 1ms;
+  Run run(m);
+  auto s = rate_step(40, 1s);
+  s.warmup = 500ms;
+  auto r = run.runner->run(s);
+  REQUIRE(r.has_value());
+  CHECK(r->requests.size() == 40);
+  CHECK(r->metrics.measured == 20);
+  CHECK(r->metrics.completed == 20);
+}
