@@ -392,7 +392,7 @@ std::optional<SweepManager::Prepared> SweepManager::prepare(const store::SweepRo
   });
   auto workload = std::make_shared<const llm::Workload>(
       spec->workload, llm::PromptSynth(tokens_per_word, spec->workload.shared_prefix_tokens, spec->workload.seed));
-  p.runner = std::make_unique<loadgen::StepRunner>(spec->target, workload);
+  p.runner = std::make_unique<loadgen::StepRunner>(spec->target, workload, options_.endpoint);
   p.fixed_step_length = spec->kind == JobKind::check ? spec->check.warmup + spec->check.duration
                                                      : spec->sweep.warmup + spec->sweep.step_duration;
   log_line(fmt::format("sweep {} running against {} ({})", id, spec->base_url, how));

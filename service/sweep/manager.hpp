@@ -24,6 +24,13 @@
 #include <thread>
 #include <vector>
 
+namespace boost::asio {
+class io_context;
+}
+namespace capsweep::loadgen {
+class Endpoint;
+}
+
 namespace capsweep::sweep {
 
 struct ManagerOptions {
@@ -42,6 +49,9 @@ struct ManagerOptions {
   // Retention of finished sweeps (0: keep), applied at start and every hour.
   double retention_max_age_s = 0;
   std::uint64_t retention_max_sweeps = 0;
+  // The endpoint every step's requests go through (a loadgen::EndpointFactory); empty: HTTP(S)
+  // to the sweep's target. Tests put an in-process fake here.
+  std::function<std::unique_ptr<loadgen::Endpoint>(boost::asio::io_context&)> endpoint;
 };
 
 // Counters for /metrics.

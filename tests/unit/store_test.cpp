@@ -1,6 +1,8 @@
 // The SQLite store on a real temporary file: migrations, sweeps, one-transaction steps.
 #include "store/store.hpp"
 
+#include "support/temp_db.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -13,19 +15,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh database path under the temp dir, removed (with -wal/-shm) afterwards.
-struct TempDb {
-  fs::path path;
-  TempDb() {
-    path = fs::temp_directory_path() / ("capsweep-store-test-" + std::to_string(::getpid()) + "-" +
-                                        std::to_string(reinterpret_cast<std::uintptr_t>(this)) + ".db");
-    clean();
-  }
-  ~TempDb() { clean(); }
-  void clean() {
-    for (const char* suffix : {"", "-wal", "-shm", ".lock"}) fs::remove(path.string() + suffix);
-  }
-};
+using TempDb = capsweep::testing::TempDb;
 
 // Every stored request of a sweep, read page by page as requests.csv does.
 std::vector<std::pair<int, RequestRow>> all_requests(Store& s, const std::string& id, std::size_t page = 1000) {
