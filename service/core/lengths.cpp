@@ -1,5 +1,6 @@
 #include "core/lengths.hpp"
 
+#include "core/fields.hpp"
 #include "core/text.hpp"
 
 #include <algorithm>
@@ -215,30 +216,13 @@ Result<LengthDist> parse_length_histogram_csv(std::string_view csv, const std::s
 
 namespace {
 
-Result<double> get_number(const nlohmann::json& j, const char* key, const std::string& field,
-                          std::optional<double> fallback = std::nullopt) {
-  auto it = j.find(key);
-  if (it == j.end()) {
-    if (fallback) return *fallback;
-    return invalid(field + "/" + key, "is required");
-  }
-  if (!it->is_number()) return invalid(field + "/" + key, "must be a number");
-  return it->get<double>();
+Result<double> get_number(const nlohmann::json& j, const char* key, const std::string& field) {
+  return fields::number(j, key, field, std::nullopt);
 }
 
-Result<std::uint32_t> get_count(const nlohmann::json& j, const char* key,
-                                const std::string& field,
+Result<std::uint32_t> get_count(const nlohmann::json& j, const char* key, const std::string& field,
                                 std::optional<std::uint32_t> fallback = std::nullopt) {
-  auto it = j.find(key);
-  if (it == j.end()) {
-    if (fallback) return *fallback;
-    return invalid(field + "/" + key, "is required");
-  }
-  if (!it->is_number_integer() || it->get<std::int64_t>() < 1 ||
-      it->get<std::int64_t>() > std::int64_t{UINT32_MAX}) {
-    return invalid(field + "/" + key, "must be an integer >= 1");
-  }
-  return static_cast<std::uint32_t>(it->get<std::int64_t>());
+  return fields::integer<std::uint32_t>(j, key, field, fallback, 1, UINT32_MAX);
 }
 
 // Re-roots an error from a factory ("/max") under the distribution's field.

@@ -1,5 +1,7 @@
 #include "core/slo.hpp"
 
+#include "core/fields.hpp"
+
 #include <cctype>
 
 #include <algorithm>
@@ -91,12 +93,6 @@ std::string_view to_string(LatencyMetric m) noexcept {
 Result<SloSpec> parse_slo(const nlohmann::json& j, const std::string& field) {
   if (!j.is_object()) return invalid(field, "must be an object");
   SloSpec slo;
-  auto positive = [&](const nlohmann::json& v, const std::string& f) -> Result<double> {
-    if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>())) {
-      return invalid(f, "must be a positive number");
-    }
-    return v.get<double>();
-  };
   for (const auto& [key, value] : j.items()) {
     const std::string f = field + "/" + key;
     const std::string& name = key;  // clang 14 (the fuzz build) cannot capture a structured binding
@@ -107,7 +103,7 @@ Result<SloSpec> parse_slo(const nlohmann::json& j, const std::string& field) {
         return invalid(f, "must be an object of bounds such as {\"p95\": 800}");
       }
       for (const auto& [stat, bound] : value.items()) {
-        auto b = positive(bound, f + "/" + stat);
+        auto b = fields::number(value, stat.c_str(), f, std::nullopt, fields::Sign::positive);
         if (!b) return b.error();
         LatencyBound lb{*metric, std::nullopt, *b};
         if (stat != "mean") {
@@ -118,26 +114,22 @@ Result<SloSpec> parse_slo(const nlohmann::json& j, const std::string& field) {
         slo.latency.push_back(lb);
       }
     } else if (key == "max_error_rate") {
-      if (!value.is_number() || value.get<double>() < 0 || value.get<double>() > 1) {
-        return invalid(f, "must be a number between 0 and 1");
-      }
-      slo.max_error_rate = value.get<double>();
+      auto e = fields::number_in(j, "max_error_rate", field, std::nullopt, 0, 1);
+      if (!e) return e.error();
+      slo.max_error_rate = *e;
     } else if (key == "min_goodput_rps") {
-      if (!value.is_number() || !(value.get<double>() >= 0) ||
-          !std::isfinite(value.get<double>())) {
-        return invalid(f, "must be a number >= 0");
-      }
-      slo.min_goodput_rps = value.get<double>();
+      auto g = fields::number(j, "min_goodput_rps", field, std::nullopt, fields::Sign::non_negative);
+      if (!g) return g.error();
+      slo.min_goodput_rps = *g;
     } else if (key == "confidence") {
-      if (!value.is_number() || !(value.get<double>() >= 0.5) || !(value.get<double>() < 1)) {
-        return invalid(f, "must be a number in [0.5, 1)");
-      }
-      slo.confidence = value.get<double>();
+      auto c = fields::number(j, "confidence", field, std::nullopt);
+      if (!c || !(*c >= 0.5 && *c < 1)) return invalid(f, "must be a number in [0.5, 1)");
+      slo.confidence = *c;
     } else if (key == "goodput") {
       if (!value.is_object()) return invalid(f, "must be an object such as {\"ttft_ms\": 800}");
       for (const auto& [gk, gv] : value.items()) {
         const std::string gf = f + "/" + gk;
-        auto b = positive(gv, gf);
+        auto b = fields::number(value, gk.c_str(), f, std::nullopt, fields::Sign::positive);
         if (!b) return b.error();
         auto d = duration_from_ms(*b, gf);
         if (!d) return d.error();

@@ -1,5 +1,7 @@
 #include "llm/target.hpp"
 
+#include "core/fields.hpp"
+
 #include <algorithm>
 #include <array>
 
@@ -60,17 +62,6 @@ Result<Target> parse_base_url(Target t, std::string_view url, const std::string&
   }
   return t;
 }
-
-namespace {
-
-Result<Nanos> seconds_field(const nlohmann::json& j, const char* key, const std::string& field, Nanos fallback) {
-  auto it = j.find(key);
-  if (it == j.end()) return fallback;
-  if (!it->is_number() || !(it->get<double>() > 0)) return invalid(field + "/" + key, "must be a positive number of seconds");
-  return duration_from_s(it->get<double>(), field + "/" + key);
-}
-
-}  // namespace
 
 Result<Target> parse_target(const nlohmann::json& j, const std::string& field) {
   if (!j.is_object()) return invalid(field, "must be an object");
@@ -135,11 +126,11 @@ Result<Target> parse_target(const nlohmann::json& j, const std::string& field) {
   }
   if (auto to = j.find("timeouts"); to != j.end()) {
     if (!to->is_object()) return invalid(field + "/timeouts", "must be an object");
-    auto c = seconds_field(*to, "connect_s", field + "/timeouts", t.connect_timeout);
+    auto c = fields::seconds(*to, "connect_s", field + "/timeouts", t.connect_timeout);
     if (!c) return c.error();
-    auto r = seconds_field(*to, "read_s", field + "/timeouts", t.read_timeout);
+    auto r = fields::seconds(*to, "read_s", field + "/timeouts", t.read_timeout);
     if (!r) return r.error();
-    auto q = seconds_field(*to, "request_s", field + "/timeouts", t.request_timeout);
+    auto q = fields::seconds(*to, "request_s", field + "/timeouts", t.request_timeout);
     if (!q) return q.error();
     t.connect_timeout = *c;
     t.read_timeout = *r;

@@ -1,5 +1,6 @@
 #include "llm/workload.hpp"
 
+#include "core/fields.hpp"
 #include "core/text.hpp"
 
 #include <array>
@@ -144,10 +145,9 @@ Result<WorkloadSpec> parse_workload(const nlohmann::json& j, const std::string& 
       if (!value.is_number_unsigned()) return invalid(f, "must be a non-negative integer");
       w.seed = value.get<std::uint64_t>();
     } else if (key == "shared_prefix_tokens") {
-      if (!value.is_number_unsigned() || value.get<std::uint64_t>() > 1'000'000) {
-        return invalid(f, "must be an integer in [0, 1000000]");
-      }
-      w.shared_prefix_tokens = value.get<std::uint32_t>();
+      auto n = fields::integer<std::uint32_t>(j, "shared_prefix_tokens", field, std::nullopt, 0, 1'000'000);
+      if (!n) return n.error();
+      w.shared_prefix_tokens = *n;
     } else if (key == "dataset") {
       continue;  // read by the caller
     } else {

@@ -228,12 +228,21 @@ Store::Store(const std::string& path) : path_(path), write_failure_(failure_reco
     exec("PRAGMA journal_mode=WAL");
     exec("PRAGMA synchronous=NORMAL");
     exec("PRAGMA foreign_keys=ON");
+    // Rows are written once and read back rarely (exports page through them once): a large
+    // page cache would only hold memory that grows with the database, up to 2 MiB a
+    // connection by default. The operating system's file cache still serves re-reads.
+    exec("PRAGMA cache_size=-512");
     migrate();
   } catch (...) {
     sqlite3_close(db_);
     db_ = nullptr;
     throw;
   }
+}
+
+void Store::release_memory() {
+  std::lock_guard lock(mutex_);
+  sqlite3_db_release_memory(db_);
 }
 
 Store::~Store() {

@@ -90,6 +90,9 @@ class Store {
   int schema_version();
   // Bytes of the database file and its WAL on disk.
   std::uint64_t size_bytes() const;
+  // Hands the page cache's unused memory back (after a step was stored: the pages it wrote
+  // are not read again soon).
+  void release_memory();
   // Whether the database takes writes now (readiness): a write transaction can be begun, and
   // no write failed for lack of space or an I/O error in the last 30 s.
   bool writable();

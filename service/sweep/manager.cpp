@@ -85,9 +85,11 @@ struct SweepManager::Active {
   bool in_step = false;
 };
 
-// A stored step's rows are not needed any more: free them now and hand the freed pages back to
-// the system, so a long run's resident memory reflects what is live, not its largest step.
-void release_step_memory(JudgedStep&& judged, loadgen::StepResult&& result) {
+// A stored step's rows are not needed any more: free them (and the page cache they were
+// written through) now and hand the freed pages back to the system, so a long run's resident
+// memory reflects what is live, not its largest step.
+void release_step_memory(JudgedStep&& judged, loadgen::StepResult&& result, store::Store& store) {
+  store.release_memory();
   {
     const JudgedStep gone = std::move(judged);
     const loadgen::StepResult also_gone = std::move(result);
@@ -504,7 +506,7 @@ bool SweepManager::run_step(const store::SweepRow& row, Prepared& p, const std::
   log_line(fmt::format("sweep {} step {} ({} {}) {}: {}", id, index, order.phase,
                        std::isfinite(order.rate_rps) && order.rate_rps > 0 ? fmt::format("{:.2f} req/s", order.rate_rps) : std::string("-"),
                        judged.row.verdict, judged.outcome.limiting_metric));
-  release_step_memory(std::move(judged), std::move(*result));
+  release_step_memory(std::move(judged), std::move(*result), *store_);
   return true;
 }
 

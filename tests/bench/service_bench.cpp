@@ -230,48 +230,59 @@ void part_b(const fs::path& dir, double minutes, double rate) {
 }
 
 
-// One sweep whose steps are long enough that it lasts about `minutes`: resident memory after
-// each stored step, compared with the first. Later steps run at higher rates and hold more
-// requests while they run; what must not grow is what stays once a step is stored.
+// Resident memory of a daemon with nothing running: sampled after its jobs ended (each step's
+// memory is handed back when it is stored), once it has held still for a moment.
+std::size_t quiet_rss_kib(pid_t pid) {
+  std::this_thread::sleep_for(2s);
+  return rss_kib(pid);
+}
+
+// One sweep whose steps are long enough that it lasts about `minutes`. The reference is the
+// daemon after one step of its own (a short check, so the database, the pools and the first
+// step's allocations exist); the figure is the daemon after the sweep ended, both at rest.
+// Samples taken while the sweep runs are printed too: each includes the step then running.
 void part_c(const fs::path& dir, double minutes) {
   fmt::print("(c) capsweepd resident memory over one sweep of about {:.1f} minutes\n", minutes);
   const std::uint16_t sp = free_port(), ap = free_port();
   Child sim({CAPSWEEP_LLMSIM_PATH, "--listen", fmt::format("127.0.0.1:{}", sp)}, dir / "sim-c.log", sp, "/health");
   Child d({CAPSWEEPD_PATH, "--listen", fmt::format("127.0.0.1:{}", ap), "--db", (dir / "c.db").string()}, dir / "c.log", ap, "/healthz");
+  json first_job = job(sp, "first-step");
+  first_job["kind"] = "check";
+  first_job["check"] = {{"rate_rps", 10}, {"duration_s", 20}, {"warmup_s", 1}};
+  wait_done(ap, submit(ap, first_job), std::chrono::seconds(200));
+  const std::size_t first = quiet_rss_kib(d.pid());
+  fmt::print("    after one 20 s step, at rest: RSS {:>7} KiB\n", first);
   // About ten ladder steps and a few refinement steps share the time.
   const double step_s = std::clamp(minutes * 60 / 12, 2.0, 3600.0);
   json spec = job(sp, "long-sweep");
   spec["sweep"] = {{"steps", 10}, {"step_duration_s", step_s}, {"warmup_s", std::min(10.0, step_s / 4)},
                    {"max_step_duration_s", step_s + 10}};
   const std::string id = submit(ap, spec);
-  const auto limit = std::chrono::steady_clock::now() + std::chrono::duration<double>(minutes * 60 * 3 + 300);
-  std::size_t seen = 0, first = 0, last = 0, peak = 0, peak_live = 0;
+  const auto started = std::chrono::steady_clock::now();
+  const auto limit = started + std::chrono::duration<double>(minutes * 60 * 3 + 300);
+  std::size_t seen = 0, peak = 0;
   json state;
   while (std::chrono::steady_clock::now() < limit) {
     state = get_json(ap, "/v1/sweeps/" + id);
     const std::size_t now_rss = rss_kib(d.pid());
-    peak_live = std::max(peak_live, now_rss);
+    peak = std::max(peak, now_rss);
     const json steps = get_json(ap, "/v1/sweeps/" + id + "/steps")["steps"];
     if (steps.is_array() && steps.size() > seen) {
       seen = steps.size();
-      last = now_rss;
-      peak = std::max(peak, last);
-      if (first == 0) first = last;
       const json& s = steps.back()["summary"];
-      fmt::print("    after step {:>3} ({:>6.2f} req/s, {:>6} requests): RSS {:>7} KiB\n", seen, s.value("achieved_rate_rps", 0.0),
-                 s.value("measured", std::size_t{0}), last);
+      fmt::print("    step {:>3} stored ({:>6.2f} req/s, {:>6} requests): RSS {:>7} KiB with the next step starting\n", seen,
+                 s.value("achieved_rate_rps", 0.0), s.value("measured", std::size_t{0}), now_rss);
       std::fflush(stdout);
     }
     if (state.is_object() && state["status"] != "queued" && state["status"] != "running") break;
     std::this_thread::sleep_for(250ms);
   }
-  fmt::print("    sweep ended {} after {} stored steps\n", state.is_object() ? state.value("status", "?") : "?", seen);
-  if (first > 0) {
-    fmt::print("    RSS after the first step {} KiB, after the last {} KiB (highest after a step {} KiB, highest while a step ran {} KiB): "
-               "growth {:+.1f}%\n",
-               first, last, peak, peak_live,
-               100.0 * (static_cast<double>(last) - static_cast<double>(first)) / static_cast<double>(first));
-  }
+  const double ran_min = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() / 60;
+  const std::size_t last = quiet_rss_kib(d.pid());
+  fmt::print("    sweep ended {} after {} steps and {:.1f} minutes\n", state.is_object() ? state.value("status", "?") : "?", seen,
+             ran_min);
+  fmt::print("    RSS at rest after one step {} KiB, at rest after the sweep {} KiB (highest while it ran {} KiB): growth {:+.1f}%\n",
+             first, last, peak, 100.0 * (static_cast<double>(last) - static_cast<double>(first)) / static_cast<double>(std::max<std::size_t>(first, 1)));
 }
 
 }  // namespace
