@@ -50,6 +50,125 @@ std::optional<json> outage_of(const JobSpec& spec, const loadgen::StepResult& re
               {"last_error_s", std::isfinite(first) ? json(last) : json(nullptr)}};
 }
 
+// The rate the orchestrator steers by: the baseline's sequential rate, the probe's steady
+// throughput, or a fixed-rate step's completions per second. Recorded in the summary.
+void measure_rate(const StepOrder& order, const loadgen::StepResult& result, StepOutcome& o, json& summary) {
+  std::vector<ProbeRequest> ok;
+  double first_sent = std::numeric_limits<double>::infinity(), last_finish = 0;
+  for (const auto& r : result.requests) {
+    if (r.outcome != Outcome::ok) continue;
+    ok.push_back({r.sent_ms / 1000, (r.scheduled_ms + r.ttft_ms) / 1000, r.finished_ms / 1000, r.output_tokens});
+    first_sent = std::min(first_sent, r.sent_ms);
+    last_finish = std::max(last_finish, r.finished_ms);
+  }
+  if (order.kind == StepKind::baseline) {
+    o.measured_rate_rps = ok.empty() || last_finish <= first_sent ? 0 : double(ok.size()) / ((last_finish - first_sent) / 1000);
+    summary["rate_rps"] = o.measured_rate_rps;
+  } else if (order.kind == StepKind::probe) {
+    if (auto st = steady_throughput(ok)) {
+      o.measured_rate_rps = st->rate_rps;
+      summary["probe"] = {{"rate_rps", st->rate_rps}, {"method", st->method},
+                          {"window_start_s", st->window_start_s}, {"window_end_s", st->window_end_s}};
+    }
+    summary["rate_rps"] = o.measured_rate_rps;
+  } else {
+    o.measured_rate_rps = result.metrics.request_throughput();
+  }
+}
+
+// The capacity witnesses of a fixed-rate step (completions short of arrivals, a growing
+// backlog on the client or in the server's queue), recorded in the evaluation.
+Saturation saturation_of(const loadgen::StepResult& result, json& evaluation) {
+  const StepMetrics& m = result.metrics;
+  SaturationInput in;
+  in.scheduled_in_window = m.scheduled_in_window;
+  in.completions_in_window = m.completions_in_window;
+  in.mean_in_flight = result.backlog.mean_in_flight;
+  in.backlog_growing = result.backlog.growing;
+  in.backlog_growth = result.backlog.growth;
+  if (auto slope = result.server.waiting_slope_per_s()) {
+    in.server_waiting_growth = *slope * m.duration_s();
+    const json gauges = result.server.summary();
+    if (gauges.contains("mean_waiting") && gauges["mean_waiting"].is_number()) {
+      in.server_mean_waiting = gauges["mean_waiting"].get<double>();
+    }
+  }
+  const Saturation sat = judge_saturation(in);
+  evaluation["saturation"] = {{"saturated", sat.saturated},
+                              {"completion_ratio", sat.completion_ratio},
+                              {"shortfall", sat.shortfall},
+                              {"shortfall_limit", sat.shortfall_limit},
+                              {"completion_short", sat.completion_short},
+                              {"backlog_growing", sat.backlog_growing},
+                              {"server_queue_growing", sat.server_queue_growing},
+                              {"reasons", sat.reasons}};
+  return sat;
+}
+
+// The verdict: the SLO, then (fixed-rate steps) saturation, then two rules no bound can
+// override: a step without one success never passes, and an outage is a failure whose limit
+// is the error rate, never saturation.
+Verdict judge_verdict(const JobSpec& spec, const loadgen::StepResult& result, bool fixed_rate, bool generator_limited,
+                      StepOutcome& o, json& summary, json& evaluation) {
+  const StepMetrics& m = result.metrics;
+  const SloEvaluation ev = evaluate_slo(spec.slo, m, generator_limited);
+  evaluation = ev.to_json();
+  Verdict verdict = ev.verdict;
+  const auto* lim = ev.limiting();
+  o.limiting_metric = lim ? lim->name : "";
+  o.limiting_value = lim ? lim->measured : 0;
+  if (fixed_rate) {
+    const Saturation sat = saturation_of(result, evaluation);
+    o.saturated = sat.saturated;
+    o.completion_ratio = sat.completion_ratio;
+    if (sat.saturated && verdict != Verdict::fail) {
+      verdict = Verdict::fail;
+      o.limiting_metric = "saturation";
+      o.limiting_value = sat.completion_ratio;
+    }
+  }
+  if (m.completed == 0 && verdict != Verdict::fail) {
+    verdict = Verdict::fail;
+    o.limiting_metric = "error_rate";
+    o.limiting_value = 1;
+  }
+  // Connection failures, 5xx answers and cut streams beyond the error bound say the target
+  // was unavailable, not that the rate was beyond its capacity: such a step never counts as
+  // saturated, its limit is the error rate, and the orchestrator re-runs it once.
+  if (const auto outage = outage_of(spec, result)) {
+    o.unavailable = true;
+    o.saturated = false;
+    verdict = Verdict::fail;
+    o.limiting_metric = "error_rate";
+    o.limiting_value = m.error_rate();
+    summary["outage"] = *outage;
+    evaluation["outage"] = *outage;
+  }
+  return verdict;
+}
+
+// The step's requests as stored rows (NaN becomes absent).
+std::vector<store::RequestRow> stored_requests(const loadgen::StepResult& result) {
+  std::vector<store::RequestRow> out;
+  out.reserve(result.requests.size());
+  for (const auto& r : result.requests) {
+    store::RequestRow q;
+    q.index = r.index;
+    q.scheduled_ms = r.scheduled_ms;
+    q.dispatched_ms = finite(r.dispatched_ms);
+    q.sent_ms = finite(r.sent_ms);
+    q.finished_ms = finite(r.finished_ms);
+    q.ttft_ms = finite(r.ttft_ms);
+    q.e2el_ms = finite(r.e2el_ms);
+    q.input_tokens = r.input_tokens;
+    q.output_tokens = r.output_tokens;
+    q.chunks = r.chunks;
+    q.outcome = std::string(to_string(r.outcome));
+    out.push_back(std::move(q));
+  }
+  return out;
+}
+
 }  // namespace
 
 JudgedStep judge_step(const JobSpec& spec, const StepOrder& order, const loadgen::StepResult& result) {
@@ -71,88 +190,12 @@ JudgedStep judge_step(const JobSpec& spec, const StepOrder& order, const loadgen
   summary["generator_limited"] = generator_limited;
   summary["step_kind"] = to_string(order.kind);
   summary["phase"] = order.phase;
+  measure_rate(order, result, o, summary);
 
-  // Rates the orchestrator steers by.
-  std::vector<ProbeRequest> ok;
-  double first_sent = std::numeric_limits<double>::infinity(), last_finish = 0;
-  for (const auto& r : result.requests) {
-    if (r.outcome != Outcome::ok) continue;
-    ok.push_back({r.sent_ms / 1000, (r.scheduled_ms + r.ttft_ms) / 1000, r.finished_ms / 1000, r.output_tokens});
-    first_sent = std::min(first_sent, r.sent_ms);
-    last_finish = std::max(last_finish, r.finished_ms);
-  }
-  if (order.kind == StepKind::baseline) {
-    o.measured_rate_rps = ok.empty() || last_finish <= first_sent ? 0 : double(ok.size()) / ((last_finish - first_sent) / 1000);
-    summary["rate_rps"] = o.measured_rate_rps;
-  } else if (order.kind == StepKind::probe) {
-    if (auto st = steady_throughput(ok)) {
-      o.measured_rate_rps = st->rate_rps;
-      summary["probe"] = {{"rate_rps", st->rate_rps}, {"method", st->method},
-                          {"window_start_s", st->window_start_s}, {"window_end_s", st->window_end_s}};
-    }
-    summary["rate_rps"] = o.measured_rate_rps;
-  } else {
-    o.measured_rate_rps = m.request_throughput();
-  }
-
-  // The SLO, then the capacity witnesses for fixed-rate steps.
-  const SloEvaluation ev = evaluate_slo(spec.slo, m, generator_limited);
-  json evaluation = ev.to_json();
-  Verdict verdict = ev.verdict;
-  const auto* lim = ev.limiting();
-  o.limiting_metric = lim ? lim->name : "";
-  o.limiting_value = lim ? lim->measured : 0;
   const bool fixed_rate = std::isfinite(order.rate_rps) && order.rate_rps > 0 &&
                           order.kind != StepKind::baseline && order.kind != StepKind::probe;
-  if (fixed_rate) {
-    SaturationInput in;
-    in.scheduled_in_window = m.scheduled_in_window;
-    in.completions_in_window = m.completions_in_window;
-    in.mean_in_flight = result.backlog.mean_in_flight;
-    in.backlog_growing = result.backlog.growing;
-    in.backlog_growth = result.backlog.growth;
-    if (auto slope = result.server.waiting_slope_per_s()) {
-      in.server_waiting_growth = *slope * m.duration_s();
-      const json gauges = result.server.summary();
-      if (gauges.contains("mean_waiting") && gauges["mean_waiting"].is_number()) {
-        in.server_mean_waiting = gauges["mean_waiting"].get<double>();
-      }
-    }
-    const Saturation sat = judge_saturation(in);
-    o.saturated = sat.saturated;
-    o.completion_ratio = sat.completion_ratio;
-    evaluation["saturation"] = {{"saturated", sat.saturated},
-                                {"completion_ratio", sat.completion_ratio},
-                                {"shortfall", sat.shortfall},
-                                {"shortfall_limit", sat.shortfall_limit},
-                                {"completion_short", sat.completion_short},
-                                {"backlog_growing", sat.backlog_growing},
-                                {"server_queue_growing", sat.server_queue_growing},
-                                {"reasons", sat.reasons}};
-    if (sat.saturated && verdict != Verdict::fail) {
-      verdict = Verdict::fail;
-      o.limiting_metric = "saturation";
-      o.limiting_value = sat.completion_ratio;
-    }
-  }
-  // No successful request: never a pass, whatever the bounds say.
-  if (m.completed == 0 && verdict != Verdict::fail) {
-    verdict = Verdict::fail;
-    o.limiting_metric = "error_rate";
-    o.limiting_value = 1;
-  }
-  // Connection failures, 5xx answers and cut streams beyond the error bound say the target
-  // was unavailable, not that the rate was beyond its capacity: such a step never counts as
-  // saturated, its limit is the error rate, and the orchestrator re-runs it once.
-  if (const auto outage = outage_of(spec, result)) {
-    o.unavailable = true;
-    o.saturated = false;
-    verdict = Verdict::fail;
-    o.limiting_metric = "error_rate";
-    o.limiting_value = m.error_rate();
-    summary["outage"] = *outage;
-    evaluation["outage"] = *outage;
-  }
+  json evaluation;
+  const Verdict verdict = judge_verdict(spec, result, fixed_rate, generator_limited, o, summary, evaluation);
   o.verdict = verdict;
   evaluation["verdict"] = to_string(verdict);
   evaluation["limiting_metric"] = o.limiting_metric.empty() ? json(nullptr) : json(o.limiting_metric);
@@ -176,27 +219,11 @@ JudgedStep judge_step(const JobSpec& spec, const StepOrder& order, const loadgen
   if (fixed_rate || (order.kind == StepKind::check && std::isfinite(order.rate_rps))) row.offered_rate_rps = order.rate_rps;
   row.verdict = std::string(to_string(verdict));
   row.generator_limited = generator_limited;
-  row.summary = summary;
-  row.evaluation = evaluation;
+  row.summary = std::move(summary);
+  row.evaluation = std::move(evaluation);
   row.outcome = o.to_json();
-  row.server = server;
-
-  out.requests.reserve(result.requests.size());
-  for (const auto& r : result.requests) {
-    store::RequestRow q;
-    q.index = r.index;
-    q.scheduled_ms = r.scheduled_ms;
-    q.dispatched_ms = finite(r.dispatched_ms);
-    q.sent_ms = finite(r.sent_ms);
-    q.finished_ms = finite(r.finished_ms);
-    q.ttft_ms = finite(r.ttft_ms);
-    q.e2el_ms = finite(r.e2el_ms);
-    q.input_tokens = r.input_tokens;
-    q.output_tokens = r.output_tokens;
-    q.chunks = r.chunks;
-    q.outcome = std::string(to_string(r.outcome));
-    out.requests.push_back(std::move(q));
-  }
+  row.server = std::move(server);
+  out.requests = stored_requests(result);
   return out;
 }
 

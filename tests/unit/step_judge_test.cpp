@@ -61,6 +61,13 @@ loadgen::StepResult fabricate(int n, double rate, double ttft_ms, const std::fun
     res.requests.push_back(row);
   }
   res.metrics = std::move(acc).finish();
+  // The client's backlog over the window, as the step runner derives it from the same rows.
+  std::vector<std::pair<Nanos, std::optional<Nanos>>> stays;
+  for (const auto& row : res.requests) {
+    const auto at = [](double ms) { return Nanos(static_cast<Nanos::rep>(ms * 1e6)); };
+    stays.emplace_back(at(row.sent_ms), std::optional<Nanos>(at(row.finished_ms)));
+  }
+  res.backlog = backlog_trend(stays, res.metrics.window_start, res.metrics.window_end);
   return res;
 }
 
@@ -102,7 +109,7 @@ TEST_CASE("step judge: a burst of refused connections is an outage, not saturati
   CHECK(StepOutcome::from_json(json::parse(j.row.outcome.dump()))->unavailable);
 }
 
-TEST_CASE("step judge: timeouts are load, not an outage; errors within the bound are neither") {
+TEST_CASE("step judge: timeouts are load, not an outage, and errors within the bound are neither") {
   const auto slow = fabricate(400, 4, 100, [](int i) { return i % 10 == 0 ? std::optional(Outcome::timeout) : std::nullopt; });
   CHECK_FALSE(judge_step(check_spec(), order_at(4), slow).outcome.unavailable);
   JobSpec lenient = check_spec();

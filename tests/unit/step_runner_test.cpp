@@ -166,7 +166,7 @@ TEST_CASE("requests still running at the drain timeout end as incomplete, not ca
   CHECK(r->metrics.incomplete_elapsed_ms.size() == 5);
 }
 
-TEST_CASE("cancel stops dispatch and aborts requests in flight; every request is accounted for") {
+TEST_CASE("cancel stops dispatch and aborts requests in flight, and every request is accounted for") {
   FakeModel m;
   m.hang = true;
   Run run(m);
