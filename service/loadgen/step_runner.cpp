@@ -305,16 +305,25 @@ void StepRunner::cancel() {
   }
 }
 
-Result<StepResult> StepRunner::run(const StepSpec& spec) {
+namespace {
+
+// What a step is before it runs: its send times, its measurement window and when the drain
+// ends.
+struct StepPlan {
+  Schedule schedule;
+  StepWindow window;
+  Nanos drain_deadline{0};
+};
+
+Result<StepPlan> plan_step(const StepSpec& spec) {
   if (spec.mode == Mode::concurrency && spec.concurrency == 0) {
     return invalid("/concurrency", "concurrency mode needs a concurrency of at least 1");
   }
   if (spec.warmup >= spec.duration && !spec.requests) {
     return invalid("/warmup_s", "the warm-up must be shorter than the step");
   }
-  Schedule schedule;
-  StepWindow window;
-  window.warmup = spec.warmup;
+  StepPlan plan;
+  plan.window.warmup = spec.warmup;
   Nanos schedule_end = spec.duration;
   if (spec.mode == Mode::rate) {
     ScheduleLimit limit;
@@ -322,24 +331,41 @@ Result<StepResult> StepRunner::run(const StepSpec& spec) {
     limit.count = spec.requests;
     auto s = make_schedule(spec.arrival, limit, spec.seed);
     if (!s) return s.error();
-    schedule = std::move(*s);
-    window.offered_rate_rps = spec.arrival.process == ArrivalProcess::all_at_once
-                                  ? std::numeric_limits<double>::infinity()
-                                  : spec.arrival.rate_rps;
+    plan.schedule = std::move(*s);
+    plan.window.offered_rate_rps = spec.arrival.process == ArrivalProcess::all_at_once
+                                       ? std::numeric_limits<double>::infinity()
+                                       : spec.arrival.rate_rps;
     if (spec.requests) {
       // A count-limited step ends with its last answer, not at a fixed time.
-      schedule_end = schedule.send_times.empty() ? Nanos(0) : schedule.send_times.back();
+      schedule_end = plan.schedule.send_times.empty() ? Nanos(0) : plan.schedule.send_times.back();
     } else {
-      window.end = spec.duration;
+      plan.window.end = spec.duration;
     }
   } else if (!spec.requests) {
-    window.end = spec.duration;
+    plan.window.end = spec.duration;
   }
-  const Nanos drain_deadline = std::max(schedule_end, spec.duration) + spec.drain_timeout;
-  window.drain_end = drain_deadline;
+  plan.drain_deadline = std::max(schedule_end, spec.duration) + spec.drain_timeout;
+  plan.window.drain_end = plan.drain_deadline;
+  return plan;
+}
 
-  auto state = std::make_unique<StepState>(target_, endpoint_, *workload_, spec, progress_, window);
-  state->schedule = std::move(schedule);
+}  // namespace
+
+BacklogTrend client_backlog(const std::vector<RequestRow>& requests, const StepMetrics& metrics) {
+  std::vector<std::pair<Nanos, std::optional<Nanos>>> stays;
+  stays.reserve(requests.size());
+  for (const auto& row : requests) {
+    const auto at = [](double ms) { return Nanos(static_cast<Nanos::rep>(ms * 1e6)); };
+    stays.emplace_back(at(row.sent_ms), std::isnan(row.finished_ms) ? std::nullopt : std::optional<Nanos>(at(row.finished_ms)));
+  }
+  return backlog_trend(stays, metrics.window_start, metrics.window_end);
+}
+
+Result<StepResult> StepRunner::run(const StepSpec& spec) {
+  auto plan = plan_step(spec);
+  if (!plan) return plan.error();
+  auto state = std::make_unique<StepState>(target_, endpoint_, *workload_, spec, progress_, plan->window);
+  state->schedule = std::move(plan->schedule);
   progress_.scheduled = progress_.sent = progress_.done = progress_.failed = progress_.in_flight = 0;
   progress_.p95_ttft_ms = 0;
   {
@@ -357,12 +383,11 @@ Result<StepResult> StepRunner::run(const StepSpec& spec) {
     scraper.emplace(spec.metrics_url, target_, spec.scrape_interval, t0);
     scraper->start();
   }
-
   const auto wall_start = SteadyClock::now();
   double cpu = 0;
   std::thread generator([&] {
     const double cpu0 = thread_cpu_seconds();
-    asio::co_spawn(state->io, state->main(drain_deadline), log_exception);
+    asio::co_spawn(state->io, state->main(plan->drain_deadline), log_exception);
     if (state->cancelled) asio::post(state->io, [s = state.get()] { s->cancel(); });
     state->io.run();
     cpu = thread_cpu_seconds() - cpu0;
@@ -388,13 +413,7 @@ Result<StepResult> StepRunner::run(const StepSpec& spec) {
     // Coroutines still reference the state; leaking it is bounded, freeing it is not safe.
     static_cast<void>(state.release());
   }
-  std::vector<std::pair<Nanos, std::optional<Nanos>>> stays;
-  stays.reserve(result.requests.size());
-  for (const auto& row : result.requests) {
-    const auto at = [](double ms) { return Nanos(static_cast<Nanos::rep>(ms * 1e6)); };
-    stays.emplace_back(at(row.sent_ms), std::isnan(row.finished_ms) ? std::nullopt : std::optional<Nanos>(at(row.finished_ms)));
-  }
-  result.backlog = backlog_trend(stays, result.metrics.window_start, result.metrics.window_end);
+  result.backlog = client_backlog(result.requests, result.metrics);
   const double lag_p99_ms = result.metrics.schedule_lag_ms.percentile(99);
   result.generator_limited = lag_p99_ms > to_ms(spec.lag_bound) || result.generator_cpu > spec.cpu_saturation;
   return result;

@@ -76,6 +76,10 @@ struct StepResult {
   nlohmann::json summary() const;
 };
 
+// The client's backlog (requests sent and not yet finished) over the measured window of a
+// step's rows: its mean and trend, the saturation witness on the client's side.
+BacklogTrend client_backlog(const std::vector<RequestRow>& requests, const StepMetrics& metrics);
+
 struct Progress {
   std::atomic<std::uint64_t> scheduled{0};
   std::atomic<std::uint64_t> sent{0};

@@ -83,6 +83,21 @@ struct SweepManager::Active {
   Nanos fixed_step_length{0};
   Clock::time_point step_started{};
   bool in_step = false;
+
+  // A step starts: what live progress shows from now on.
+  void enter_step(const StepOrder& order, int index, int planned, loadgen::StepRunner* r, Nanos fixed_length) {
+    std::lock_guard al(m);
+    phase = order.phase;
+    step = index + 1;
+    steps_planned = planned;
+    rate_rps = order.rate_rps;
+    step_requests = order.requests;
+    step_length = order.duration.count() > 0 ? order.warmup + order.duration : Nanos{0};
+    fixed_step_length = fixed_length;
+    step_started = Clock::now();
+    runner = r;
+    in_step = true;
+  }
 };
 
 // A stored step's rows are not needed any more: free them (and the page cache they were
@@ -455,19 +470,7 @@ bool SweepManager::run_step(const store::SweepRow& row, Prepared& p, const std::
   if (options_.max_connections > 0 && (ss.concurrency == 0 || ss.concurrency > options_.max_connections)) {
     ss.concurrency = options_.max_connections;
   }
-  {
-    std::lock_guard al(active->m);
-    active->phase = order.phase;
-    active->step = index + 1;
-    active->steps_planned = steps_planned;
-    active->rate_rps = order.rate_rps;
-    active->step_requests = order.requests;
-    active->step_length = order.duration.count() > 0 ? order.warmup + order.duration : Nanos{0};
-    active->fixed_step_length = p.fixed_step_length;
-    active->step_started = Clock::now();
-    active->runner = p.runner.get();
-    active->in_step = true;
-  }
+  active->enter_step(order, index, steps_planned, p.runner.get(), p.fixed_step_length);
   store_->set_progress(id, {{"phase", order.phase}, {"step", index + 1}, {"steps_planned", steps_planned},
                             {"percent", std::round(1000.0 * index / steps_planned) / 10}});
   if (active->cancel) p.runner->cancel();  // a cancel that raced the step's start
@@ -495,19 +498,24 @@ bool SweepManager::run_step(const store::SweepRow& row, Prepared& p, const std::
     store_->end_step_attempt(id);
     return true;
   }
-  JudgedStep judged = judge_step(p.spec, order, *result);
+  store_step(id, p.spec, order, index, started_at, std::move(*result));
+  return true;
+}
+
+void SweepManager::store_step(const std::string& id, const JobSpec& spec, const StepOrder& order, int index,
+                              const std::string& started_at, loadgen::StepResult&& result) {
+  JudgedStep judged = judge_step(spec, order, result);
   judged.row.index = index;
   judged.row.started_at = started_at;
   judged.row.finished_at = store::utc_now();
   store_->append_step(id, judged.row, judged.requests);
   store_->end_step_attempt(id);
   stats_.steps_run++;
-  stats_.requests_sent += result->requests.size();
+  stats_.requests_sent += result.requests.size();
   log_line(fmt::format("sweep {} step {} ({} {}) {}: {}", id, index, order.phase,
                        std::isfinite(order.rate_rps) && order.rate_rps > 0 ? fmt::format("{:.2f} req/s", order.rate_rps) : std::string("-"),
                        judged.row.verdict, judged.outcome.limiting_metric));
-  release_step_memory(std::move(judged), std::move(*result), *store_);
-  return true;
+  release_step_memory(std::move(judged), std::move(result), *store_);
 }
 
 }  // namespace capsweep::sweep

@@ -29,6 +29,7 @@ class io_context;
 }
 namespace capsweep::loadgen {
 class Endpoint;
+struct StepResult;
 }
 
 namespace capsweep::sweep {
@@ -62,6 +63,7 @@ struct ManagerStats {
 };
 
 struct StepOrder;
+struct JobSpec;
 
 enum class CancelOutcome { cancelled, stopping, not_found, already_finished };
 
@@ -103,6 +105,10 @@ class SweepManager {
   // Runs one ordered step under the time limit; false when the sweep ended meanwhile.
   bool run_step(const store::SweepRow& row, Prepared& p, const std::shared_ptr<Active>& active,
                 const StepOrder& order, int index, int steps_planned);
+  // Judges a finished step, stores it with its requests in one transaction, logs it and
+  // frees its memory.
+  void store_step(const std::string& id, const JobSpec& spec, const StepOrder& order, int index,
+                  const std::string& started_at, loadgen::StepResult&& result);
   // The one way a sweep ends here: store the terminal status, count it, log it.
   void finish(const std::string& id, const std::string& status, const nlohmann::json& result, const std::string& why);
   bool stopping() const;

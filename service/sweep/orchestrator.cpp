@@ -192,6 +192,76 @@ json block_of(const StepOutcome& s, std::initializer_list<const char*> keys) {
   return j;
 }
 
+// The knee of `metric` against offered rate over the fixed-rate steps.
+json knee_block(const Analysis& a, const std::string& metric, json& r) {
+  std::vector<std::pair<double, double>> points;
+  for (const auto& f : a.fixed) {
+    auto it = f.step->summary.find(metric);
+    if (it != f.step->summary.end() && it->is_number() && std::isfinite(it->get<double>())) {
+      points.emplace_back(f.rate, it->get<double>());
+    }
+  }
+  const auto knee = fit_knee(points);
+  r["knee_rate_rps"] = knee ? json(knee->x) : json(nullptr);
+  return {{"metric", metric}, {"points", points.size()},
+          {"slope_before", knee ? json(knee->slope_before) : json(nullptr)},
+          {"slope_after", knee ? json(knee->slope_after) : json(nullptr)},
+          {"method", "two-segment least-squares fit of the metric against offered rate"}};
+}
+
+// The lowest rate whose step witnessed saturation (completion shortfall beyond noise, a
+// growing client backlog or server queue); a bare completions/offered ratio under 0.9 is
+// noise on a short step and is not enough, and an outage is not saturation.
+std::optional<double> saturation_rate(const Analysis& a) {
+  std::optional<double> saturation;
+  for (const auto& f : a.fixed) {
+    if (f.step->saturated && !f.step->unavailable && (!saturation || f.rate < *saturation)) saturation = f.rate;
+  }
+  return saturation;
+}
+
+std::string outage_warning(const StepOutcome& s) {
+  std::string classes;
+  const json out = s.summary.value("outage", json::object());
+  const json errors = out.value("errors", json::object());
+  for (const auto& [k, v] : errors.items()) {
+    classes += fmt::format("{}{}: {}", classes.empty() ? "" : ", ", k, v.dump());
+  }
+  return fmt::format(
+      "target unavailable: the step at {:.3g} req/s and its re-run failed on connection, 5xx or cut-stream errors "
+      "({}; between {:.1f} s and {:.1f} s of the re-run): that verdict is about availability, not capacity",
+      s.offered_rate_rps, classes, out.value("first_error_s", 0.0), out.value("last_error_s", 0.0));
+}
+
+// Warnings that change how far the numbers can be trusted.
+void add_warnings(const JobSpec& spec, const Analysis& a, const Bracket& b, std::vector<std::string>& warnings) {
+  if (a.range.probe_not_faster) {
+    warnings.push_back("the throughput probe was not faster than the synchronous baseline: the ladder spans 0.5x to 1.5x of it");
+  }
+  if (a.generator_limited) warnings.push_back("some steps were generator-limited: the load generator, not the target, set their pace");
+  if (a.inconclusive_twice) warnings.push_back("a step stayed inconclusive after its longer re-run and was counted as failing");
+  for (const StepOutcome* s : a.unavailable_twice) warnings.push_back(outage_warning(*s));
+  if (a.non_monotone_reruns > 0) {
+    warnings.push_back(fmt::format("{} failing rate(s) below a passing one were re-run before they could bound the answer",
+                                   a.non_monotone_reruns));
+  }
+  const auto need = samples_needed(spec.slo);
+  const double longest_s = to_s(spec.sweep.max_step_duration - spec.sweep.warmup);
+  const double floor_rps = longest_s > 0 ? static_cast<double>(need.decidable) / longest_s : 0;
+  if (need.decidable > 0 && std::any_of(a.fixed.begin(), a.fixed.end(), [&](const RateResult& f) { return f.rate < floor_rps; })) {
+    warnings.push_back(fmt::format(
+        "below {:.3g} req/s a step of at most {:.0f} s cannot hold the {} requests a {} verdict needs: such rates "
+        "cannot pass, so the answer may be low (raise sweep.max_step_duration_s)",
+        floor_rps, longest_s, need.decidable, need.percentile_name));
+  }
+  for (const auto& f : a.fixed) {
+    if (f.verdict == Verdict::pass && b.fail && f.rate > b.fail->rate) {
+      warnings.push_back("non-monotone: a rate above the lowest failing rate passed; the answer is the highest rate with no failure below it");
+      break;
+    }
+  }
+}
+
 json sweep_result(const JobSpec& spec, const Analysis& a, std::vector<std::string> warnings) {
   const Bracket b = bracket_of(a);
   json r;
@@ -203,34 +273,10 @@ json sweep_result(const JobSpec& spec, const Analysis& a, std::vector<std::strin
   if (b.fail) limiting = b.fail->step->limiting_metric;
   else if (b.pass) limiting = b.pass->step->limiting_metric;
   r["limiting_metric"] = limiting.empty() ? json(nullptr) : json(limiting);
-
   // Knee of the limiting latency (p95 TTFT when the limit is not a latency) vs offered rate.
-  const std::string knee_metric =
-      limiting.size() > 3 && limiting.compare(limiting.size() - 3, 3, "_ms") == 0 ? limiting : "p95_ttft_ms";
-  std::vector<std::pair<double, double>> points;
-  for (const auto& f : a.fixed) {
-    auto it = f.step->summary.find(knee_metric);
-    if (it != f.step->summary.end() && it->is_number() && std::isfinite(it->get<double>())) {
-      points.emplace_back(f.rate, it->get<double>());
-    }
-  }
-  const auto knee = fit_knee(points);
-  r["knee_rate_rps"] = knee ? json(knee->x) : json(nullptr);
-  r["knee"] = {{"metric", knee_metric}, {"points", points.size()},
-               {"slope_before", knee ? json(knee->slope_before) : json(nullptr)},
-               {"slope_after", knee ? json(knee->slope_after) : json(nullptr)},
-               {"method", "two-segment least-squares fit of the metric against offered rate"}};
-
-  std::optional<double> saturation;
-  for (const auto& f : a.fixed) {
-    // Saturated by the step's witnesses (completion shortfall beyond noise, a growing client
-    // backlog or server queue); a bare completions/offered ratio under 0.9 is noise on a short
-    // step and is not enough.
-    if (f.step->saturated && !f.step->unavailable && (!saturation || f.rate < *saturation)) {
-      saturation = f.rate;
-    }
-  }
-  r["saturation_rate_rps"] = number_or_null(saturation);
+  const bool latency_limit = limiting.size() > 3 && limiting.compare(limiting.size() - 3, 3, "_ms") == 0;
+  r["knee"] = knee_block(a, latency_limit ? limiting : "p95_ttft_ms", r);
+  r["saturation_rate_rps"] = number_or_null(saturation_rate(a));
 
   json baseline = block_of(*a.baseline, {"completed", "mean_ttft_ms", "p50_ttft_ms", "p95_ttft_ms",
                                          "mean_tpot_ms", "p95_itl_ms", "mean_e2el_ms"});
@@ -252,44 +298,7 @@ json sweep_result(const JobSpec& spec, const Analysis& a, std::vector<std::strin
   r["ladder"] = {{"lo_rps", a.range.lo}, {"hi_rps", a.range.hi}, {"rates", a.ladder}};
   r["steps_run"] = a.fixed_steps_run + 2;
   r["tolerance"] = spec.sweep.tolerance;
-
-  // Warnings that change how far the numbers can be trusted.
-  if (a.range.probe_not_faster) {
-    warnings.push_back("the throughput probe was not faster than the synchronous baseline: the ladder spans 0.5x to 1.5x of it");
-  }
-  if (a.generator_limited) warnings.push_back("some steps were generator-limited: the load generator, not the target, set their pace");
-  if (a.inconclusive_twice) warnings.push_back("a step stayed inconclusive after its longer re-run and was counted as failing");
-  for (const StepOutcome* s : a.unavailable_twice) {
-    std::string classes;
-    const json out = s->summary.value("outage", json::object());
-    const json errors = out.value("errors", json::object());
-    for (const auto& [k, v] : errors.items()) {
-      classes += fmt::format("{}{}: {}", classes.empty() ? "" : ", ", k, v.dump());
-    }
-    warnings.push_back(fmt::format(
-        "target unavailable: the step at {:.3g} req/s and its re-run failed on connection, 5xx or cut-stream errors "
-        "({}; between {:.1f} s and {:.1f} s of the re-run): that verdict is about availability, not capacity",
-        s->offered_rate_rps, classes, out.value("first_error_s", 0.0), out.value("last_error_s", 0.0)));
-  }
-  if (a.non_monotone_reruns > 0) {
-    warnings.push_back(fmt::format("{} failing rate(s) below a passing one were re-run before they could bound the answer",
-                                   a.non_monotone_reruns));
-  }
-  const auto need = samples_needed(spec.slo);
-  const double longest_s = to_s(spec.sweep.max_step_duration - spec.sweep.warmup);
-  const double floor_rps = longest_s > 0 ? static_cast<double>(need.decidable) / longest_s : 0;
-  if (need.decidable > 0 && std::any_of(a.fixed.begin(), a.fixed.end(), [&](const RateResult& f) { return f.rate < floor_rps; })) {
-    warnings.push_back(fmt::format(
-        "below {:.3g} req/s a step of at most {:.0f} s cannot hold the {} requests a {} verdict needs: such rates "
-        "cannot pass, so the answer may be low (raise sweep.max_step_duration_s)",
-        floor_rps, longest_s, need.decidable, need.percentile_name));
-  }
-  for (const auto& f : a.fixed) {
-    if (f.verdict == Verdict::pass && b.fail && f.rate > b.fail->rate) {
-      warnings.push_back("non-monotone: a rate above the lowest failing rate passed; the answer is the highest rate with no failure below it");
-      break;
-    }
-  }
+  add_warnings(spec, a, b, warnings);
   r["warnings"] = warnings;
   return r;
 }
@@ -409,22 +418,23 @@ std::vector<double> ladder_plan(const SweepSettings& s, const LadderRange& range
   return rates;
 }
 
-Action next_action(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
-  const Analysis a = analyse(spec, steps);
-  if (spec.kind == JobKind::check) {
-    if (a.check) return Finish{check_result(spec, *a.check)};
-    StepOrder o;
-    o.kind = StepKind::check;
-    o.phase = "check";
-    o.rate_rps = spec.check.rate_rps;
-    o.duration = spec.arrival.process == ArrivalProcess::all_at_once ? Nanos{0} : spec.check.duration;
-    o.warmup = spec.check.warmup;
-    o.requests = spec.check.requests;
-    o.concurrency = spec.check.max_concurrency;
-    return o;
-  }
+namespace {
 
-  const SweepSettings& s = spec.sweep;
+StepOrder check_order(const JobSpec& spec) {
+  StepOrder o;
+  o.kind = StepKind::check;
+  o.phase = "check";
+  o.rate_rps = spec.check.rate_rps;
+  o.duration = spec.arrival.process == ArrivalProcess::all_at_once ? Nanos{0} : spec.check.duration;
+  o.warmup = spec.check.warmup;
+  o.requests = spec.check.requests;
+  o.concurrency = spec.check.max_concurrency;
+  return o;
+}
+
+// The two count-based steps before the ladder: the synchronous baseline, then the probe;
+// nullopt once both have run and succeeded.
+std::optional<Action> opening_step(const SweepSettings& s, const Analysis& a) {
   if (!a.baseline) {
     StepOrder o;
     o.kind = StepKind::baseline;
@@ -449,19 +459,13 @@ Action next_action(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
   if (a.probe->completed == 0 || !(a.probe->measured_rate_rps > 0)) {
     return Fail{"throughput probe: no request succeeded (" + std::to_string(a.probe->measured) + " sent)"};
   }
+  return std::nullopt;
+}
 
-  std::vector<std::string> warnings;
-  if (a.fixed_steps_run >= s.max_steps) {
-    warnings.push_back("max_steps (" + std::to_string(s.max_steps) + ") used before the bracket reached the tolerance");
-    return Finish{sweep_result(spec, a, warnings)};
-  }
-  if (a.pending_rerun) return *a.pending_rerun;
-
-  // Ladder: the planned rates in order, until `stop_after_failures` fail in a row.
-  if (a.ladder_done < static_cast<int>(a.ladder.size()) && trailing_failures(a) < s.stop_after_failures) {
-    return fixed_order(spec, StepKind::ladder, "ladder", a.ladder[a.ladder_done], 1);
-  }
-
+// After the ladder: escalate while everything passes, halve down while nothing does, else
+// bisect the bracket to the tolerance; finish when none applies.
+Action after_ladder(const JobSpec& spec, const Analysis& a, std::vector<std::string>& warnings) {
+  const SweepSettings& s = spec.sweep;
   const Bracket b = bracket_of(a);
   double tried_max = 0, tried_min = kInf;
   for (const auto& f : a.fixed) {
@@ -491,6 +495,30 @@ Action next_action(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
     return fixed_order(spec, StepKind::refine, "refine", *next, 1);
   }
   return Finish{sweep_result(spec, a, warnings)};
+}
+
+}  // namespace
+
+Action next_action(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
+  const Analysis a = analyse(spec, steps);
+  if (spec.kind == JobKind::check) {
+    if (a.check) return Finish{check_result(spec, *a.check)};
+    return check_order(spec);
+  }
+  const SweepSettings& s = spec.sweep;
+  if (auto opening = opening_step(s, a)) return *opening;
+
+  std::vector<std::string> warnings;
+  if (a.fixed_steps_run >= s.max_steps) {
+    warnings.push_back("max_steps (" + std::to_string(s.max_steps) + ") used before the bracket reached the tolerance");
+    return Finish{sweep_result(spec, a, warnings)};
+  }
+  if (a.pending_rerun) return *a.pending_rerun;
+  // Ladder: the planned rates in order, until `stop_after_failures` fail in a row.
+  if (a.ladder_done < static_cast<int>(a.ladder.size()) && trailing_failures(a) < s.stop_after_failures) {
+    return fixed_order(spec, StepKind::ladder, "ladder", a.ladder[a.ladder_done], 1);
+  }
+  return after_ladder(spec, a, warnings);
 }
 
 Plan plan_progress(const JobSpec& spec, const std::vector<StepOutcome>& steps) {

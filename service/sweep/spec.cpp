@@ -72,6 +72,37 @@ Result<CheckSettings> parse_check(const json& j, ArrivalProcess process) {
   return c;
 }
 
+// The target (base_url is the queue key) and the optional metrics_url.
+std::optional<Error> parse_target_block(const json& spec, JobSpec& js) {
+  if (!spec.contains("target")) return invalid("/target", "is required");
+  auto t = llm::parse_target(spec.at("target"));
+  if (!t) return t.error();
+  js.target = std::move(*t);
+  js.base_url = spec.at("target").at("base_url").get<std::string>();
+  if (auto m = spec.at("target").find("metrics_url"); m != spec.at("target").end()) {
+    if (!m->is_string()) return invalid("/target/metrics_url", "must be a URL");
+    auto parsed = llm::parse_base_url({}, m->get<std::string>(), "/target/metrics_url");
+    if (!parsed) return parsed.error();
+    js.metrics_url = m->get<std::string>();
+  }
+  return std::nullopt;
+}
+
+Result<ArrivalSpec> parse_arrival(const json& a) {
+  ArrivalSpec out;
+  if (!a.is_object()) return invalid("/arrival", "must be an object");
+  if (auto p = a.find("process"); p != a.end()) {
+    if (!p->is_string()) return invalid("/arrival/process", "must be a string");
+    auto proc = parse_arrival_process(p->get<std::string>(), "/arrival/process");
+    if (!proc) return proc.error();
+    out.process = *proc;
+  }
+  auto b = fields::number(a, "burstiness", "/arrival", out.burstiness, fields::Sign::positive);
+  if (!b) return b.error();
+  out.burstiness = *b;
+  return out;
+}
+
 }  // namespace
 
 Result<JobSpec> parse_job_spec(const json& spec) {
@@ -86,17 +117,7 @@ Result<JobSpec> parse_job_spec(const json& spec) {
     if (!n->is_string()) return invalid("/name", "must be a string");
     js.name = n->get<std::string>();
   }
-  if (!spec.contains("target")) return invalid("/target", "is required");
-  auto t = llm::parse_target(spec.at("target"));
-  if (!t) return t.error();
-  js.target = std::move(*t);
-  js.base_url = spec.at("target").at("base_url").get<std::string>();
-  if (auto m = spec.at("target").find("metrics_url"); m != spec.at("target").end()) {
-    if (!m->is_string()) return invalid("/target/metrics_url", "must be a URL");
-    auto parsed = llm::parse_base_url({}, m->get<std::string>(), "/target/metrics_url");
-    if (!parsed) return parsed.error();
-    js.metrics_url = m->get<std::string>();
-  }
+  if (auto e = parse_target_block(spec, js)) return *e;
   if (spec.contains("workload")) {
     auto w = llm::parse_workload(spec.at("workload"));
     if (!w) return w.error();
@@ -106,16 +127,9 @@ Result<JobSpec> parse_job_spec(const json& spec) {
     js.workload = *w;
   }
   if (auto a = spec.find("arrival"); a != spec.end()) {
-    if (!a->is_object()) return invalid("/arrival", "must be an object");
-    if (auto p = a->find("process"); p != a->end()) {
-      if (!p->is_string()) return invalid("/arrival/process", "must be a string");
-      auto proc = parse_arrival_process(p->get<std::string>(), "/arrival/process");
-      if (!proc) return proc.error();
-      js.arrival.process = *proc;
-    }
-    auto b = fields::number(*a, "burstiness", "/arrival", js.arrival.burstiness, fields::Sign::positive);
-    if (!b) return b.error();
-    js.arrival.burstiness = *b;
+    auto arrival = parse_arrival(*a);
+    if (!arrival) return arrival.error();
+    js.arrival = *arrival;
   }
   if (!spec.contains("slo")) return invalid("/slo", "is required");
   auto slo = parse_slo(spec.at("slo"));

@@ -61,13 +61,7 @@ loadgen::StepResult fabricate(int n, double rate, double ttft_ms, const std::fun
     res.requests.push_back(row);
   }
   res.metrics = std::move(acc).finish();
-  // The client's backlog over the window, as the step runner derives it from the same rows.
-  std::vector<std::pair<Nanos, std::optional<Nanos>>> stays;
-  for (const auto& row : res.requests) {
-    const auto at = [](double ms) { return Nanos(static_cast<Nanos::rep>(ms * 1e6)); };
-    stays.emplace_back(at(row.sent_ms), std::optional<Nanos>(at(row.finished_ms)));
-  }
-  res.backlog = backlog_trend(stays, res.metrics.window_start, res.metrics.window_end);
+  res.backlog = loadgen::client_backlog(res.requests, res.metrics);  // as the step runner derives it
   return res;
 }
 
