@@ -1,0 +1,13 @@
+#pragma once
+// capsweep-llmsim's command line: settings from --config FILE (read first), then flags.
+
+#include "llmsim/config.hpp"
+
+#include <variant>
+
+namespace capsweep::llmsim {
+
+// The settings, validated; or the exit code to end with (after --help, or an error printed).
+std::variant<SimConfig, int> parse_options(int argc, char** argv);
+
+}  // namespace capsweep::llmsim
