@@ -18,16 +18,15 @@ struct ServerUrl {
 std::optional<ServerUrl> parse_server_url(const std::string& url, std::string& error);
 
 struct HttpAnswer {
-  int status = 0;          // 0: transport error
+  int status = 0;  // 0: transport error
   std::string body;
   std::string content_type;
-  std::string error;       // transport error text
+  std::string error;  // transport error text
 };
 
 class ApiClient {
  public:
-  ApiClient(ServerUrl server, std::string token,
-            std::chrono::milliseconds timeout = std::chrono::milliseconds(30'000));
+  ApiClient(ServerUrl server, std::string token, std::chrono::milliseconds timeout = std::chrono::milliseconds(30'000));
   HttpAnswer request(const std::string& method, const std::string& path, const std::string& body = {}) const;
 
  private:

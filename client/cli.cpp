@@ -1,7 +1,6 @@
 #include "cli.hpp"
 
 #include <CLI/CLI.hpp>
-
 #include <cstdlib>
 
 namespace capsweep::cli {
@@ -15,7 +14,9 @@ void add_job_commands(CLI::App& app, Args& a) {
   auto* check = app.add_subcommand("check", "submit a check job and wait for its verdict");
   check->add_option("SPEC", a.spec_path, "check job spec JSON file")->required();
   app.add_subcommand("status", "status and progress of a job")->add_option("ID", a.id, "job id")->required();
-  app.add_subcommand("watch", "follow a job until it ends (progress bar on a terminal)")->add_option("ID", a.id, "job id")->required();
+  app.add_subcommand("watch", "follow a job until it ends (progress bar on a terminal)")
+      ->add_option("ID", a.id, "job id")
+      ->required();
   auto* verdict = app.add_subcommand("verdict", "the verdict of a finished job");
   verdict->add_option("ID", a.id, "job id")->required();
   verdict->add_option("--require-rate", a.require_rate, "exit 3 when max_slo_rate_rps is below R");
@@ -33,8 +34,11 @@ void add_autoscale(CLI::App& app, Args& a) {
   AutoscaleArgs& s = a.autoscale;
   auto* cmd = app.add_subcommand("autoscale", "autoscaler thresholds from a succeeded sweep (KEDA, HPA or JSON)");
   cmd->add_option("ID", a.id, "sweep id")->required();
-  cmd->add_option("--format", s.format, "keda, hpa or json")->check(CLI::IsMember({"keda", "hpa", "json"}))->capture_default_str();
-  cmd->add_option("--utilization", s.utilization, "target utilisation u of a replica's capacity")->capture_default_str();
+  cmd->add_option("--format", s.format, "keda, hpa or json")
+      ->check(CLI::IsMember({"keda", "hpa", "json"}))
+      ->capture_default_str();
+  cmd->add_option("--utilization", s.utilization, "target utilisation u of a replica's capacity")
+      ->capture_default_str();
   cmd->add_option("--base-rps", s.base_rps, "steady traffic, req/s (sets the minimum replicas)");
   cmd->add_option("--peak-rps", s.peak_rps, "peak traffic, req/s (sets the maximum replicas)");
   cmd->add_option("--cold-start-s", s.cold_start_s, "a replica's start-up time (scale-down window >= 2x)");
@@ -55,8 +59,9 @@ std::variant<Args, int> parse_args(int argc, char** argv) {
   app.add_option("--server", a.o.server, "capsweepd URL (env CAPSWEEP_SERVER)")->capture_default_str();
   app.add_option("--token", a.o.token, "bearer token (env CAPSWEEP_TOKEN)");
   app.add_flag("--json", a.o.json_out, "machine-readable output");
-  app.footer("Exit codes: 0 success/pass, 1 usage or transport error, 2 job failed or cancelled, "
-             "3 SLO verdict fail, 4 inconclusive.");
+  app.footer(
+      "Exit codes: 0 success/pass, 1 usage or transport error, 2 job failed or cancelled, "
+      "3 SLO verdict fail, 4 inconclusive.");
   add_job_commands(app, a);
   add_autoscale(app, a);
   try {

@@ -2,9 +2,9 @@
 // The capsweep command line (CLI11): subcommands, options, and the environment
 // (CAPSWEEP_SERVER, CAPSWEEP_TOKEN).
 
-#include "commands.hpp"
-
 #include <variant>
+
+#include "commands.hpp"
 
 namespace capsweep::cli {
 

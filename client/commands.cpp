@@ -1,18 +1,18 @@
 #include "commands.hpp"
 
-#include "api_client.hpp"
-#include "format.hpp"
-
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
-#include <unistd.h>
+
+#include "api_client.hpp"
+#include "format.hpp"
 
 namespace capsweep::cli {
 
@@ -30,8 +30,8 @@ int report_error(const HttpAnswer& a) {
   if (e.is_object() && e.contains("error")) {
     const json& err = e["error"];
     const std::string field = text_of(err, "field", "");
-    fmt::print(stderr, "capsweep: {} {}{}: {}\n", a.status, text_of(err, "code", ""), field.empty() ? "" : " at " + field,
-               text_of(err, "message", ""));
+    fmt::print(stderr, "capsweep: {} {}{}: {}\n", a.status, text_of(err, "code", ""),
+               field.empty() ? "" : " at " + field, text_of(err, "message", ""));
   } else {
     fmt::print(stderr, "capsweep: the server answered {}\n", a.status);
   }
@@ -88,7 +88,8 @@ int watch(const ApiClient& c, const std::string& id, const Options& o, std::opti
       } else {
         fmt::print("{}\n", terminal_safe(verdict_text(v), true));
         int code = 0;
-        if (auto steps = get_json(c, "/v1/sweeps/" + id + "/steps", code)) fmt::print("\n{}", terminal_safe(steps_table((*steps)["steps"]), true));
+        if (auto steps = get_json(c, "/v1/sweeps/" + id + "/steps", code))
+          fmt::print("\n{}", terminal_safe(steps_table((*steps)["steps"]), true));
       }
       return exit_for(v, require_rate);
     }
@@ -136,8 +137,10 @@ int submit(const ApiClient& c, const std::string& path, bool wait, bool as_check
   if (a.status != 201) return report_error(a);
   const json created = json::parse(a.body);
   const std::string id = created["id"];
-  if (o.json_out && !wait) fmt::print("{}\n", created.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
-  else if (!o.json_out) fmt::print(stderr, "submitted {} ({})\n", id, text_of(created, "name", ""));
+  if (o.json_out && !wait)
+    fmt::print("{}\n", created.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+  else if (!o.json_out)
+    fmt::print(stderr, "submitted {} ({})\n", id, text_of(created, "name", ""));
   if (!o.json_out && !wait) fmt::print("{}\n", id);
   return wait ? watch(c, id, o, std::nullopt) : kOk;
 }
@@ -158,8 +161,10 @@ int report(const ApiClient& c, const Args& a) {
 std::string query_encode(const std::string& v) {
   std::string out;
   for (unsigned char ch : v) {
-    if (std::isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~') out += static_cast<char>(ch);
-    else out += fmt::format("%{:02X}", ch);
+    if (std::isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~')
+      out += static_cast<char>(ch);
+    else
+      out += fmt::format("%{:02X}", ch);
   }
   return out;
 }
@@ -192,8 +197,10 @@ int status(const ApiClient& c, const Args& a) {
   int code = kOk;
   auto v = get_json(c, "/v1/sweeps/" + a.id, code);
   if (!v) return code;
-  if (a.o.json_out) fmt::print("{}\n", v->dump(2, ' ', false, json::error_handler_t::replace));
-  else fmt::print("{}  {}  {}\n{}\n", a.id, text_of(*v, "status", ""), text_of(*v, "name", ""), progress_text(*v));
+  if (a.o.json_out)
+    fmt::print("{}\n", v->dump(2, ' ', false, json::error_handler_t::replace));
+  else
+    fmt::print("{}  {}  {}\n{}\n", a.id, text_of(*v, "status", ""), text_of(*v, "name", ""), progress_text(*v));
   return kOk;
 }
 
@@ -205,8 +212,10 @@ int verdict(const ApiClient& c, const Args& a) {
     fmt::print(stderr, "capsweep: {} has not finished ({})\n", a.id, text_of(*v, "status", ""));
     return kUsage;
   }
-  if (a.o.json_out) fmt::print("{}\n", (*v)["result"].dump(2, ' ', false, json::error_handler_t::replace));
-  else fmt::print("{}\n", terminal_safe(verdict_text(*v), true));
+  if (a.o.json_out)
+    fmt::print("{}\n", (*v)["result"].dump(2, ' ', false, json::error_handler_t::replace));
+  else
+    fmt::print("{}\n", terminal_safe(verdict_text(*v), true));
   return exit_for(*v, a.require_rate);
 }
 
@@ -214,8 +223,10 @@ int steps(const ApiClient& c, const Args& a) {
   int code = kOk;
   auto s = get_json(c, "/v1/sweeps/" + a.id + "/steps", code);
   if (!s) return code;
-  if (a.o.json_out) fmt::print("{}\n", s->dump(2, ' ', false, json::error_handler_t::replace));
-  else fmt::print("{}", terminal_safe(steps_table((*s)["steps"]), true));
+  if (a.o.json_out)
+    fmt::print("{}\n", s->dump(2, ' ', false, json::error_handler_t::replace));
+  else
+    fmt::print("{}", terminal_safe(steps_table((*s)["steps"]), true));
   return kOk;
 }
 
@@ -234,11 +245,12 @@ int list(const ApiClient& c, const Args& a) {
     std::string rate = "-";
     if (s["result"].is_object()) {
       const json& r = s["result"];
-      if (r.contains("max_slo_rate_rps") && r["max_slo_rate_rps"].is_number()) rate = fmt::format("{:.1f}", r["max_slo_rate_rps"].get<double>());
+      if (r.contains("max_slo_rate_rps") && r["max_slo_rate_rps"].is_number())
+        rate = fmt::format("{:.1f}", r["max_slo_rate_rps"].get<double>());
       if (r.contains("verdict")) rate = text_of(r, "verdict", "-");
     }
-    fmt::print("{:<20} {:<6} {:<10} {:<25} {:>12}  {}\n", text_of(s, "id", ""), text_of(s, "kind", ""), text_of(s, "status", ""),
-               text_of(s, "created_at", ""), rate, text_of(s, "name", ""));
+    fmt::print("{:<20} {:<6} {:<10} {:<25} {:>12}  {}\n", text_of(s, "id", ""), text_of(s, "kind", ""),
+               text_of(s, "status", ""), text_of(s, "created_at", ""), rate, text_of(s, "name", ""));
   }
   return kOk;
 }

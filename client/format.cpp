@@ -1,13 +1,13 @@
 #include "format.hpp"
 
-#include "core/json_access.hpp"
-#include "core/slo.hpp"
-
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
+
+#include "core/json_access.hpp"
+#include "core/slo.hpp"
 
 namespace capsweep::cli {
 
@@ -16,7 +16,9 @@ namespace {
 using json = nlohmann::json;
 
 using capsweep::json_at;
-const json& at(const json& j, const char* key) { return json_at(j, key); }
+const json& at(const json& j, const char* key) {
+  return json_at(j, key);
+}
 
 std::string metric_name(const std::string& key) {
   // "ttft_ms" -> "TTFT", "e2el_sent_ms" -> "E2EL (sent)"
@@ -78,7 +80,9 @@ std::string duration_text(double s) {
   return fmt::format("{}s", t);
 }
 
-std::string slo_text(const json& slo) { return describe_slo(slo); }
+std::string slo_text(const json& slo) {
+  return describe_slo(slo);
+}
 
 std::string verdict_text(const json& sweep) {
   const std::string status = text_of(sweep, "status", "");
@@ -92,8 +96,8 @@ std::string verdict_text(const json& sweep) {
     for (char& c : v) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     const json& c = at(r, "conditions");
     std::string out = fmt::format("{}: {} at {} req/s ({} arrivals, {} s measured) against {}", v, slo_text(slo),
-                                  num(at(c, "rate_rps"), "{:g}"), text_of(c, "arrival", ""), num(at(c, "duration_s"), "{:g}"),
-                                  text_of(at(r, "target"), "base_url", ""));
+                                  num(at(c, "rate_rps"), "{:g}"), text_of(c, "arrival", ""),
+                                  num(at(c, "duration_s"), "{:g}"), text_of(at(r, "target"), "base_url", ""));
     for (const auto& k : at(r, "criteria")) {
       out += fmt::format("\n  {:<22} measured {:>10}  bound {:>10}  {}", criterion_name(text_of(k, "name", "")),
                          num(at(k, "measured"), "{:.3f}"), num(at(k, "bound"), "{:g}"), text_of(k, "verdict", ""));
@@ -107,26 +111,32 @@ std::string verdict_text(const json& sweep) {
   } else {
     out = fmt::format("no rate met the SLO ({})", slo_text(slo));
   }
-  if (at(r, "knee_rate_rps").is_number()) out += fmt::format("; knee at {:.1f} req/s", at(r, "knee_rate_rps").get<double>());
-  if (at(r, "limiting_metric").is_string()) out += "; limited by " + criterion_name(at(r, "limiting_metric").get<std::string>());
+  if (at(r, "knee_rate_rps").is_number())
+    out += fmt::format("; knee at {:.1f} req/s", at(r, "knee_rate_rps").get<double>());
+  if (at(r, "limiting_metric").is_string())
+    out += "; limited by " + criterion_name(at(r, "limiting_metric").get<std::string>());
   const json& b = at(r, "slo_bracket_rps");
-  if (b.is_array() && b.size() == 2) out += fmt::format("\n  bracket: passes at {} req/s, fails at {} req/s", num(b[0]), num(b[1]));
-  if (at(r, "saturation_rate_rps").is_number()) out += fmt::format("\n  saturation from {:.1f} req/s", at(r, "saturation_rate_rps").get<double>());
+  if (b.is_array() && b.size() == 2)
+    out += fmt::format("\n  bracket: passes at {} req/s, fails at {} req/s", num(b[0]), num(b[1]));
+  if (at(r, "saturation_rate_rps").is_number())
+    out += fmt::format("\n  saturation from {:.1f} req/s", at(r, "saturation_rate_rps").get<double>());
   const json& c = at(r, "concurrency_at_max_slo");
   if (c.is_object()) {
-    out += fmt::format("\n  in flight at the max rate: {} (Little's law), {} (server running+waiting)", num(at(c, "littles_law")),
-                       num(at(c, "server_running_waiting")));
+    out += fmt::format("\n  in flight at the max rate: {} (Little's law), {} (server running+waiting)",
+                       num(at(c, "littles_law")), num(at(c, "server_running_waiting")));
   }
-  out += fmt::format("\n  baseline {} req/s synchronous, probe {} req/s flat out", num(at(at(r, "baseline"), "rate_rps"), "{:.2f}"),
-                     num(at(at(r, "probe"), "rate_rps"), "{:.1f}"));
+  out += fmt::format("\n  baseline {} req/s synchronous, probe {} req/s flat out",
+                     num(at(at(r, "baseline"), "rate_rps"), "{:.2f}"), num(at(at(r, "probe"), "rate_rps"), "{:.1f}"));
   for (const auto& w : r.value("warnings", json::array())) out += "\n  warning: " + w.get<std::string>();
   return out;
 }
 
 std::string steps_table(const json& steps) {
-  std::string out = fmt::format("{:>3}  {:<9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9}  {:<12} {}\n", "#", "phase", "offered",
-                                "achieved", "TTFT p50", "TTFT p95", "ITL p95", "TPOT", "goodput", "verdict", "notes");
-  out += fmt::format("{:>3}  {:<9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9}\n", "", "", "req/s", "req/s", "ms", "ms", "ms", "ms", "req/s");
+  std::string out =
+      fmt::format("{:>3}  {:<9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9}  {:<12} {}\n", "#", "phase", "offered",
+                  "achieved", "TTFT p50", "TTFT p95", "ITL p95", "TPOT", "goodput", "verdict", "notes");
+  out += fmt::format("{:>3}  {:<9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9}\n", "", "", "req/s", "req/s", "ms", "ms",
+                     "ms", "ms", "req/s");
   for (const auto& s : steps) {
     const json& m = at(s, "summary");
     std::string notes;
@@ -134,11 +144,13 @@ std::string steps_table(const json& steps) {
     const json& sat = at(s, "evaluation").value("saturation", json::object());
     if (sat.value("saturated", false)) notes += "saturated ";
     if (m.contains("probe")) notes += fmt::format("r_max {} ", num(at(at(m, "probe"), "rate_rps")));
-    if (m.contains("rate_rps") && text_of(s, "kind", "") == "baseline") notes += fmt::format("r_sync {} ", num(at(m, "rate_rps"), "{:.2f}"));
+    if (m.contains("rate_rps") && text_of(s, "kind", "") == "baseline")
+      notes += fmt::format("r_sync {} ", num(at(m, "rate_rps"), "{:.2f}"));
     out += fmt::format("{:>3}  {:<9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9}  {:<12} {}\n", s.value("index", 0),
-                       text_of(s, "phase", ""), num(at(s, "offered_rate_rps"), "{:.2f}"), num(at(m, "achieved_rate_rps"), "{:.2f}"),
-                       num(at(m, "p50_ttft_ms")), num(at(m, "p95_ttft_ms")), num(at(m, "p95_itl_ms")), num(at(m, "mean_tpot_ms")),
-                       num(at(m, "request_goodput"), "{:.2f}"), text_of(s, "verdict", ""), notes);
+                       text_of(s, "phase", ""), num(at(s, "offered_rate_rps"), "{:.2f}"),
+                       num(at(m, "achieved_rate_rps"), "{:.2f}"), num(at(m, "p50_ttft_ms")), num(at(m, "p95_ttft_ms")),
+                       num(at(m, "p95_itl_ms")), num(at(m, "mean_tpot_ms")), num(at(m, "request_goodput"), "{:.2f}"),
+                       text_of(s, "verdict", ""), notes);
   }
   return out;
 }
@@ -155,14 +167,16 @@ std::string progress_text(const json& sweep, bool bar) {
     const double pct = std::clamp(at(p, "percent").get<double>(), 0.0, 100.0);
     if (bar) {
       const int filled = static_cast<int>(std::lround(pct / 5));
-      out += "  [" + std::string(static_cast<std::size_t>(filled), '#') + std::string(static_cast<std::size_t>(20 - filled), '.') + "]";
+      out += "  [" + std::string(static_cast<std::size_t>(filled), '#') +
+             std::string(static_cast<std::size_t>(20 - filled), '.') + "]";
     }
     out += fmt::format("  {:5.1f}%", pct);
   }
   if (p.contains("current_rate_rps") && at(p, "current_rate_rps").is_number()) {
     out += fmt::format("  {:.1f} req/s", at(p, "current_rate_rps").get<double>());
   }
-  if (p.contains("p95_ttft_ms_so_far") && at(p, "p95_ttft_ms_so_far").is_number() && at(p, "p95_ttft_ms_so_far").get<double>() > 0) {
+  if (p.contains("p95_ttft_ms_so_far") && at(p, "p95_ttft_ms_so_far").is_number() &&
+      at(p, "p95_ttft_ms_so_far").get<double>() > 0) {
     out += fmt::format("  p95 TTFT {:.0f} ms", at(p, "p95_ttft_ms_so_far").get<double>());
   }
   if (p.contains("eta_s") && at(p, "eta_s").is_number()) out += "  ETA " + duration_text(at(p, "eta_s").get<double>());

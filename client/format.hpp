@@ -3,7 +3,6 @@
 // progress line. Pure: JSON as the API returns it in, text out.
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 #include <string_view>
 

@@ -1,9 +1,9 @@
 // capsweep: the command-line client of capsweepd. Only wiring here: the arguments (cli.cpp)
 // and the command they name (commands.cpp), whose exit code is the program's.
 
-#include "cli.hpp"
-
 #include <variant>
+
+#include "cli.hpp"
 
 int main(int argc, char** argv) {
   auto parsed = capsweep::cli::parse_args(argc, argv);

@@ -8,7 +8,7 @@ packages=(
   libboost1.81-dev libboost-url1.81-dev libboost-json1.81-dev
   nlohmann-json3-dev libsqlite3-dev sqlite3 libfmt-dev catch2
   libvalijson-dev libssl-dev libcli11-dev libyaml-cpp-dev
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev clang-format
   curl procps wrk
   chromium fonts-dejavu-core prometheus
 )

@@ -8,6 +8,8 @@ preset=${1:-release}
 bash deploy/install-deps.sh
 jobs=$(nproc 2>/dev/null || echo 2)
 
+bash deploy/check-format.sh
+
 start=$(date +%s)
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset" -j "$jobs"

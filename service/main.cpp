@@ -2,20 +2,20 @@
 // and the store, the sweep workers, the HTTP API, and SIGINT/SIGTERM (finish API requests,
 // stop the steps in flight, leave running sweeps resumable, exit 0 within 10 s).
 
+#include <fmt/format.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
 #include "api/api.hpp"
 #include "api/startup.hpp"
 #include "http/server.hpp"
 #include "store/store.hpp"
 #include "sweep/manager.hpp"
-
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/signal_set.hpp>
-#include <fmt/format.h>
-
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <thread>
 
 using namespace capsweep;
 

@@ -1,10 +1,10 @@
 #include "api/api.hpp"
 
-#include "api/router.hpp"
-
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
+
+#include "api/router.hpp"
 
 namespace capsweep::api {
 
@@ -49,7 +49,8 @@ http::Handler Api::handler() {
         const Call call{req, std::move(r.id), std::move(r.query)};
         const boost::asio::any_io_executor pool = impl->pool.get_executor();
         reply = co_await r.route->stream(env, pool, call, stream);
-        env.latency.observe(r.route_name, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+        env.latency.observe(r.route_name,
+                            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
         co_return reply;
       }
     }

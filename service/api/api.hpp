@@ -7,23 +7,23 @@
 // the I/O threads, so a locked or slow database cannot stall /healthz or other connections.
 // Heavy header (Beast): include from capsweepd's main only.
 
-#include "api/config.hpp"
-#include "http/server.hpp"
-#include "store/store.hpp"
-#include "sweep/manager.hpp"
-
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "api/config.hpp"
+#include "http/server.hpp"
+#include "store/store.hpp"
+#include "sweep/manager.hpp"
+
 namespace capsweep::api {
 
 struct ApiContext {
   const ServiceConfig* config = nullptr;
-  store::Store* store = nullptr;              // the API's own connection
+  store::Store* store = nullptr;  // the API's own connection
   sweep::SweepManager* manager = nullptr;
-  int workers = 4;                            // threads of the API's worker pool
+  int workers = 4;  // threads of the API's worker pool
 };
 
 class Api {

@@ -1,13 +1,13 @@
 #include "api/config.hpp"
 
-#include "api/schema.hpp"
-
 #include <arpa/inet.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "api/schema.hpp"
 
 namespace capsweep::api {
 
@@ -15,7 +15,8 @@ namespace {
 
 std::string lower(std::string_view s) {
   std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return out;
 }
 
@@ -81,7 +82,8 @@ bool AllowList::allows(std::string_view host) const {
   Block h;
   if (parse_ip(host, h.v6, h.addr)) {
     // ::ffff:a.b.c.d is the IPv4 address a.b.c.d: match it against the IPv4 entries.
-    const bool mapped = h.v6 && std::all_of(h.addr.begin(), h.addr.begin() + 10, [](std::uint8_t b) { return b == 0; }) &&
+    const bool mapped = h.v6 &&
+                        std::all_of(h.addr.begin(), h.addr.begin() + 10, [](std::uint8_t b) { return b == 0; }) &&
                         h.addr[10] == 0xff && h.addr[11] == 0xff;
     if (mapped) {
       std::array<std::uint8_t, 16> v4{};

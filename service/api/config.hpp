@@ -2,15 +2,14 @@
 // capsweepd's settings: the config file (validated by schema/config.schema.json, defaults
 // filled in), then command-line flags over it. The target allow-list lives here too.
 
-#include "core/error.hpp"
-
-#include <nlohmann/json_fwd.hpp>
-
 #include <array>
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "core/error.hpp"
 
 namespace capsweep::api {
 
@@ -38,20 +37,20 @@ class AllowList {
 
 struct Limits {
   double max_rate_rps = 2000;
-  double max_step_duration_s = 3600;   // warm-up + measured, per step
+  double max_step_duration_s = 3600;  // warm-up + measured, per step
   double max_total_sweep_s = 21600;
   std::uint32_t max_connections_per_sweep = 1024;
   std::uint64_t max_queued_sweeps = 100;
   std::size_t max_body_bytes = 1 << 20;
-  int max_json_depth = 64;                       // nesting of a request body
+  int max_json_depth = 64;                          // nesting of a request body
   std::uint64_t max_requests_per_step = 1'000'000;  // requests (and stored rows) of one step
-  std::uint32_t max_prompt_tokens = 131'072;    // largest prompt a workload may ask for
-  std::uint32_t max_output_tokens = 32'768;     // largest max_tokens a workload may ask for
-  std::size_t max_api_connections = 512;        // API connections open at once (503 beyond)
+  std::uint32_t max_prompt_tokens = 131'072;        // largest prompt a workload may ask for
+  std::uint32_t max_output_tokens = 32'768;         // largest max_tokens a workload may ask for
+  std::size_t max_api_connections = 512;            // API connections open at once (503 beyond)
   std::size_t max_api_connections_per_client = 128;
-  double header_timeout_s = 10;                 // a request's header must arrive within it
-  std::size_t max_response_bytes = 16 << 20;    // one answer of a target (larger: an error)
-  std::size_t max_sse_event_bytes = 1 << 20;    // one SSE event of a target
+  double header_timeout_s = 10;               // a request's header must arrive within it
+  std::size_t max_response_bytes = 16 << 20;  // one answer of a target (larger: an error)
+  std::size_t max_sse_event_bytes = 1 << 20;  // one SSE event of a target
 };
 
 // Old sweeps removed by the service (0 = keep).

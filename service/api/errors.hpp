@@ -2,11 +2,10 @@
 // The API's one mapping from domain errors to HTTP: every failure answer is built here, as
 // {"error": {"code", "message", "field"}} with the status its errc maps to.
 
-#include "core/error.hpp"
-
 #include <boost/beast/http/status.hpp>
-
 #include <string>
+
+#include "core/error.hpp"
 
 namespace capsweep::api {
 

@@ -1,11 +1,7 @@
 // Handlers of the exports of a sweep: steps.csv, requests.csv, the HTML report and the
 // autoscaler thresholds.
 
-#include "api/handlers.hpp"
-#include "report/autoscale.hpp"
-#include "report/html.hpp"
-
-#include "core/text.hpp"
+#include <fmt/format.h>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -15,7 +11,11 @@
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/serializer.hpp>
 #include <boost/beast/http/write.hpp>
-#include <fmt/format.h>
+
+#include "api/handlers.hpp"
+#include "core/text.hpp"
+#include "report/autoscale.hpp"
+#include "report/html.hpp"
 
 namespace capsweep::api {
 
@@ -29,7 +29,8 @@ namespace beast = boost::beast;
 Answer get_report(Env& env, const Call& c) {
   auto row = env.ctx.store->sweep(c.id);
   if (!row) return no_sweep(c);
-  return text_response(c.req, "text/html; charset=utf-8", report::render_report(sweep_view(env, *row), steps_view(env, c.id)));
+  return text_response(c.req, "text/html; charset=utf-8",
+                       report::render_report(sweep_view(env, *row), steps_view(env, c.id)));
 }
 
 // GET /v1/sweeps/{id}/steps.csv: one line per step with its main figures.
@@ -37,9 +38,10 @@ Answer get_steps_csv(Env& env, const Call& c) {
   auto row = env.ctx.store->sweep(c.id);
   if (!row) return no_sweep(c);
   static const std::array<const char*, 19> keys{
-      "completed", "failed", "request_throughput", "output_throughput", "request_goodput", "achieved_rate_rps",
-      "mean_ttft_ms", "p50_ttft_ms", "p95_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "p95_tpot_ms", "mean_itl_ms",
-      "p95_itl_ms", "p99_itl_ms", "mean_e2el_ms", "p95_e2el_ms", "p99_schedule_lag_ms", "duration_s"};
+      "completed",         "failed",       "request_throughput",  "output_throughput", "request_goodput",
+      "achieved_rate_rps", "mean_ttft_ms", "p50_ttft_ms",         "p95_ttft_ms",       "p99_ttft_ms",
+      "mean_tpot_ms",      "p95_tpot_ms",  "mean_itl_ms",         "p95_itl_ms",        "p99_itl_ms",
+      "mean_e2el_ms",      "p95_e2el_ms",  "p99_schedule_lag_ms", "duration_s"};
   std::string csv = "step,kind,phase,offered_rate_rps,verdict,generator_limited";
   for (const char* k : keys) csv += std::string(",") + k;
   csv += "\n";
@@ -63,7 +65,10 @@ Answer get_steps_csv(Env& env, const Call& c) {
 asio::awaitable<http::Reply> stream_requests_csv(Env& env, asio::any_io_executor pool, const Call& c,
                                                  beast::tcp_stream& stream) {
   constexpr std::size_t kPage = 5000;
-  const auto on_pool = [&](auto f) { return asio::co_spawn(pool, [f]() -> asio::awaitable<decltype(f())> { co_return f(); }, asio::use_awaitable); };
+  const auto on_pool = [&](auto f) {
+    return asio::co_spawn(
+        pool, [f]() -> asio::awaitable<decltype(f())> { co_return f(); }, asio::use_awaitable);
+  };
   const bool exists = co_await on_pool([&] { return env.ctx.store->sweep(c.id).has_value(); });
   if (!exists) {
     http::Reply reply;
@@ -82,14 +87,15 @@ asio::awaitable<http::Reply> stream_requests_csv(Env& env, asio::any_io_executor
   if (hec) co_return http::Reply{std::nullopt, false};
   auto num = [](const std::optional<double>& v) { return v ? fmt::format("{:.3f}", *v) : std::string(); };
   std::string text =
-      "step,request,scheduled_ms,dispatched_ms,sent_ms,finished_ms,ttft_ms,e2el_ms,input_tokens,output_tokens,chunks,outcome\n";
+      "step,request,scheduled_ms,dispatched_ms,sent_ms,finished_ms,ttft_ms,e2el_ms,input_tokens,output_tokens,chunks,"
+      "outcome\n";
   std::optional<store::Store::RequestKey> after;
   for (;;) {
     const auto page = co_await on_pool([&] { return env.ctx.store->requests_page(c.id, after, kPage); });
     for (const auto& [step, r] : page) {
-      text += fmt::format("{},{},{:.3f},{},{},{},{},{},{},{},{},{}\n", step, r.index, r.scheduled_ms, num(r.dispatched_ms),
-                          num(r.sent_ms), num(r.finished_ms), num(r.ttft_ms), num(r.e2el_ms), r.input_tokens,
-                          r.output_tokens, r.chunks, printable_ascii(r.outcome, 40));
+      text += fmt::format("{},{},{:.3f},{},{},{},{},{},{},{},{},{}\n", step, r.index, r.scheduled_ms,
+                          num(r.dispatched_ms), num(r.sent_ms), num(r.finished_ms), num(r.ttft_ms), num(r.e2el_ms),
+                          r.input_tokens, r.output_tokens, r.chunks, printable_ascii(r.outcome, 40));
     }
     if (!text.empty()) {
       stream.expires_after(std::chrono::seconds(30));
@@ -126,19 +132,28 @@ Answer get_autoscale(Env& env, const Call& c) {
       return std::nullopt;
     };
     std::optional<ApiError> e;
-    if (key == "format") format = value;
+    if (key == "format")
+      format = value;
     else if (key == "u") {
       std::optional<double> u;
       e = number(u);
       if (u) o.utilization = *u;
-    } else if (key == "base_rps") e = number(o.base_rps);
-    else if (key == "peak_rps") e = number(o.peak_rps);
-    else if (key == "cold_start_s") e = number(o.cold_start_s);
-    else if (key == "model") o.model = value;
-    else if (key == "namespace") o.ns = value;
-    else if (key == "deployment") o.deployment = value;
-    else if (key == "prometheus") o.prometheus = value;
-    else e = api_error(errc::invalid_argument, "unknown parameter '" + key + "'", "/" + key);
+    } else if (key == "base_rps")
+      e = number(o.base_rps);
+    else if (key == "peak_rps")
+      e = number(o.peak_rps);
+    else if (key == "cold_start_s")
+      e = number(o.cold_start_s);
+    else if (key == "model")
+      o.model = value;
+    else if (key == "namespace")
+      o.ns = value;
+    else if (key == "deployment")
+      o.deployment = value;
+    else if (key == "prometheus")
+      o.prometheus = value;
+    else
+      e = api_error(errc::invalid_argument, "unknown parameter '" + key + "'", "/" + key);
     if (e) return *e;
   }
   if (format != "keda" && format != "hpa" && format != "json") {

@@ -25,8 +25,8 @@ bool is_loopback_literal(const std::string& host) {
     static constexpr std::array<std::uint8_t, 16> one{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
     if (a == one) return true;
     // ::ffff:127.x.y.z
-    const bool mapped = std::all_of(a.begin(), a.begin() + 10, [](std::uint8_t b) { return b == 0; }) && a[10] == 0xff &&
-                        a[11] == 0xff;
+    const bool mapped =
+        std::all_of(a.begin(), a.begin() + 10, [](std::uint8_t b) { return b == 0; }) && a[10] == 0xff && a[11] == 0xff;
     return mapped && a[12] == 127;
   }
   return false;
@@ -35,9 +35,12 @@ bool is_loopback_literal(const std::string& host) {
 std::string pointer_token(std::string_view key) {
   std::string out;
   for (char c : key) {
-    if (c == '~') out += "~0";
-    else if (c == '/') out += "~1";
-    else out += c;
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out += c;
   }
   return out;
 }
@@ -125,8 +128,10 @@ std::optional<std::string> json_too_deep(std::string_view text, int max_depth) {
       if (!stack.empty()) stack.pop_back();
       expect_key = false;
     } else if (c == ',' && !stack.empty()) {
-      if (stack.back().array) ++stack.back().index;
-      else expect_key = true;
+      if (stack.back().array)
+        ++stack.back().index;
+      else
+        expect_key = true;
     }
   }
   return std::nullopt;

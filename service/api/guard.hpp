@@ -7,12 +7,12 @@
 //  - nesting depth of a JSON body, measured before parsing, so a hostile document cannot
 //    recurse the parser, the validator or a later copy into a stack overflow.
 
-#include "core/error.hpp"
-
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "core/error.hpp"
 
 namespace capsweep::api {
 

@@ -4,25 +4,23 @@
 // service's own endpoints (service_endpoints.cpp). Handlers run on the API's worker pool,
 // never on an I/O thread: they may touch the store.
 
+#include <array>
+#include <atomic>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <variant>
+
 #include "api/api.hpp"
 #include "api/errors.hpp"
 #include "api/schema.hpp"
 #include "http/server.hpp"
 #include "observe/text_writer.hpp"
-
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/awaitable.hpp>
-
-#include <nlohmann/json.hpp>
-
-#include <array>
-#include <atomic>
-#include <cstdint>
-#include <map>
-#include <mutex>
-#include <optional>
-#include <string>
-#include <variant>
 
 namespace capsweep::api {
 
@@ -84,7 +82,7 @@ Answer cancel_sweep(Env& env, const Call& c);
 Answer get_steps_csv(Env& env, const Call& c);
 // GET /v1/sweeps/{id}/requests.csv as a chunked stream, a page of rows at a time.
 boost::asio::awaitable<http::Reply> stream_requests_csv(Env& env, boost::asio::any_io_executor pool, const Call& c,
-                                                         boost::beast::tcp_stream& stream);
+                                                        boost::beast::tcp_stream& stream);
 Answer get_report(Env& env, const Call& c);
 Answer get_autoscale(Env& env, const Call& c);
 Answer healthz(Env& env, const Call& c);

@@ -1,13 +1,13 @@
 #include "api/router.hpp"
 
-#include "api/guard.hpp"
-
-#include <boost/url/parse.hpp>
 #include <fmt/format.h>
 #include <openssl/crypto.h>
 
+#include <boost/url/parse.hpp>
 #include <chrono>
 #include <cstdio>
+
+#include "api/guard.hpp"
 
 namespace capsweep::api {
 
@@ -90,8 +90,10 @@ Match match(const std::vector<std::string>& path, bhttp::verb method) {
     bool ok = true;
     std::string id;
     for (std::size_t i = 0; i < pat.size() && ok; ++i) {
-      if (pat[i] == "{id}") id = path[i];
-      else ok = pat[i] == path[i];
+      if (pat[i] == "{id}")
+        id = path[i];
+      else
+        ok = pat[i] == path[i];
     }
     if (!ok) continue;
     if (r.method == method) {
@@ -126,8 +128,8 @@ Resolved resolve(Env& env, const Request& req) {
     }
     Response res = http::json_response(
         req, bhttp::status::method_not_allowed,
-        error_body(api_error(errc::method_not_allowed,
-                             fmt::format("{} is not allowed here; allowed: {}", std::string(req.method_string()), m.allow))));
+        error_body(api_error(errc::method_not_allowed, fmt::format("{} is not allowed here; allowed: {}",
+                                                                   std::string(req.method_string()), m.allow))));
     res.set(bhttp::field::allow, m.allow);
     out.answer = std::move(res);
     return out;
@@ -200,9 +202,9 @@ Placement placement_of(const Request& req) {
 
 Response respond(Env& env, const Request& req, Answer answer, const std::string& route_name,
                  std::chrono::steady_clock::time_point started) {
-  Response res = std::holds_alternative<Response>(answer)
-                     ? std::move(std::get<Response>(answer))
-                     : http::json_response(req, std::get<ApiError>(answer).status, error_body(std::get<ApiError>(answer)));
+  Response res = std::holds_alternative<Response>(answer) ? std::move(std::get<Response>(answer))
+                                                          : http::json_response(req, std::get<ApiError>(answer).status,
+                                                                                error_body(std::get<ApiError>(answer)));
   if (res.result() == bhttp::status::unauthorized) res.set(bhttp::field::www_authenticate, "Bearer");
   env.latency.observe(route_name, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   return res;

@@ -3,18 +3,17 @@
 // auth, the request guards, and dispatch with its latency record. Routes are data: a path
 // that exists with another method answers 405 with Allow, an unknown path 404.
 
-#include "api/handlers.hpp"
-
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
-
 #include <chrono>
 #include <map>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "api/handlers.hpp"
 
 namespace capsweep::api {
 

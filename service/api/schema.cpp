@@ -1,15 +1,14 @@
 #include "api/schema.hpp"
 
+#include <map>
+#include <mutex>
+#include <regex>
+#include <stdexcept>
 #include <valijson/adapters/nlohmann_json_adapter.hpp>
 #include <valijson/schema.hpp>
 #include <valijson/schema_parser.hpp>
 #include <valijson/validation_results.hpp>
 #include <valijson/validator.hpp>
-
-#include <map>
-#include <mutex>
-#include <regex>
-#include <stdexcept>
 
 namespace capsweep::api {
 
@@ -28,9 +27,12 @@ std::string pointer_of(const std::vector<std::string>& context) {
     std::string token = part.substr(1, part.size() - 2);
     std::string escaped;
     for (char c : token) {
-      if (c == '~') escaped += "~0";
-      else if (c == '/') escaped += "~1";
-      else escaped += c;
+      if (c == '~')
+        escaped += "~0";
+      else if (c == '/')
+        escaped += "~1";
+      else
+        escaped += c;
     }
     out += "/" + escaped;
   }
@@ -41,7 +43,8 @@ std::string pointer_of(const std::vector<std::string>& context) {
 // plainer message: {field suffix, message}.
 std::pair<std::string, std::string> refine(const std::string& description) {
   static const std::regex required("Missing required property '([^']+)'");
-  static const std::regex unknown("could not be validated using 'properties' or 'additionalProperties' constraints: '([^']+)'");
+  static const std::regex unknown(
+      "could not be validated using 'properties' or 'additionalProperties' constraints: '([^']+)'");
   std::smatch m;
   if (std::regex_search(description, m, required)) return {"/" + m[1].str(), "is required"};
   if (std::regex_search(description, m, unknown)) return {"/" + m[1].str(), "is not a known field here"};
@@ -70,8 +73,10 @@ void fill(const json& schema, json& instance, const json& root) {
   if (props == s->end() || !props->is_object()) return;
   for (const auto& [name, sub] : props->items()) {
     if (!instance.contains(name)) {
-      if (auto d = sub.find("default"); d != sub.end()) instance[name] = *d;
-      else continue;
+      if (auto d = sub.find("default"); d != sub.end())
+        instance[name] = *d;
+      else
+        continue;
     }
     fill(sub, instance[name], root);
   }
@@ -115,7 +120,9 @@ Result<void> SchemaValidator::validate(const json& instance) const {
   return invalid(pointer_of(best.context) + suffix, message);
 }
 
-void SchemaValidator::apply_defaults(json& instance) const { fill(doc_, instance, doc_); }
+void SchemaValidator::apply_defaults(json& instance) const {
+  fill(doc_, instance, doc_);
+}
 
 std::string_view embedded_schema_text(std::string_view file_name) {
   for (const auto& [name, text] : schema_files()) {

@@ -3,13 +3,12 @@
 // into the binary. Errors name the most specific failing field as a JSON pointer, in the
 // same shape as every other API error.
 
-#include "core/error.hpp"
-
-#include <nlohmann/json.hpp>
-
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+
+#include "core/error.hpp"
 
 namespace capsweep::api {
 

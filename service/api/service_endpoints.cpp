@@ -1,9 +1,9 @@
 // The service's own endpoints: liveness, readiness and Prometheus metrics, plus the answer
 // builders every handler uses.
 
-#include "api/handlers.hpp"
-
 #include <fmt/format.h>
+
+#include "api/handlers.hpp"
 
 namespace capsweep::api {
 
@@ -19,7 +19,8 @@ Response json_ok(const Request& req, bhttp::status status, const json& body) {
 Response text_response(const Request& req, std::string content_type, std::string body, std::string filename) {
   Response res{bhttp::status::ok, req.version()};
   res.set(bhttp::field::content_type, content_type);
-  if (!filename.empty()) res.set(bhttp::field::content_disposition, fmt::format("attachment; filename=\"{}\"", filename));
+  if (!filename.empty())
+    res.set(bhttp::field::content_disposition, fmt::format("attachment; filename=\"{}\"", filename));
   res.keep_alive(req.keep_alive());
   res.body() = std::move(body);
   res.prepare_payload();
@@ -47,7 +48,9 @@ void LatencyHistogram::render(std::string& out) const {
 }
 
 // GET /healthz: the process answers. Never touches the database (runs on the I/O thread).
-Answer healthz(Env&, const Call& c) { return json_ok(c.req, bhttp::status::ok, {{"status", "ok"}}); }
+Answer healthz(Env&, const Call& c) {
+  return json_ok(c.req, bhttp::status::ok, {{"status", "ok"}});
+}
 
 // GET /readyz: the database takes writes and the workers run.
 Answer readyz(Env& env, const Call& c) {

@@ -1,13 +1,12 @@
 #include "api/startup.hpp"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
 #include <sys/resource.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 namespace capsweep::api {
@@ -54,7 +53,8 @@ std::variant<Startup, int> startup_from_command_line(int argc, char** argv) {
   app.add_option("--max-concurrent-sweeps", max_concurrent, "sweeps running at once (each on its own target)")
       ->check(CLI::Range(1, 64));
   app.add_option("--allow-targets", allow_csv, "comma-separated hosts/CIDRs sweeps may target (default loopback)");
-  app.add_flag("--insecure-no-auth", insecure_no_auth, "serve a non-loopback address without bearer tokens (refused otherwise)");
+  app.add_flag("--insecure-no-auth", insecure_no_auth,
+               "serve a non-loopback address without bearer tokens (refused otherwise)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

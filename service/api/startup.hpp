@@ -3,11 +3,11 @@
 // line over it, checked as a whole (a non-loopback address needs tokens or an explicit
 // --insecure-no-auth), and turned into the options of the parts main() wires together.
 
+#include <variant>
+
 #include "api/config.hpp"
 #include "http/server.hpp"
 #include "sweep/manager.hpp"
-
-#include <variant>
 
 namespace capsweep::api {
 

@@ -1,10 +1,5 @@
 // Handlers of the sweeps resource: create, list, read, delete, steps, cancel.
 
-#include "api/guard.hpp"
-#include "api/handlers.hpp"
-#include "llm/target.hpp"
-#include "sweep/spec.hpp"
-
 #include <fmt/format.h>
 #include <openssl/rand.h>
 
@@ -12,6 +7,11 @@
 #include <cmath>
 #include <filesystem>
 #include <stdexcept>
+
+#include "api/guard.hpp"
+#include "api/handlers.hpp"
+#include "llm/target.hpp"
+#include "sweep/spec.hpp"
 
 namespace capsweep::api {
 
@@ -46,43 +46,53 @@ std::optional<ApiError> bound_lengths(const LengthDist& dist, json& workload, co
 }
 
 // Expected requests of one fixed-rate step of `length` seconds at `rate_rps`.
-double expected_requests(double rate_rps, double length_s) { return rate_rps * length_s; }
+double expected_requests(double rate_rps, double length_s) {
+  return rate_rps * length_s;
+}
 
 // The service's limits, on the parsed spec; may fill limits into the stored document.
 std::optional<ApiError> check_limits(const Limits& l, const sweep::JobSpec& spec, json& doc) {
-  if (auto e = bound_lengths(spec.workload.prompt_tokens, doc["workload"], "prompt_tokens", l.max_prompt_tokens)) return e;
-  if (auto e = bound_lengths(spec.workload.output_tokens, doc["workload"], "output_tokens", l.max_output_tokens)) return e;
+  if (auto e = bound_lengths(spec.workload.prompt_tokens, doc["workload"], "prompt_tokens", l.max_prompt_tokens))
+    return e;
+  if (auto e = bound_lengths(spec.workload.output_tokens, doc["workload"], "output_tokens", l.max_output_tokens))
+    return e;
   const auto max_requests = static_cast<double>(l.max_requests_per_step);
   if (spec.kind == sweep::JobKind::sweep) {
     const auto& s = spec.sweep;
     const double step_s = to_s(s.warmup + s.step_duration);
     if (step_s > l.max_step_duration_s) {
-      return over("/sweep/step_duration_s", fmt::format("warm-up + step exceed the service's limit of {} s per step", l.max_step_duration_s));
+      return over("/sweep/step_duration_s",
+                  fmt::format("warm-up + step exceed the service's limit of {} s per step", l.max_step_duration_s));
     }
     if (s.max_rate_rps && *s.max_rate_rps > l.max_rate_rps) {
       return over("/sweep/max_rate_rps", fmt::format("exceeds the service's limit of {} req/s", l.max_rate_rps));
     }
     const double top = s.max_rate_rps.value_or(l.max_rate_rps);
     if (expected_requests(top, step_s) > max_requests) {
-      return over(s.max_rate_rps ? "/sweep/max_rate_rps" : "/sweep/step_duration_s",
-                  fmt::format("a step at {} req/s for {} s would send {:.0f} requests; the service's limit is {} per step",
-                              top, step_s, expected_requests(top, step_s), l.max_requests_per_step));
+      return over(
+          s.max_rate_rps ? "/sweep/max_rate_rps" : "/sweep/step_duration_s",
+          fmt::format("a step at {} req/s for {} s would send {:.0f} requests; the service's limit is {} per step", top,
+                      step_s, expected_requests(top, step_s), l.max_requests_per_step));
     }
     if (!s.max_rate_rps) doc["sweep"]["max_rate_rps"] = l.max_rate_rps;  // escalation stops there
     if (to_s(s.max_step_duration) > l.max_step_duration_s) {
       if (doc["sweep"].contains("max_step_duration_s")) {
-        return over("/sweep/max_step_duration_s", fmt::format("exceeds the service's limit of {} s per step", l.max_step_duration_s));
+        return over("/sweep/max_step_duration_s",
+                    fmt::format("exceeds the service's limit of {} s per step", l.max_step_duration_s));
       }
       doc["sweep"]["max_step_duration_s"] = l.max_step_duration_s;  // steps stretch up to the limit
     }
     if (s.probe_requests > l.max_requests_per_step) {
-      return over("/sweep/probe_requests", fmt::format("exceeds the service's limit of {} requests per step", l.max_requests_per_step));
+      return over("/sweep/probe_requests",
+                  fmt::format("exceeds the service's limit of {} requests per step", l.max_requests_per_step));
     }
     if (s.probe_concurrency > l.max_connections_per_sweep) {
-      return over("/sweep/probe_concurrency", fmt::format("exceeds the service's limit of {} connections", l.max_connections_per_sweep));
+      return over("/sweep/probe_concurrency",
+                  fmt::format("exceeds the service's limit of {} connections", l.max_connections_per_sweep));
     }
     if (s.max_concurrency > l.max_connections_per_sweep) {
-      return over("/sweep/max_concurrency", fmt::format("exceeds the service's limit of {} connections", l.max_connections_per_sweep));
+      return over("/sweep/max_concurrency",
+                  fmt::format("exceeds the service's limit of {} connections", l.max_connections_per_sweep));
     }
     return std::nullopt;
   }
@@ -92,17 +102,21 @@ std::optional<ApiError> check_limits(const Limits& l, const sweep::JobSpec& spec
   }
   const double step_s = to_s(k.warmup + k.duration);
   if (step_s > l.max_step_duration_s) {
-    return over("/check/duration_s", fmt::format("warm-up + duration exceed the service's limit of {} s per step", l.max_step_duration_s));
+    return over("/check/duration_s",
+                fmt::format("warm-up + duration exceed the service's limit of {} s per step", l.max_step_duration_s));
   }
   if (k.requests && *k.requests > l.max_requests_per_step) {
-    return over("/check/requests", fmt::format("exceeds the service's limit of {} requests per step", l.max_requests_per_step));
+    return over("/check/requests",
+                fmt::format("exceeds the service's limit of {} requests per step", l.max_requests_per_step));
   }
   if (!k.requests && std::isfinite(k.rate_rps) && expected_requests(k.rate_rps, step_s) > max_requests) {
-    return over("/check/duration_s", fmt::format("{} req/s for {} s would send {:.0f} requests; the service's limit is {} per step",
-                                                 k.rate_rps, step_s, expected_requests(k.rate_rps, step_s), l.max_requests_per_step));
+    return over("/check/duration_s",
+                fmt::format("{} req/s for {} s would send {:.0f} requests; the service's limit is {} per step",
+                            k.rate_rps, step_s, expected_requests(k.rate_rps, step_s), l.max_requests_per_step));
   }
   if (k.max_concurrency > l.max_connections_per_sweep) {
-    return over("/check/max_concurrency", fmt::format("exceeds the service's limit of {} connections", l.max_connections_per_sweep));
+    return over("/check/max_concurrency",
+                fmt::format("exceeds the service's limit of {} connections", l.max_connections_per_sweep));
   }
   return std::nullopt;
 }
@@ -114,14 +128,16 @@ std::optional<ApiError> check_ca_file(const ServiceConfig& config, const sweep::
   if (spec.target.ca_file.empty()) return std::nullopt;
   const std::string field = "/target/tls/ca_file";
   if (config.tls_ca_dir.empty()) {
-    return api_error(errc::forbidden, "this service takes no CA files from specs (tls_ca_dir is not configured)", field);
+    return api_error(errc::forbidden, "this service takes no CA files from specs (tls_ca_dir is not configured)",
+                     field);
   }
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path dir = fs::weakly_canonical(config.tls_ca_dir, ec);
   const fs::path file = fs::weakly_canonical(spec.target.ca_file, ec);
   if (ec || !fs::path(spec.target.ca_file).is_absolute() || file.parent_path() != dir) {
-    return api_error(errc::forbidden, fmt::format("must be an absolute path of a file in {}", config.tls_ca_dir), field);
+    return api_error(errc::forbidden, fmt::format("must be an absolute path of a file in {}", config.tls_ca_dir),
+                     field);
   }
   return std::nullopt;
 }
@@ -130,12 +146,14 @@ std::optional<ApiError> check_ca_file(const ServiceConfig& config, const sweep::
 std::optional<ApiError> check_allow_list(const ServiceConfig& config, const sweep::JobSpec& spec) {
   if (!config.allow.allows(spec.target.host)) {
     return api_error(errc::forbidden,
-                     fmt::format("target host '{}' is not in the service's allow_targets", spec.target.host), "/target/base_url");
+                     fmt::format("target host '{}' is not in the service's allow_targets", spec.target.host),
+                     "/target/base_url");
   }
   if (!spec.metrics_url.empty()) {
     auto m = llm::parse_base_url({}, spec.metrics_url, "/target/metrics_url");
     if (!m || !config.allow.allows(m->host)) {
-      return api_error(errc::forbidden, "metrics_url host is not in the service's allow_targets", "/target/metrics_url");
+      return api_error(errc::forbidden, "metrics_url host is not in the service's allow_targets",
+                       "/target/metrics_url");
     }
   }
   return std::nullopt;
@@ -165,7 +183,8 @@ json sweep_view(const Env& env, const store::SweepRow& row) {
   }
   if (progress.is_null()) {
     progress = row.progress.is_object() ? row.progress : json::object();
-    if (row.status == "queued") progress = {{"phase", "queued"}, {"step", 0}, {"steps_planned", nullptr}, {"percent", 0}};
+    if (row.status == "queued")
+      progress = {{"phase", "queued"}, {"step", 0}, {"steps_planned", nullptr}, {"percent", 0}};
     if (row.status == "succeeded") {
       progress["phase"] = "done";
       progress["percent"] = 100;
@@ -208,7 +227,9 @@ json steps_view(const Env& env, const std::string& id) {
   return steps;
 }
 
-ApiError no_sweep(const Call& c) { return api_error(errc::not_found, fmt::format("no sweep '{}'", c.id), "id"); }
+ApiError no_sweep(const Call& c) {
+  return api_error(errc::not_found, fmt::format("no sweep '{}'", c.id), "id");
+}
 
 // POST /v1/sweeps: bound the body's nesting, validate the spec, fill defaults, check limits,
 // CA file and allow-list, queue it.
@@ -219,9 +240,9 @@ Answer create_sweep(Env& env, const Call& c) {
   };
   const ServiceConfig& config = *env.ctx.config;
   if (auto deep = json_too_deep(c.req.body(), config.limits.max_json_depth)) {
-    return reject(api_error(errc::invalid_argument,
-                            fmt::format("nested deeper than the service's limit of {} levels", config.limits.max_json_depth),
-                            *deep));
+    return reject(api_error(
+        errc::invalid_argument,
+        fmt::format("nested deeper than the service's limit of {} levels", config.limits.max_json_depth), *deep));
   }
   json doc = json::parse(c.req.body(), nullptr, false);
   if (doc.is_discarded()) return reject(api_error(errc::parse_error, "the body is not valid JSON"));
@@ -231,12 +252,14 @@ Answer create_sweep(Env& env, const Call& c) {
   if (auto e = check_ca_file(config, *spec)) return reject(*e);
   if (auto e = check_limits(config.limits, *spec, doc)) return reject(*e);
   if (env.ctx.store->count_status("queued") >= config.limits.max_queued_sweeps) {
-    return reject(api_error(errc::too_many_requests,
-                            fmt::format("{} sweeps are queued already (limits.max_queued_sweeps)", config.limits.max_queued_sweeps),
-                            "", "queue_full"));
+    return reject(api_error(
+        errc::too_many_requests,
+        fmt::format("{} sweeps are queued already (limits.max_queued_sweeps)", config.limits.max_queued_sweeps), "",
+        "queue_full"));
   }
   if (!env.ctx.store->writable()) {
-    return reject(api_error(errc::unavailable, "the database cannot be written now (disk full or locked); nothing was stored"));
+    return reject(
+        api_error(errc::unavailable, "the database cannot be written now (disk full or locked); nothing was stored"));
   }
   auto split = sweep::split_secrets(doc);
   store::SweepRow row;
@@ -263,7 +286,8 @@ Answer list_sweeps(Env& env, const Call& c) {
   if (auto it = c.query.find("status"); it != c.query.end()) {
     static const std::array<std::string_view, 5> known{"queued", "running", "succeeded", "failed", "cancelled"};
     if (std::find(known.begin(), known.end(), it->second) == known.end()) {
-      return api_error(errc::invalid_argument, "status must be queued, running, succeeded, failed or cancelled", "status");
+      return api_error(errc::invalid_argument, "status must be queued, running, succeeded, failed or cancelled",
+                       "status");
     }
     status = it->second;
   }
@@ -319,13 +343,16 @@ Answer get_steps(Env& env, const Call& c) {
 // POST /v1/sweeps/{id}/cancel: stops it; stored steps stay.
 Answer cancel_sweep(Env& env, const Call& c) {
   switch (env.ctx.manager->cancel(c.id)) {
-    case sweep::CancelOutcome::not_found: return no_sweep(c);
+    case sweep::CancelOutcome::not_found:
+      return no_sweep(c);
     case sweep::CancelOutcome::already_finished: {
       auto row = env.ctx.store->sweep(c.id);
-      return api_error(errc::conflict, fmt::format("the sweep already ended ({})", row ? row->status : "deleted"), "id");
+      return api_error(errc::conflict, fmt::format("the sweep already ended ({})", row ? row->status : "deleted"),
+                       "id");
     }
     case sweep::CancelOutcome::cancelled:
-    case sweep::CancelOutcome::stopping: break;
+    case sweep::CancelOutcome::stopping:
+      break;
   }
   auto row = env.ctx.store->sweep(c.id);
   return json_ok(c.req, bhttp::status::accepted, {{"id", c.id}, {"status", row ? row->status : "cancelled"}});

@@ -5,8 +5,8 @@
 
 namespace capsweep {
 
-BacklogTrend backlog_trend(const std::vector<std::pair<Nanos, std::optional<Nanos>>>& stays,
-                           Nanos window_start, Nanos window_end, int slots) {
+BacklogTrend backlog_trend(const std::vector<std::pair<Nanos, std::optional<Nanos>>>& stays, Nanos window_start,
+                           Nanos window_end, int slots) {
   BacklogTrend t;
   slots = std::max(slots, 3);
   const double w0 = to_s(window_start), w1 = to_s(window_end);

@@ -19,10 +19,10 @@ struct ProbeRequest {
 };
 
 struct SteadyThroughput {
-  double rate_rps = 0;       // requests per second in the steady part
-  double window_start_s = 0; // the steady part: first completion ...
-  double window_end_s = 0;   // ... to the last request's first token
-  std::string method;        // "steady_tokens" or "whole_run" (too short a steady part)
+  double rate_rps = 0;        // requests per second in the steady part
+  double window_start_s = 0;  // the steady part: first completion ...
+  double window_end_s = 0;    // ... to the last request's first token
+  std::string method;         // "steady_tokens" or "whole_run" (too short a steady part)
 };
 
 // The probe's r_max from its steady part. While every request has been sent and some still
@@ -37,10 +37,10 @@ std::optional<SteadyThroughput> steady_throughput(const std::vector<ProbeRequest
 
 // What a fixed-rate step shows about capacity.
 struct SaturationInput {
-  std::uint64_t scheduled_in_window = 0;   // requests scheduled in the measured window
-  std::uint64_t completions_in_window = 0; // successful completions in it
-  double mean_in_flight = 0;               // client-side, time-averaged over the window
-  bool backlog_growing = false;            // client in-flight trend (core/backlog.hpp)
+  std::uint64_t scheduled_in_window = 0;    // requests scheduled in the measured window
+  std::uint64_t completions_in_window = 0;  // successful completions in it
+  double mean_in_flight = 0;                // client-side, time-averaged over the window
+  bool backlog_growing = false;             // client in-flight trend (core/backlog.hpp)
   double backlog_growth = 0;
   std::optional<double> server_waiting_growth;  // slope x window of num_requests_waiting
   std::optional<double> server_mean_waiting;

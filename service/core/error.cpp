@@ -6,17 +6,28 @@ namespace capsweep {
 
 std::string_view to_string(errc code) noexcept {
   switch (code) {
-    case errc::invalid_argument: return "invalid_argument";
-    case errc::parse_error: return "parse_error";
-    case errc::not_found: return "not_found";
-    case errc::conflict: return "conflict";
-    case errc::forbidden: return "forbidden";
-    case errc::unavailable: return "unavailable";
-    case errc::unauthorized: return "unauthorized";
-    case errc::method_not_allowed: return "method_not_allowed";
-    case errc::too_many_requests: return "too_many_requests";
-    case errc::payload_too_large: return "payload_too_large";
-    case errc::internal: return "internal";
+    case errc::invalid_argument:
+      return "invalid_argument";
+    case errc::parse_error:
+      return "parse_error";
+    case errc::not_found:
+      return "not_found";
+    case errc::conflict:
+      return "conflict";
+    case errc::forbidden:
+      return "forbidden";
+    case errc::unavailable:
+      return "unavailable";
+    case errc::unauthorized:
+      return "unauthorized";
+    case errc::method_not_allowed:
+      return "method_not_allowed";
+    case errc::too_many_requests:
+      return "too_many_requests";
+    case errc::payload_too_large:
+      return "payload_too_large";
+    case errc::internal:
+      return "internal";
   }
   return "unknown";
 }

@@ -4,7 +4,6 @@
 // as a JSON pointer so the API can answer {"error": {"code", "message", "field"}}.
 
 #include <boost/system/result.hpp>
-
 #include <string>
 #include <string_view>
 

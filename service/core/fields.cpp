@@ -17,7 +17,8 @@ const json* find(const json& obj, const char* key) {
 
 }  // namespace
 
-Result<double> number(const json& obj, const char* key, const std::string& parent, std::optional<double> fallback, Sign sign) {
+Result<double> number(const json& obj, const char* key, const std::string& parent, std::optional<double> fallback,
+                      Sign sign) {
   const std::string f = parent + "/" + key;
   const json* v = find(obj, key);
   if (!v) {
@@ -56,7 +57,8 @@ Result<std::int64_t> integer_raw(const json& obj, const char* key, const std::st
   const std::string range = "must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
   if (v->is_number_unsigned()) {
     const auto u = v->get<std::uint64_t>();
-    if (u > static_cast<std::uint64_t>(INT64_MAX) || static_cast<std::int64_t>(u) < lo || static_cast<std::int64_t>(u) > hi) {
+    if (u > static_cast<std::uint64_t>(INT64_MAX) || static_cast<std::int64_t>(u) < lo ||
+        static_cast<std::int64_t>(u) > hi) {
       return invalid(f, range);
     }
     return static_cast<std::int64_t>(u);

@@ -4,15 +4,14 @@
 // type or outside its range an invalid_argument naming the field ("/sweep/steps") and the
 // range it must lie in. Non-finite numbers are always refused.
 
-#include "core/error.hpp"
-#include "core/time.hpp"
-
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <type_traits>
+
+#include "core/error.hpp"
+#include "core/time.hpp"
 
 namespace capsweep::fields {
 
@@ -80,7 +79,8 @@ class Reader {
     return *this;
   }
   template <class Int>
-  Reader& integer(const char* key, std::optional<Int>& out, std::type_identity_t<Int> lo, std::type_identity_t<Int> hi) {
+  Reader& integer(const char* key, std::optional<Int>& out, std::type_identity_t<Int> lo,
+                  std::type_identity_t<Int> hi) {
     if (!error_ && obj_.contains(key)) {
       Int v{};
       keep(fields::integer<Int>(obj_, key, parent_, std::nullopt, lo, hi), v);
@@ -94,8 +94,10 @@ class Reader {
  private:
   template <class T>
   void keep(Result<T> r, T& out) {
-    if (r) out = *r;
-    else error_ = r.error();
+    if (r)
+      out = *r;
+    else
+      error_ = r.error();
   }
 
   const nlohmann::json& obj_;

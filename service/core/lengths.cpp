@@ -1,13 +1,14 @@
 #include "core/lengths.hpp"
 
-#include "core/fields.hpp"
-#include "core/text.hpp"
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "core/fields.hpp"
+#include "core/text.hpp"
 
 namespace capsweep {
 namespace {
@@ -25,11 +26,16 @@ std::uint32_t clamp_round(double x, std::uint32_t lo, std::uint32_t hi) {
 
 std::string_view to_string(LengthKind k) noexcept {
   switch (k) {
-    case LengthKind::fixed: return "fixed";
-    case LengthKind::uniform: return "uniform";
-    case LengthKind::normal: return "normal";
-    case LengthKind::lognormal: return "lognormal";
-    case LengthKind::empirical: return "empirical";
+    case LengthKind::fixed:
+      return "fixed";
+    case LengthKind::uniform:
+      return "uniform";
+    case LengthKind::normal:
+      return "normal";
+    case LengthKind::lognormal:
+      return "lognormal";
+    case LengthKind::empirical:
+      return "empirical";
   }
   return "unknown";
 }
@@ -51,8 +57,7 @@ Result<LengthDist> LengthDist::uniform(std::uint32_t min, std::uint32_t max) {
   return d;
 }
 
-Result<LengthDist> LengthDist::normal(double mean, double stdev, std::uint32_t min,
-                                      std::uint32_t max) {
+Result<LengthDist> LengthDist::normal(double mean, double stdev, std::uint32_t min, std::uint32_t max) {
   if (!std::isfinite(mean) || mean < 1) return invalid("/mean", "mean must be a number >= 1");
   if (!std::isfinite(stdev) || stdev < 0) return invalid("/stdev", "stdev must be >= 0");
   if (max < min) return invalid("/max", fmt::format("max ({}) must be >= min ({})", max, min));
@@ -65,12 +70,10 @@ Result<LengthDist> LengthDist::normal(double mean, double stdev, std::uint32_t m
   return d;
 }
 
-Result<LengthDist> LengthDist::lognormal(double median, double p95, std::uint32_t min,
-                                         std::uint32_t max) {
+Result<LengthDist> LengthDist::lognormal(double median, double p95, std::uint32_t min, std::uint32_t max) {
   if (!std::isfinite(median) || median < 1) return invalid("/median", "median must be >= 1");
   if (!std::isfinite(p95) || p95 <= median) {
-    return invalid("/p95", fmt::format("p95 ({}) must be greater than the median ({})", p95,
-                                       median));
+    return invalid("/p95", fmt::format("p95 ({}) must be greater than the median ({})", p95, median));
   }
   if (max < min) return invalid("/max", fmt::format("max ({}) must be >= min ({})", max, min));
   LengthDist d;
@@ -82,8 +85,7 @@ Result<LengthDist> LengthDist::lognormal(double median, double p95, std::uint32_
   return d;
 }
 
-Result<LengthDist> LengthDist::empirical(std::vector<std::uint32_t> values,
-                                         std::vector<double> weights) {
+Result<LengthDist> LengthDist::empirical(std::vector<std::uint32_t> values, std::vector<double> weights) {
   if (values.empty()) return invalid("/values", "needs at least one value");
   if (!weights.empty() && weights.size() != values.size()) {
     return invalid("/weights", "needs one weight per value");
@@ -128,18 +130,25 @@ std::uint32_t LengthDist::sample(Rng& rng) const {
 
 std::uint32_t LengthDist::upper_bound() const noexcept {
   switch (kind_) {
-    case LengthKind::fixed: return static_cast<std::uint32_t>(a_);
-    case LengthKind::empirical: return *std::max_element(values_.begin(), values_.end());
-    default: return max_;
+    case LengthKind::fixed:
+      return static_cast<std::uint32_t>(a_);
+    case LengthKind::empirical:
+      return *std::max_element(values_.begin(), values_.end());
+    default:
+      return max_;
   }
 }
 
 double LengthDist::nominal_mean() const noexcept {
   switch (kind_) {
-    case LengthKind::fixed: return a_;
-    case LengthKind::uniform: return (static_cast<double>(min_) + max_) / 2;
-    case LengthKind::normal: return a_;
-    case LengthKind::lognormal: return std::exp(a_ + b_ * b_ / 2);
+    case LengthKind::fixed:
+      return a_;
+    case LengthKind::uniform:
+      return (static_cast<double>(min_) + max_) / 2;
+    case LengthKind::normal:
+      return a_;
+    case LengthKind::lognormal:
+      return std::exp(a_ + b_ * b_ / 2);
     case LengthKind::empirical: {
       double sum = 0, prev = 0;
       for (std::size_t i = 0; i < values_.size(); ++i) {
@@ -181,8 +190,8 @@ Result<LengthDist> parse_length_histogram_csv(std::string_view csv, const std::s
     if (line.empty() || line.front() == '#') return true;
     const auto comma = line.find(',');
     if (comma == std::string_view::npos) {
-      failure = Error{errc::parse_error,
-                      fmt::format("CSV line {}: expected 'value,weight', got '{}'", line_no, line), field};
+      failure =
+          Error{errc::parse_error, fmt::format("CSV line {}: expected 'value,weight', got '{}'", line_no, line), field};
       return false;
     }
     std::uint32_t value = 0;
@@ -199,8 +208,8 @@ Result<LengthDist> parse_length_histogram_csv(std::string_view csv, const std::s
       return false;
     }
     if (value < 1 || !std::isfinite(weight) || weight < 0) {
-      failure = Error{errc::parse_error,
-                      fmt::format("CSV line {}: value must be >= 1 and weight >= 0", line_no), field};
+      failure =
+          Error{errc::parse_error, fmt::format("CSV line {}: value must be >= 1 and weight >= 0", line_no), field};
       return false;
     }
     values.push_back(value);
@@ -289,8 +298,7 @@ Result<LengthDist> parse_length_dist(const nlohmann::json& j, const std::string&
     std::vector<std::uint32_t> values;
     for (std::size_t i = 0; i < values_it->size(); ++i) {
       const auto& v = (*values_it)[i];
-      if (!v.is_number_integer() || v.get<std::int64_t>() < 1 ||
-          v.get<std::int64_t>() > std::int64_t{UINT32_MAX}) {
+      if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > std::int64_t{UINT32_MAX}) {
         return invalid(fmt::format("{}/values/{}", field, i), "must be an integer >= 1");
       }
       values.push_back(static_cast<std::uint32_t>(v.get<std::int64_t>()));

@@ -2,15 +2,14 @@
 // Token-length distributions for prompts and outputs, described the way production logs
 // are ("median 900, p95 3800"). Every sample is a whole number of tokens, at least 1.
 
-#include "core/error.hpp"
-#include "core/random.hpp"
-
-#include <nlohmann/json_fwd.hpp>
-
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "core/error.hpp"
+#include "core/random.hpp"
 
 namespace capsweep {
 
@@ -24,15 +23,12 @@ class LengthDist {
   // Uniform integers on [min, max].
   static Result<LengthDist> uniform(std::uint32_t min, std::uint32_t max);
   // Normal(mean, stdev), rounded, clamped to [min, max] (min at least 1).
-  static Result<LengthDist> normal(double mean, double stdev, std::uint32_t min,
-                                   std::uint32_t max);
+  static Result<LengthDist> normal(double mean, double stdev, std::uint32_t min, std::uint32_t max);
   // Log-normal with the given median and 95th percentile (p95 > median):
   // mu = ln(median), sigma = (ln(p95) - mu) / z(0.95); rounded, clamped to [min, max].
-  static Result<LengthDist> lognormal(double median, double p95, std::uint32_t min,
-                                      std::uint32_t max);
+  static Result<LengthDist> lognormal(double median, double p95, std::uint32_t min, std::uint32_t max);
   // Values drawn with the given weights (equal weights when `weights` is empty).
-  static Result<LengthDist> empirical(std::vector<std::uint32_t> values,
-                                      std::vector<double> weights = {});
+  static Result<LengthDist> empirical(std::vector<std::uint32_t> values, std::vector<double> weights = {});
 
   // One draw, >= 1.
   std::uint32_t sample(Rng& rng) const;

@@ -1,8 +1,9 @@
 #include "core/metrics.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 namespace capsweep {
@@ -57,8 +58,7 @@ nlohmann::json StepMetrics::summary(const std::vector<double>& percentiles) cons
   j["request_goodput"] = request_goodput();
   j["goodput_attainment_pct"] = 100.0 * goodput_attainment();
   // JSON has no infinity: an all_at_once step's offered rate is reported as null.
-  j["offered_rate_rps"] = std::isfinite(offered_rate_rps) ? nlohmann::json(offered_rate_rps)
-                                                          : nlohmann::json(nullptr);
+  j["offered_rate_rps"] = std::isfinite(offered_rate_rps) ? nlohmann::json(offered_rate_rps) : nlohmann::json(nullptr);
   j["achieved_rate_rps"] = achieved_rate_rps();
   nlohmann::json errors = nlohmann::json::object();
   for (std::size_t i = 1; i < kOutcomeCount; ++i) {
@@ -88,8 +88,7 @@ nlohmann::json StepMetrics::summary(const std::vector<double>& percentiles) cons
   return j;
 }
 
-StepAccumulator::StepAccumulator(StepWindow window, GoodputBounds goodput)
-    : window_(window), goodput_(goodput) {
+StepAccumulator::StepAccumulator(StepWindow window, GoodputBounds goodput) : window_(window), goodput_(goodput) {
   m_.window_start = window_.warmup;
   m_.offered_rate_rps = window_.offered_rate_rps;
 }
@@ -131,8 +130,7 @@ void StepAccumulator::add(const RequestRecord& r) {
   ++m_.measured;
   if (in_window(r.scheduled)) ++m_.scheduled_in_window;
   ++m_.outcomes[static_cast<std::size_t>(ok ? Outcome::ok
-                                            : (r.outcome == Outcome::ok ? Outcome::empty_stream
-                                                                        : r.outcome))];
+                                            : (r.outcome == Outcome::ok ? Outcome::empty_stream : r.outcome))];
   if (r.outcome != Outcome::cancelled) {
     if (in_window(r.sent)) ++m_.sent_in_window;
     m_.schedule_lag_ms.add(to_ms(r.dispatched - r.scheduled));

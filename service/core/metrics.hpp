@@ -3,17 +3,16 @@
 // finished request to a StepAccumulator (which keeps only bounded per-request numbers, never
 // the chunk lists), then asks for the StepMetrics and the vLLM-keyed summary.
 
-#include "core/record.hpp"
-#include "core/stats.hpp"
-#include "core/time.hpp"
-
-#include <nlohmann/json_fwd.hpp>
-
 #include <array>
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "core/record.hpp"
+#include "core/stats.hpp"
+#include "core/time.hpp"
 
 namespace capsweep {
 
@@ -56,15 +55,15 @@ struct StepMetrics {
   SampleSet client_queue_ms;  // sent - dispatched (concurrency cap waits)
   // Incomplete requests: elapsed time since scheduled at drain end (lower bounds).
   std::vector<double> incomplete_without_first_token_ms;  // no first token: TTFT censored here
-  std::vector<double> incomplete_elapsed_ms;               // every incomplete: E2EL censored
+  std::vector<double> incomplete_elapsed_ms;              // every incomplete: E2EL censored
 
-  std::uint64_t measured = 0;    // requests scheduled inside the window
-  std::uint64_t completed = 0;   // measured requests that succeeded
-  std::uint64_t good = 0;        // measured, succeeded, every goodput bound held
+  std::uint64_t measured = 0;                           // requests scheduled inside the window
+  std::uint64_t completed = 0;                          // measured requests that succeeded
+  std::uint64_t good = 0;                               // measured, succeeded, every goodput bound held
   std::array<std::uint64_t, kOutcomeCount> outcomes{};  // measured requests by outcome
-  std::uint64_t output_tokens_estimated = 0;  // completed requests without server usage
-  std::uint64_t total_input_tokens = 0;   // over completed measured requests
-  std::uint64_t total_output_tokens = 0;  // over completed measured requests
+  std::uint64_t output_tokens_estimated = 0;            // completed requests without server usage
+  std::uint64_t total_input_tokens = 0;                 // over completed measured requests
+  std::uint64_t total_output_tokens = 0;                // over completed measured requests
 
   // Counted by time of occurrence inside the window, whichever request it belongs to:
   std::uint64_t completions_in_window = 0;    // successful last tokens
@@ -112,9 +111,7 @@ class StepAccumulator {
   static bool is_good(const RequestRecord& r, const GoodputBounds& bounds);
 
  private:
-  bool in_window(Nanos t) const noexcept {
-    return t >= window_.warmup && (!window_.end || t < *window_.end);
-  }
+  bool in_window(Nanos t) const noexcept { return t >= window_.warmup && (!window_.end || t < *window_.end); }
 
   StepWindow window_;
   GoodputBounds goodput_;

@@ -1,9 +1,10 @@
 #include "core/plan.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <fmt/format.h>
 #include <limits>
 
 namespace capsweep {
@@ -11,7 +12,8 @@ namespace capsweep {
 Result<std::vector<double>> ladder_rates(double r_sync, double r_max, int steps, Spacing spacing) {
   if (!std::isfinite(r_sync) || r_sync <= 0) return invalid("/r_sync", "the synchronous rate must be positive");
   if (!std::isfinite(r_max) || r_max <= r_sync) {
-    return invalid("/r_max", fmt::format("the throughput rate ({}) must exceed the synchronous rate ({})", r_max, r_sync));
+    return invalid("/r_max",
+                   fmt::format("the throughput rate ({}) must exceed the synchronous rate ({})", r_max, r_sync));
   }
   if (steps < 1) return invalid("/steps", "a ladder needs at least one step");
   std::vector<double> out;
@@ -31,7 +33,8 @@ namespace {
 
 // Least squares of y on [1, x, max(0, x - k)]; returns the coefficients and the SSE, or
 // nullopt when the system is singular.
-std::optional<std::pair<std::array<double, 3>, double>> hinge_fit(const std::vector<std::pair<double, double>>& p, double k) {
+std::optional<std::pair<std::array<double, 3>, double>> hinge_fit(const std::vector<std::pair<double, double>>& p,
+                                                                  double k) {
   double m[3][4] = {};
   for (const auto& [x, y] : p) {
     const double f[3] = {1, x, std::max(0.0, x - k)};

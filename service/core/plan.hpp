@@ -3,11 +3,11 @@
 // throughput probe's rate, the bisection between a passing and a failing rate, and the knee
 // of a latency-versus-rate curve.
 
-#include "core/error.hpp"
-
 #include <optional>
 #include <utility>
 #include <vector>
+
+#include "core/error.hpp"
 
 namespace capsweep {
 

@@ -2,21 +2,21 @@
 // What the load engine records for one request: monotonic time points as offsets from the
 // step's origin, the arrival and token count of every content chunk, and the outcome.
 
-#include "core/time.hpp"
-
 #include <cstdint>
 #include <optional>
 #include <string_view>
 #include <vector>
+
+#include "core/time.hpp"
 
 namespace capsweep {
 
 // Outcome of a request. `incomplete` is a request still running when the drain timeout ended.
 enum class Outcome : std::uint8_t {
   ok,
-  connect,       // could not connect
-  tls,           // TLS handshake or certificate failure
-  timeout,       // a connect/read deadline expired
+  connect,  // could not connect
+  tls,      // TLS handshake or certificate failure
+  timeout,  // a connect/read deadline expired
   http_4xx,
   http_5xx,
   stream_error,  // malformed stream, or an {"error": ...} event mid-stream, or a dropped stream
@@ -36,10 +36,10 @@ struct Chunk {
 };
 
 struct RequestRecord {
-  Nanos scheduled{0};   // from the schedule: when the user wanted to send it
-  Nanos dispatched{0};  // when the generator took it up (= sent unless a concurrency cap queued it)
-  Nanos sent{0};        // first byte written
-  Nanos finished{0};    // the request ended on the client (last byte, error, or abandonment)
+  Nanos scheduled{0};         // from the schedule: when the user wanted to send it
+  Nanos dispatched{0};        // when the generator took it up (= sent unless a concurrency cap queued it)
+  Nanos sent{0};              // first byte written
+  Nanos finished{0};          // the request ended on the client (last byte, error, or abandonment)
   std::vector<Chunk> chunks;  // content chunks in arrival order (first = first token)
   std::uint32_t input_tokens = 0;
   std::uint32_t output_tokens = 0;  // from the server's usage, else counted

@@ -1,25 +1,30 @@
 #include "core/schedule.hpp"
 
-#include "core/random.hpp"
+#include <fmt/format.h>
 
 #include <cmath>
-#include <fmt/format.h>
+
+#include "core/random.hpp"
 
 namespace capsweep {
 
 std::string_view to_string(ArrivalProcess p) noexcept {
   switch (p) {
-    case ArrivalProcess::constant: return "constant";
-    case ArrivalProcess::poisson: return "poisson";
-    case ArrivalProcess::gamma: return "gamma";
-    case ArrivalProcess::all_at_once: return "all_at_once";
+    case ArrivalProcess::constant:
+      return "constant";
+    case ArrivalProcess::poisson:
+      return "poisson";
+    case ArrivalProcess::gamma:
+      return "gamma";
+    case ArrivalProcess::all_at_once:
+      return "all_at_once";
   }
   return "unknown";
 }
 
 Result<ArrivalProcess> parse_arrival_process(std::string_view text, const std::string& field) {
-  for (auto p : {ArrivalProcess::constant, ArrivalProcess::poisson, ArrivalProcess::gamma,
-                 ArrivalProcess::all_at_once}) {
+  for (auto p :
+       {ArrivalProcess::constant, ArrivalProcess::poisson, ArrivalProcess::gamma, ArrivalProcess::all_at_once}) {
     if (text == to_string(p)) return p;
   }
   return invalid(field, fmt::format("unknown arrival process '{}' (expected constant, poisson, "
@@ -29,12 +34,13 @@ Result<ArrivalProcess> parse_arrival_process(std::string_view text, const std::s
 
 namespace {
 
-bool positive_finite(double x) { return std::isfinite(x) && x > 0; }
+bool positive_finite(double x) {
+  return std::isfinite(x) && x > 0;
+}
 
 }  // namespace
 
-Result<Schedule> make_schedule(const ArrivalSpec& spec, const ScheduleLimit& limit,
-                               std::uint64_t seed) {
+Result<Schedule> make_schedule(const ArrivalSpec& spec, const ScheduleLimit& limit, std::uint64_t seed) {
   if (!limit.duration && !limit.count) {
     return invalid("", "a schedule needs a duration or a request count");
   }
@@ -58,8 +64,8 @@ Result<Schedule> make_schedule(const ArrivalSpec& spec, const ScheduleLimit& lim
                                               spec.burstiness));
   }
   const double duration_s = limit.duration ? to_s(*limit.duration) : INFINITY;
-  const double expected = std::min(duration_s * spec.rate_rps,
-                                   limit.count ? static_cast<double>(*limit.count) : INFINITY);
+  const double expected =
+      std::min(duration_s * spec.rate_rps, limit.count ? static_cast<double>(*limit.count) : INFINITY);
   if (expected > static_cast<double>(kMaxScheduledRequests)) {
     return invalid("/rate_rps", fmt::format("rate x duration would schedule {:.0f} requests, "
                                             "more than {}",

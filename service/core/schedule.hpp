@@ -2,13 +2,13 @@
 // Arrival schedules: a step's send times, generated in full from a seed before the step
 // starts, so a step is reproducible and the generator never decides timing on the fly.
 
-#include "core/error.hpp"
-#include "core/time.hpp"
-
 #include <cstdint>
 #include <optional>
 #include <string_view>
 #include <vector>
+
+#include "core/error.hpp"
+#include "core/time.hpp"
 
 namespace capsweep {
 
@@ -25,8 +25,8 @@ Result<ArrivalProcess> parse_arrival_process(std::string_view text, const std::s
 
 struct ArrivalSpec {
   ArrivalProcess process = ArrivalProcess::poisson;
-  double rate_rps = 1.0;     // requests per second; ignored for all_at_once
-  double burstiness = 1.0;   // gamma shape b; used by gamma only
+  double rate_rps = 1.0;    // requests per second; ignored for all_at_once
+  double burstiness = 1.0;  // gamma shape b; used by gamma only
 };
 
 // How long a schedule runs: send times fall in [0, duration) and/or number at most
@@ -48,7 +48,6 @@ struct Schedule {
 // Generates a schedule. Errors (fields relative to the arrival object): rate <= 0 or not
 // finite ("/rate_rps"), burstiness <= 0 or not finite ("/burstiness"), no limit, or a
 // limit that would exceed kMaxScheduledRequests.
-Result<Schedule> make_schedule(const ArrivalSpec& spec, const ScheduleLimit& limit,
-                               std::uint64_t seed);
+Result<Schedule> make_schedule(const ArrivalSpec& spec, const ScheduleLimit& limit, std::uint64_t seed);
 
 }  // namespace capsweep

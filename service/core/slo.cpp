@@ -1,32 +1,37 @@
 #include "core/slo.hpp"
 
-#include "core/fields.hpp"
-
-#include <cctype>
+#include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
-#include <fmt/format.h>
 #include <limits>
 #include <nlohmann/json.hpp>
+
+#include "core/fields.hpp"
 
 namespace capsweep {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr LatencyMetric kMetrics[] = {LatencyMetric::ttft,      LatencyMetric::tpot,
-                                      LatencyMetric::itl,       LatencyMetric::e2el,
-                                      LatencyMetric::ttft_sent, LatencyMetric::e2el_sent};
+constexpr LatencyMetric kMetrics[] = {LatencyMetric::ttft, LatencyMetric::tpot,      LatencyMetric::itl,
+                                      LatencyMetric::e2el, LatencyMetric::ttft_sent, LatencyMetric::e2el_sent};
 
 const SampleSet& samples_of(const StepMetrics& m, LatencyMetric metric) {
   switch (metric) {
-    case LatencyMetric::ttft: return m.ttft_ms;
-    case LatencyMetric::tpot: return m.tpot_ms;
-    case LatencyMetric::itl: return m.itl_ms;
-    case LatencyMetric::e2el: return m.e2el_ms;
-    case LatencyMetric::ttft_sent: return m.ttft_sent_ms;
-    case LatencyMetric::e2el_sent: return m.e2el_sent_ms;
+    case LatencyMetric::ttft:
+      return m.ttft_ms;
+    case LatencyMetric::tpot:
+      return m.tpot_ms;
+    case LatencyMetric::itl:
+      return m.itl_ms;
+    case LatencyMetric::e2el:
+      return m.e2el_ms;
+    case LatencyMetric::ttft_sent:
+      return m.ttft_sent_ms;
+    case LatencyMetric::e2el_sent:
+      return m.e2el_sent_ms;
   }
   return m.ttft_ms;
 }
@@ -71,21 +76,30 @@ nlohmann::json finite_or_null(double x) {
 
 std::string_view to_string(Verdict v) noexcept {
   switch (v) {
-    case Verdict::pass: return "pass";
-    case Verdict::fail: return "fail";
-    case Verdict::inconclusive: return "inconclusive";
+    case Verdict::pass:
+      return "pass";
+    case Verdict::fail:
+      return "fail";
+    case Verdict::inconclusive:
+      return "inconclusive";
   }
   return "unknown";
 }
 
 std::string_view to_string(LatencyMetric m) noexcept {
   switch (m) {
-    case LatencyMetric::ttft: return "ttft_ms";
-    case LatencyMetric::tpot: return "tpot_ms";
-    case LatencyMetric::itl: return "itl_ms";
-    case LatencyMetric::e2el: return "e2el_ms";
-    case LatencyMetric::ttft_sent: return "ttft_sent_ms";
-    case LatencyMetric::e2el_sent: return "e2el_sent_ms";
+    case LatencyMetric::ttft:
+      return "ttft_ms";
+    case LatencyMetric::tpot:
+      return "tpot_ms";
+    case LatencyMetric::itl:
+      return "itl_ms";
+    case LatencyMetric::e2el:
+      return "e2el_ms";
+    case LatencyMetric::ttft_sent:
+      return "ttft_sent_ms";
+    case LatencyMetric::e2el_sent:
+      return "e2el_sent_ms";
   }
   return "unknown";
 }
@@ -133,15 +147,20 @@ Result<SloSpec> parse_slo(const nlohmann::json& j, const std::string& field) {
         if (!b) return b.error();
         auto d = duration_from_ms(*b, gf);
         if (!d) return d.error();
-        if (gk == "ttft_ms") slo.goodput.ttft = *d;
-        else if (gk == "tpot_ms") slo.goodput.tpot = *d;
-        else if (gk == "e2el_ms") slo.goodput.e2el = *d;
-        else return invalid(gf, "unknown goodput bound (expected ttft_ms, tpot_ms or e2el_ms)");
+        if (gk == "ttft_ms")
+          slo.goodput.ttft = *d;
+        else if (gk == "tpot_ms")
+          slo.goodput.tpot = *d;
+        else if (gk == "e2el_ms")
+          slo.goodput.e2el = *d;
+        else
+          return invalid(gf, "unknown goodput bound (expected ttft_ms, tpot_ms or e2el_ms)");
       }
     } else {
-      return invalid(f, "unknown SLO field (expected ttft_ms, tpot_ms, itl_ms, e2el_ms, "
-                        "ttft_sent_ms, e2el_sent_ms, max_error_rate, min_goodput_rps, goodput "
-                        "or confidence)");
+      return invalid(f,
+                     "unknown SLO field (expected ttft_ms, tpot_ms, itl_ms, e2el_ms, "
+                     "ttft_sent_ms, e2el_sent_ms, max_error_rate, min_goodput_rps, goodput "
+                     "or confidence)");
     }
   }
   return slo;
@@ -203,16 +222,20 @@ SloEvaluation evaluate_slo(const SloSpec& slo, const StepMetrics& m, bool genera
     } else {
       c.name = "mean_" + metric_name;
       c.measured = extra ? kInf : s.mean();
-      const double half = s.count() > 1 ? normal_upper_quantile((1 - slo.confidence) / 2) *
-                                              s.stddev() / std::sqrt(double(s.count() - 1))
+      const double half = s.count() > 1 ? normal_upper_quantile((1 - slo.confidence) / 2) * s.stddev() /
+                                              std::sqrt(double(s.count() - 1))
                                         : kInf;
       c.ci_lower = extra ? c.measured : c.measured - half;
       c.ci_upper = extra ? c.measured : c.measured + half;
     }
-    if (c.samples == 0) c.verdict = Verdict::inconclusive;
-    else if (c.ci_upper <= c.bound) c.verdict = Verdict::pass;
-    else if (c.ci_lower > c.bound) c.verdict = Verdict::fail;
-    else c.verdict = Verdict::inconclusive;
+    if (c.samples == 0)
+      c.verdict = Verdict::inconclusive;
+    else if (c.ci_upper <= c.bound)
+      c.verdict = Verdict::pass;
+    else if (c.ci_lower > c.bound)
+      c.verdict = Verdict::fail;
+    else
+      c.verdict = Verdict::inconclusive;
     ev.criteria.push_back(std::move(c));
   }
   if (slo.max_error_rate) {
@@ -221,8 +244,7 @@ SloEvaluation evaluate_slo(const SloSpec& slo, const StepMetrics& m, bool genera
     c.bound = *slo.max_error_rate;
     c.measured = c.ci_lower = c.ci_upper = m.error_rate();
     c.samples = m.measured;
-    c.verdict = m.measured == 0 ? Verdict::inconclusive
-                : c.measured <= c.bound ? Verdict::pass : Verdict::fail;
+    c.verdict = m.measured == 0 ? Verdict::inconclusive : c.measured <= c.bound ? Verdict::pass : Verdict::fail;
     ev.criteria.push_back(std::move(c));
   }
   if (slo.min_goodput_rps) {
@@ -232,8 +254,7 @@ SloEvaluation evaluate_slo(const SloSpec& slo, const StepMetrics& m, bool genera
     c.bound = *slo.min_goodput_rps;
     c.measured = c.ci_lower = c.ci_upper = m.request_goodput();
     c.samples = m.measured;
-    c.verdict = m.measured == 0 ? Verdict::inconclusive
-                : c.measured >= c.bound ? Verdict::pass : Verdict::fail;
+    c.verdict = m.measured == 0 ? Verdict::inconclusive : c.measured >= c.bound ? Verdict::pass : Verdict::fail;
     ev.criteria.push_back(std::move(c));
   }
   bool any_fail = false, any_inconclusive = false;
@@ -241,7 +262,7 @@ SloEvaluation evaluate_slo(const SloSpec& slo, const StepMetrics& m, bool genera
     any_fail |= c.verdict == Verdict::fail;
     any_inconclusive |= c.verdict == Verdict::inconclusive;
   }
-  ev.verdict = any_fail ? Verdict::fail
+  ev.verdict = any_fail                                  ? Verdict::fail
                : (any_inconclusive || generator_limited) ? Verdict::inconclusive
                                                          : Verdict::pass;
   return ev;
@@ -278,7 +299,8 @@ SampleNeed samples_needed(const SloSpec& slo) {
     if (!lb.percentile) continue;
     const double q = *lb.percentile;
     const double conf = slo.confidence;
-    const std::uint64_t decidable = smallest(kCap, [&](std::uint64_t n) { return allowed_exceedances(n, q, conf) >= 0; });
+    const std::uint64_t decidable =
+        smallest(kCap, [&](std::uint64_t n) { return allowed_exceedances(n, q, conf) >= 0; });
     const double half_rate = (1 - q / 100) / 2;
     const std::uint64_t sized = smallest(kCap, [&](std::uint64_t n) {
       return static_cast<double>(allowed_exceedances(n, q, conf)) >= half_rate * static_cast<double>(n);

@@ -7,15 +7,14 @@
 //   inconclusive  the bound lies inside the interval.
 // Error rate and goodput floors are judged on their measured values.
 
-#include "core/error.hpp"
-#include "core/metrics.hpp"
-
 #include <nlohmann/json_fwd.hpp>
-
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "core/error.hpp"
+#include "core/metrics.hpp"
 
 namespace capsweep {
 
@@ -63,8 +62,8 @@ SampleNeed samples_needed(const SloSpec& slo);
 struct CriterionResult {
   std::string name;  // "p95_ttft_ms", "mean_tpot_ms", "error_rate", "request_goodput"
   double bound = 0;
-  double measured = 0;   // +inf when incomplete requests push the percentile past all data
-  double ci_lower = 0;   // confidence interval of `measured` (equal to it for point criteria)
+  double measured = 0;  // +inf when incomplete requests push the percentile past all data
+  double ci_lower = 0;  // confidence interval of `measured` (equal to it for point criteria)
   double ci_upper = 0;
   std::uint64_t samples = 0;
   bool upper_bound = true;  // true: measured must be <= bound; false: >= bound

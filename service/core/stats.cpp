@@ -11,14 +11,14 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // Histogram geometry: bucket b >= 1 covers [kMinValue * g^(b-1), kMinValue * g^b) and reports
 // 2 * lo * g / (1 + g), within (g - 1) / (g + 1) = 0.99% of every value in it.
 constexpr double kGrowth = 1.02;
-constexpr double kMinValue = 1e-6;  // sample units (ms here): smaller values share bucket 0
+constexpr double kMinValue = 1e-6;      // sample units (ms here): smaller values share bucket 0
 constexpr std::size_t kBuckets = 1600;  // covers up to kMinValue * 1.02^1599 ~ 5.6e7 (15 h in ms)
 
 // log of the Binomial(n, p) probability of k.
 double log_binomial_pmf(std::uint64_t n, std::uint64_t k, double p) {
   const double nd = static_cast<double>(n), kd = static_cast<double>(k);
-  return std::lgamma(nd + 1) - std::lgamma(kd + 1) - std::lgamma(nd - kd + 1) +
-         kd * std::log(p) + (nd - kd) * std::log1p(-p);
+  return std::lgamma(nd + 1) - std::lgamma(kd + 1) - std::lgamma(nd - kd + 1) + kd * std::log(p) +
+         (nd - kd) * std::log1p(-p);
 }
 
 }  // namespace
@@ -42,9 +42,9 @@ RankInterval percentile_rank_interval(std::uint64_t n, double q, double confiden
   // B = number of samples below the true quantile ~ Binomial(n, p).
   // Lower bound X_(l) (1-based l) holds when B >= l: choose the largest l with P(B <= l-1) <= tail.
   // Upper bound X_(u) holds when B <= u-1: choose the smallest u with P(B <= u-1) >= 1 - tail.
-  std::int64_t lower_1based = 0;  // 0: no lower bound
+  std::int64_t lower_1based = 0;             // 0: no lower bound
   std::int64_t upper_1based = n_signed + 1;  // n+1: no upper bound
-  double cdf = 0;  // P(B <= k)
+  double cdf = 0;                            // P(B <= k)
   if (n <= 200000) {
     for (std::uint64_t k = 0; k <= n; ++k) {
       cdf += std::exp(log_binomial_pmf(n, k, p));
@@ -63,7 +63,10 @@ RankInterval percentile_rank_interval(std::uint64_t n, double q, double confiden
     double lo = 0, hi = 40;
     for (int i = 0; i < 100; ++i) {
       const double mid = (lo + hi) / 2;
-      if (0.5 * std::erfc(mid / std::sqrt(2.0)) > tail) lo = mid; else hi = mid;
+      if (0.5 * std::erfc(mid / std::sqrt(2.0)) > tail)
+        lo = mid;
+      else
+        hi = mid;
     }
     const double z = hi;
     lower_1based = static_cast<std::int64_t>(std::floor(mu - z * sd - 0.5));
@@ -163,14 +166,12 @@ double SampleSet::percentile(double q, std::uint64_t extra_top) const {
   return a + (b - a) * frac;
 }
 
-SampleSet::Interval SampleSet::percentile_interval(double q, double confidence,
-                                                   std::uint64_t extra_top) const {
+SampleSet::Interval SampleSet::percentile_interval(double q, double confidence, std::uint64_t extra_top) const {
   const std::uint64_t n = count_ + extra_top;
   const auto r = percentile_rank_interval(n, q, confidence);
   const double lower = r.lower < 0 ? -kInf : value_at_rank(static_cast<std::uint64_t>(r.lower));
-  const double upper = static_cast<std::uint64_t>(r.upper) >= n
-                           ? kInf
-                           : value_at_rank(static_cast<std::uint64_t>(r.upper));
+  const double upper =
+      static_cast<std::uint64_t>(r.upper) >= n ? kInf : value_at_rank(static_cast<std::uint64_t>(r.upper));
   return {lower, upper};
 }
 

@@ -1,7 +1,8 @@
 #include "core/time.hpp"
 
-#include <cmath>
 #include <fmt/format.h>
+
+#include <cmath>
 
 namespace capsweep {
 namespace {

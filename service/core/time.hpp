@@ -3,10 +3,10 @@
 // step's origin (the instant its schedule starts), measured on a steady clock. Plain
 // numbers (JSON "*_ms" / "*_s") are converted once, at the edge, by these functions.
 
-#include "core/error.hpp"
-
 #include <chrono>
 #include <string>
+
+#include "core/error.hpp"
 
 namespace capsweep {
 
@@ -21,7 +21,11 @@ Result<Nanos> duration_from_ms(double ms, const std::string& field);
 Result<Nanos> duration_from_s(double s, const std::string& field);
 
 // Floating-point milliseconds / seconds of a duration, for reporting at the edge.
-constexpr double to_ms(Nanos d) noexcept { return static_cast<double>(d.count()) / 1e6; }
-constexpr double to_s(Nanos d) noexcept { return static_cast<double>(d.count()) / 1e9; }
+constexpr double to_ms(Nanos d) noexcept {
+  return static_cast<double>(d.count()) / 1e6;
+}
+constexpr double to_s(Nanos d) noexcept {
+  return static_cast<double>(d.count()) / 1e9;
+}
 
 }  // namespace capsweep

@@ -1,5 +1,9 @@
 #include "http/server.hpp"
 
+#include <fmt/format.h>
+
+#include <array>
+#include <atomic>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -12,12 +16,8 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
-
-#include <array>
-#include <atomic>
 #include <charconv>
 #include <exception>
-#include <fmt/format.h>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -108,7 +108,8 @@ std::optional<std::string> Server::State::admit(const asio::ip::address& peer, s
   }
   // Refused now; an idle connection is closed so that a retry gets in.
   evict_idle(peer, over_client && !over_total);
-  if (over_total) return fmt::format("the server holds its limit of {} connections; retry later", options.max_connections);
+  if (over_total)
+    return fmt::format("the server holds its limit of {} connections; retry later", options.max_connections);
   return fmt::format("this client holds its limit of {} connections; retry later", options.max_connections_per_client);
 }
 
@@ -294,7 +295,9 @@ void Server::bind(const asio::ip::tcp::endpoint& endpoint) {
   a.bind(endpoint);
 }
 
-asio::ip::tcp::endpoint Server::local_endpoint() const { return state_->acceptor.local_endpoint(); }
+asio::ip::tcp::endpoint Server::local_endpoint() const {
+  return state_->acceptor.local_endpoint();
+}
 
 void Server::start() {
   state_->acceptor.listen(asio::socket_base::max_listen_connections);
@@ -325,7 +328,9 @@ void Server::shutdown() {
   }
 }
 
-std::size_t Server::connections() const noexcept { return state_->open.load(); }
+std::size_t Server::connections() const noexcept {
+  return state_->open.load();
+}
 
 Result<asio::ip::tcp::endpoint> parse_listen_address(std::string_view text) {
   const auto colon = text.rfind(':');

@@ -8,23 +8,22 @@
 // (of that client, for its own cap) is closed to make room, so idle sockets cannot keep
 // requests out. Heavy headers: include only from .cpp files and mains.
 
-#include "core/error.hpp"
-
-#include <boost/asio/awaitable.hpp>
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
-
 #include <chrono>
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "core/error.hpp"
 
 namespace capsweep::http {
 
@@ -36,9 +35,9 @@ using Request = bhttp::request<bhttp::string_body>;
 using Response = bhttp::response<bhttp::string_body>;
 
 struct ServerOptions {
-  std::size_t body_limit = 1 << 20;                  // larger bodies get 413
-  std::chrono::milliseconds read_timeout{30'000};    // to read a request's body, or write an answer
-  std::chrono::milliseconds idle_timeout{120'000};   // keep-alive wait for a request's first byte
+  std::size_t body_limit = 1 << 20;                 // larger bodies get 413
+  std::chrono::milliseconds read_timeout{30'000};   // to read a request's body, or write an answer
+  std::chrono::milliseconds idle_timeout{120'000};  // keep-alive wait for a request's first byte
   std::string server_name = "capsweep";
   std::chrono::milliseconds header_timeout{10'000};  // from a request's first byte to its header's end
   std::uint32_t header_limit = 16 * 1024;            // header bytes; more closes the connection

@@ -1,7 +1,6 @@
 #include "llm/client.hpp"
 
-#include "llm/openai_stream.hpp"
-#include "llm/sse.hpp"
+#include <openssl/ssl.h>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/connect.hpp>
@@ -12,12 +11,12 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
-
-#include <openssl/ssl.h>
-
 #include <list>
 #include <stdexcept>
 #include <unordered_set>
+
+#include "llm/openai_stream.hpp"
+#include "llm/sse.hpp"
 
 namespace capsweep::llm {
 
@@ -106,7 +105,8 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
       // Every address we would connect to must pass the service's allow-list, so a name
       // cannot be pointed (or rebound) past it.
       if (target.allow_address) {
-        std::erase_if(endpoints, [&](const asio::ip::tcp::endpoint& e) { return !target.allow_address(e.address().to_string()); });
+        std::erase_if(endpoints,
+                      [&](const asio::ip::tcp::endpoint& e) { return !target.allow_address(e.address().to_string()); });
         if (endpoints.empty()) {
           failure = Outcome::connect;
           co_return nullptr;
@@ -238,8 +238,10 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
                        case StreamChunk::Kind::content: {
                          std::uint32_t tokens = 1;
                          if (sc.completion_tokens) {
-                           tokens = static_cast<std::uint32_t>(std::max<std::uint64_t>(
-                               1, *sc.completion_tokens > last_completion_tokens ? *sc.completion_tokens - last_completion_tokens : 1));
+                           tokens = static_cast<std::uint32_t>(
+                               std::max<std::uint64_t>(1, *sc.completion_tokens > last_completion_tokens
+                                                              ? *sc.completion_tokens - last_completion_tokens
+                                                              : 1));
                            last_completion_tokens = *sc.completion_tokens;
                          }
                          rec.chunks.push_back({now, tokens});
@@ -356,11 +358,15 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
       bool reusable = false;
       rec.outcome = Outcome::ok;
       if (c->tls) {
-        if (target.stream) co_await exchange(*c->tls, *c, req, rec, origin, reusable);
-        else co_await exchange_plain(*c->tls, *c, req, rec, origin, reusable);
+        if (target.stream)
+          co_await exchange(*c->tls, *c, req, rec, origin, reusable);
+        else
+          co_await exchange_plain(*c->tls, *c, req, rec, origin, reusable);
       } else {
-        if (target.stream) co_await exchange(*c->plain, *c, req, rec, origin, reusable);
-        else co_await exchange_plain(*c->plain, *c, req, rec, origin, reusable);
+        if (target.stream)
+          co_await exchange(*c->plain, *c, req, rec, origin, reusable);
+        else
+          co_await exchange_plain(*c->plain, *c, req, rec, origin, reusable);
       }
       busy.erase(c.get());
       release(std::move(c), reusable && rec.outcome == Outcome::ok);
@@ -431,8 +437,14 @@ asio::awaitable<Client::PlainResponse> Client::request(std::string method, std::
   return impl_->request(std::move(method), std::move(path), std::move(body));
 }
 
-void Client::cancel_all() { impl_->cancel_all(); }
-std::size_t Client::open_connections() const noexcept { return impl_->idle.size() + impl_->busy.size(); }
-const Target& Client::target() const noexcept { return impl_->target; }
+void Client::cancel_all() {
+  impl_->cancel_all();
+}
+std::size_t Client::open_connections() const noexcept {
+  return impl_->idle.size() + impl_->busy.size();
+}
+const Target& Client::target() const noexcept {
+  return impl_->target;
+}
 
 }  // namespace capsweep::llm

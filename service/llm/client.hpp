@@ -4,14 +4,13 @@
 // flight, puts a deadline on every operation, streams OpenAI SSE responses and records each
 // content chunk's arrival (steady_clock) and token count into a RequestRecord.
 
-#include "core/record.hpp"
-#include "llm/target.hpp"
-
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
-
 #include <memory>
 #include <string>
+
+#include "core/record.hpp"
+#include "llm/target.hpp"
 
 namespace capsweep::llm {
 
@@ -25,8 +24,8 @@ class Client {
 
   // Sends one completion request with `body` and fills rec.sent, rec.chunks, token counts and
   // rec.outcome. Times are offsets from `origin`. Never throws for request failures.
-  boost::asio::awaitable<void> send(std::string body, RequestRecord& rec,
-                                    SteadyClock::time_point origin, std::string request_id);
+  boost::asio::awaitable<void> send(std::string body, RequestRecord& rec, SteadyClock::time_point origin,
+                                    std::string request_id);
 
   // A plain request (for calibration and scraping): returns status and body, or status 0 with
   // the error text in the body.
@@ -34,8 +33,7 @@ class Client {
     int status = 0;
     std::string body;
   };
-  boost::asio::awaitable<PlainResponse> request(std::string method, std::string path,
-                                                std::string body);
+  boost::asio::awaitable<PlainResponse> request(std::string method, std::string path, std::string body);
 
   // Aborts every request in flight (they end as `cancelled`) and refuses new ones.
   void cancel_all();

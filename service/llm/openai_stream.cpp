@@ -90,17 +90,22 @@ class Scanner {
     if (depth > kMaxDepth) return false;
     ws();
     switch (peek()) {
-      case '{': return object(ctx, depth);
-      case '[': return array(ctx, depth);
+      case '{':
+        return object(ctx, depth);
+      case '[':
+        return array(ctx, depth);
       case '"': {
         std::string_view raw;
         if (!string(raw)) return false;
         on_string(parent, key, raw);
         return true;
       }
-      case 't': return lit("true");
-      case 'f': return lit("false");
-      case 'n': return lit("null");
+      case 't':
+        return lit("true");
+      case 'f':
+        return lit("false");
+      case 'n':
+        return lit("null");
       default: {
         std::optional<std::uint64_t>* capture = nullptr;
         if (parent == Ctx::usage && key == "completion_tokens") capture = &out_->completion_tokens;

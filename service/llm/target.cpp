@@ -1,12 +1,12 @@
 #include "llm/target.hpp"
 
-#include "core/fields.hpp"
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
-
 #include <charconv>
-#include <fmt/format.h>
+
+#include "core/fields.hpp"
 
 namespace capsweep::llm {
 
@@ -67,14 +67,18 @@ Result<Target> parse_target(const nlohmann::json& j, const std::string& field) {
   if (!j.is_object()) return invalid(field, "must be an object");
   Target t;
   auto url = j.find("base_url");
-  if (url == j.end() || !url->is_string()) return invalid(field + "/base_url", "is required: a URL like http://127.0.0.1:8000");
+  if (url == j.end() || !url->is_string())
+    return invalid(field + "/base_url", "is required: a URL like http://127.0.0.1:8000");
   auto parsed = parse_base_url(t, url->get<std::string>(), field + "/base_url");
   if (!parsed) return parsed.error();
   t = std::move(*parsed);
   if (auto api = j.find("api"); api != j.end()) {
-    if (*api == "completions") t.api = Api::completions;
-    else if (*api == "chat") t.api = Api::chat;
-    else return invalid(field + "/api", "must be \"completions\" or \"chat\"");
+    if (*api == "completions")
+      t.api = Api::completions;
+    else if (*api == "chat")
+      t.api = Api::chat;
+    else
+      return invalid(field + "/api", "must be \"completions\" or \"chat\"");
   }
   auto model = j.find("model");
   if (model == j.end() || !model->is_string() || model->get<std::string>().empty()) {
@@ -85,9 +89,11 @@ Result<Target> parse_target(const nlohmann::json& j, const std::string& field) {
     if (!h->is_object()) return invalid(field + "/headers", "must be an object of header names to strings");
     for (const auto& [k, v] : h->items()) {
       if (!v.is_string()) return invalid(field + "/headers/" + k, "must be a string");
-      if (k.empty() || k.find_first_of(" :\r\n") != std::string::npos) return invalid(field + "/headers/" + k, "is not a header name");
+      if (k.empty() || k.find_first_of(" :\r\n") != std::string::npos)
+        return invalid(field + "/headers/" + k, "is not a header name");
       const auto& s = v.get_ref<const std::string&>();
-      if (s.find_first_of("\r\n") != std::string::npos) return invalid(field + "/headers/" + k, "must not contain line breaks");
+      if (s.find_first_of("\r\n") != std::string::npos)
+        return invalid(field + "/headers/" + k, "must not contain line breaks");
       t.headers.emplace_back(k, s);
     }
   }
@@ -97,8 +103,8 @@ Result<Target> parse_target(const nlohmann::json& j, const std::string& field) {
     // set by the spec; overriding them would multiply the load past the service's limits or
     // measure something else than the spec says.
     static constexpr std::array<std::string_view, 14> kLoadFields{
-        "model", "prompt", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens",
-        "n", "best_of", "ignore_eos", "min_tokens", "use_beam_search", "echo", "logprobs"};
+        "model", "prompt",  "messages",   "stream",     "stream_options",  "max_tokens", "max_completion_tokens",
+        "n",     "best_of", "ignore_eos", "min_tokens", "use_beam_search", "echo",       "logprobs"};
     for (const auto& [k, v] : e->items()) {
       if (std::find(kLoadFields.begin(), kLoadFields.end(), k) != kLoadFields.end()) {
         return invalid(field + "/extra_body/" + k,

@@ -2,16 +2,15 @@
 // The endpoint under test, as a job spec's "target" object describes it, converted once at the
 // edge into plain settings: URL parts, API flavour, model, headers, TLS and deadlines.
 
-#include "core/error.hpp"
-#include "core/time.hpp"
-
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "core/error.hpp"
+#include "core/time.hpp"
 
 namespace capsweep::llm {
 
@@ -21,15 +20,15 @@ struct Target {
   std::string scheme = "http";  // "http" | "https"
   std::string host = "127.0.0.1";
   std::uint16_t port = 8000;
-  std::string base_path;        // prefix before /v1/..., without a trailing '/'
+  std::string base_path;  // prefix before /v1/..., without a trailing '/'
   Api api = Api::completions;
   std::string model;
   std::vector<std::pair<std::string, std::string>> headers;  // secrets: never logged
-  nlohmann::json extra_body = nlohmann::json::object();       // merged into every request body
+  nlohmann::json extra_body = nlohmann::json::object();      // merged into every request body
   bool stream = true;
   bool ignore_eos = true;
   bool verify_tls = true;
-  std::string ca_file;          // PEM file of extra trusted CAs
+  std::string ca_file;  // PEM file of extra trusted CAs
   // Set by the service, not the spec: what a target may send before it counts as an error.
   std::uint64_t max_response_bytes = 16 << 20;  // one answer (a stream in all)
   std::size_t max_sse_event_bytes = 1 << 20;    // one SSE event
@@ -37,8 +36,8 @@ struct Target {
   // resolved address is checked before connecting (none allowed: a connect failure).
   std::function<bool(std::string_view address)> allow_address;
   Nanos connect_timeout = std::chrono::seconds(10);
-  Nanos read_timeout = std::chrono::seconds(60);     // longest silence while reading
-  Nanos request_timeout = std::chrono::seconds(600); // whole request
+  Nanos read_timeout = std::chrono::seconds(60);      // longest silence while reading
+  Nanos request_timeout = std::chrono::seconds(600);  // whole request
 
   bool tls() const noexcept { return scheme == "https"; }
   // The request path of the completion endpoint.

@@ -1,12 +1,13 @@
 #include "llm/workload.hpp"
 
-#include "core/fields.hpp"
-#include "core/text.hpp"
+#include <fmt/format.h>
 
 #include <array>
 #include <cmath>
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "core/fields.hpp"
+#include "core/text.hpp"
 
 namespace capsweep::llm {
 namespace {
@@ -14,19 +15,19 @@ namespace {
 // Common short English words: one token each in the usual BPE vocabularies (the calibration
 // measures the real ratio anyway).
 constexpr std::array<std::string_view, 128> kWords{
-    "time", "year", "people", "way", "day", "man", "thing", "woman", "life", "child", "world",
-    "school", "state", "family", "student", "group", "country", "problem", "hand", "part",
-    "place", "case", "week", "company", "system", "program", "question", "work", "government",
-    "number", "night", "point", "home", "water", "room", "mother", "area", "money", "story",
-    "fact", "month", "lot", "right", "study", "book", "eye", "job", "word", "business", "issue",
-    "side", "kind", "head", "house", "service", "friend", "father", "power", "hour", "game",
-    "line", "end", "member", "law", "car", "city", "name", "team", "minute", "idea", "kid",
-    "body", "back", "parent", "face", "others", "level", "office", "door", "health", "person",
-    "art", "war", "history", "party", "result", "change", "morning", "reason", "research",
-    "girl", "guy", "moment", "air", "teacher", "force", "order", "good", "new", "first", "last",
-    "long", "great", "little", "own", "other", "old", "big", "high", "different", "small",
-    "large", "next", "early", "young", "important", "few", "public", "bad", "same", "able",
-    "make", "know", "take", "see", "come", "think", "look"};
+    "time",   "year",   "people", "way",     "day",     "man",       "thing",    "woman",   "life",       "child",
+    "world",  "school", "state",  "family",  "student", "group",     "country",  "problem", "hand",       "part",
+    "place",  "case",   "week",   "company", "system",  "program",   "question", "work",    "government", "number",
+    "night",  "point",  "home",   "water",   "room",    "mother",    "area",     "money",   "story",      "fact",
+    "month",  "lot",    "right",  "study",   "book",    "eye",       "job",      "word",    "business",   "issue",
+    "side",   "kind",   "head",   "house",   "service", "friend",    "father",   "power",   "hour",       "game",
+    "line",   "end",    "member", "law",     "car",     "city",      "name",     "team",    "minute",     "idea",
+    "kid",    "body",   "back",   "parent",  "face",    "others",    "level",    "office",  "door",       "health",
+    "person", "art",    "war",    "history", "party",   "result",    "change",   "morning", "reason",     "research",
+    "girl",   "guy",    "moment", "air",     "teacher", "force",     "order",    "good",    "new",        "first",
+    "last",   "long",   "great",  "little",  "own",     "other",     "old",      "big",     "high",       "different",
+    "small",  "large",  "next",   "early",   "young",   "important", "few",      "public",  "bad",        "same",
+    "able",   "make",   "know",   "take",    "see",     "come",      "think",    "look"};
 
 std::uint64_t mix(std::uint64_t x) noexcept {
   x += 0x9e3779b97f4a7c15ull;
@@ -151,8 +152,9 @@ Result<WorkloadSpec> parse_workload(const nlohmann::json& j, const std::string& 
     } else if (key == "dataset") {
       continue;  // read by the caller
     } else {
-      return invalid(f, "unknown workload field (expected prompt_tokens, output_tokens, seed, "
-                        "shared_prefix_tokens or dataset)");
+      return invalid(f,
+                     "unknown workload field (expected prompt_tokens, output_tokens, seed, "
+                     "shared_prefix_tokens or dataset)");
     }
   }
   return w;
@@ -167,10 +169,15 @@ WorkItem Workload::item(std::uint64_t index) const {
   if (!dataset_.empty()) {
     const auto& d = dataset_[rng.uniform_int(0, dataset_.size() - 1)];
     w.prompt = d.prompt;
-    w.input_tokens = std::max<std::uint32_t>(1, static_cast<std::uint32_t>(std::round(count_words(d.prompt) * synth_.tokens_per_word())));
-    if (d.max_tokens) w.max_tokens = *d.max_tokens;
-    else if (d.reference_output_words) w.max_tokens = std::max<std::uint32_t>(1, static_cast<std::uint32_t>(std::round(d.reference_output_words * synth_.tokens_per_word())));
-    else w.max_tokens = spec_.output_tokens.sample(rng);
+    w.input_tokens = std::max<std::uint32_t>(
+        1, static_cast<std::uint32_t>(std::round(count_words(d.prompt) * synth_.tokens_per_word())));
+    if (d.max_tokens)
+      w.max_tokens = *d.max_tokens;
+    else if (d.reference_output_words)
+      w.max_tokens = std::max<std::uint32_t>(
+          1, static_cast<std::uint32_t>(std::round(d.reference_output_words * synth_.tokens_per_word())));
+    else
+      w.max_tokens = spec_.output_tokens.sample(rng);
     return w;
   }
   w.input_tokens = spec_.prompt_tokens.sample(rng);

@@ -3,17 +3,16 @@
 // against the target's tokenizer), or taken from a dataset; output lengths from a
 // distribution. Pure: the caller does the I/O (calibration request, reading files).
 
-#include "core/error.hpp"
-#include "core/lengths.hpp"
-#include "core/random.hpp"
-
-#include <nlohmann/json_fwd.hpp>
-
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "core/error.hpp"
+#include "core/lengths.hpp"
+#include "core/random.hpp"
 
 namespace capsweep::llm {
 
@@ -26,8 +25,8 @@ struct WorkItem {
 
 struct DatasetEntry {
   std::string prompt;
-  std::optional<std::uint32_t> max_tokens;  // from the dataset when it says
-  std::uint32_t reference_output_words = 0; // ShareGPT: words of the answer turn
+  std::optional<std::uint32_t> max_tokens;   // from the dataset when it says
+  std::uint32_t reference_output_words = 0;  // ShareGPT: words of the answer turn
 };
 
 // ShareGPT JSON: an array of {"conversations": [{"from", "value"}, ...]}; the first turn is

@@ -1,8 +1,8 @@
 #include "loadgen/endpoint.hpp"
 
-#include "llm/client.hpp"
-
 #include <boost/asio/io_context.hpp>
+
+#include "llm/client.hpp"
 
 namespace capsweep::loadgen {
 

@@ -4,14 +4,13 @@
 // llm/client.hpp; tests put an in-process fake behind the same interface, so the engine's
 // dispatch, drain, cancel and accounting can be checked without a server.
 
-#include "core/record.hpp"
-
 #include <boost/asio/awaitable.hpp>
-
 #include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
+
+#include "core/record.hpp"
 
 namespace boost::asio {
 class io_context;

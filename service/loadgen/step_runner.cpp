@@ -1,24 +1,23 @@
 #include "loadgen/step_runner.hpp"
 
-#include "llm/client.hpp"
-#include "loadgen/endpoint.hpp"
-#include "observe/scraper.hpp"
+#include <fmt/format.h>
+#include <sys/resource.h>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
-#include <sys/resource.h>
-
 #include <cmath>
 #include <deque>
 #include <limits>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
+
+#include "llm/client.hpp"
+#include "loadgen/endpoint.hpp"
+#include "observe/scraper.hpp"
 
 namespace capsweep::loadgen {
 
@@ -68,8 +67,15 @@ nlohmann::json StepResult::summary() const {
 struct StepState {
   StepState(const llm::Target& t, const EndpointFactory& make_endpoint, const llm::Workload& w, const StepSpec& s,
             Progress& p, StepWindow window)
-      : endpoint(make_endpoint(io)), target(t), workload(w), spec(s), progress(p), acc(window, s.goodput),
-        dispatch_timer(io), drained(io), monitor_timer(io) {}
+      : endpoint(make_endpoint(io)),
+        target(t),
+        workload(w),
+        spec(s),
+        progress(p),
+        acc(window, s.goodput),
+        dispatch_timer(io),
+        drained(io),
+        monitor_timer(io) {}
 
   asio::io_context io{1};
   std::unique_ptr<Endpoint> endpoint;
@@ -87,9 +93,9 @@ struct StepState {
   };
   std::deque<Waiting> capped;  // rate mode with a concurrency cap: dispatched, waiting for a slot
   std::uint64_t in_flight = 0, peak_in_flight = 0, peak_connections = 0, next_index = 0;
-  bool stopping = false;   // no more dispatch (end of schedule, drain, cancel)
-  bool abandoning = false; // the drain timeout passed: requests still running are incomplete
-  bool cancelled = false;  // cancelled by the user
+  bool stopping = false;    // no more dispatch (end of schedule, drain, cancel)
+  bool abandoning = false;  // the drain timeout passed: requests still running are incomplete
+  bool cancelled = false;   // cancelled by the user
   SampleSet loop_delay_ms;
   std::vector<RequestRow> rows;
 
@@ -132,7 +138,8 @@ struct StepState {
       rec.chunks.reserve(std::min<std::uint32_t>(item.max_tokens, 4096));  // no regrowth on typical answers
       std::string body = llm::completion_body(target, item.prompt, item.max_tokens);
       progress.sent.fetch_add(1, std::memory_order_relaxed);
-      if (spec.fail_request && *spec.fail_request == index) throw std::runtime_error("test hook: request failed in the generator");
+      if (spec.fail_request && *spec.fail_request == index)
+        throw std::runtime_error("test hook: request failed in the generator");
       co_await endpoint->send(std::move(body), rec, t0, fmt::format("capsweep-{}-{}", spec.seed, index));
       peak_connections = std::max<std::uint64_t>(peak_connections, endpoint->open_connections());
     } catch (const std::exception& e) {
@@ -292,7 +299,8 @@ struct StepState {
 };
 
 StepRunner::StepRunner(llm::Target target, std::shared_ptr<const llm::Workload> workload, EndpointFactory endpoint)
-    : target_(std::move(target)), workload_(std::move(workload)),
+    : target_(std::move(target)),
+      workload_(std::move(workload)),
       endpoint_(endpoint ? std::move(endpoint) : http_endpoint(target_)) {}
 
 StepRunner::~StepRunner() = default;
@@ -356,7 +364,8 @@ BacklogTrend client_backlog(const std::vector<RequestRow>& requests, const StepM
   stays.reserve(requests.size());
   for (const auto& row : requests) {
     const auto at = [](double ms) { return Nanos(static_cast<Nanos::rep>(ms * 1e6)); };
-    stays.emplace_back(at(row.sent_ms), std::isnan(row.finished_ms) ? std::nullopt : std::optional<Nanos>(at(row.finished_ms)));
+    stays.emplace_back(at(row.sent_ms),
+                       std::isnan(row.finished_ms) ? std::nullopt : std::optional<Nanos>(at(row.finished_ms)));
   }
   return backlog_trend(stays, metrics.window_start, metrics.window_end);
 }
@@ -431,44 +440,50 @@ double calibrate_tokens_per_word(const llm::Target& given, std::string& how, con
   llm::Client client(io.get_executor(), target);
   double ratio = 0;
   bool finished = false;
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-    asio::steady_timer t(io);
-    while (!finished) {
-      if (should_stop && should_stop()) {
-        client.cancel_all();
-        co_return;
-      }
-      t.expires_after(std::chrono::milliseconds(50));
-      co_await t.async_wait(use_tuple);
-    }
-  }, log_exception);
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-    struct Done {
-      bool& flag;
-      ~Done() { flag = true; }
-    } done{finished};
-    nlohmann::json tok{{"model", target.model}, {"prompt", text}};
-    auto r = co_await client.request("POST", "/tokenize", tok.dump());
-    if (r.status == 200) {
-      auto j = nlohmann::json::parse(r.body, nullptr, false);
-      if (j.is_object() && j.contains("count") && j["count"].is_number()) {
-        ratio = j["count"].get<double>() / kWords;
-        how = "/tokenize";
-        co_return;
-      }
-    }
-    llm::Target plain = target;
-    plain.stream = false;
-    auto body = nlohmann::json::parse(llm::completion_body(plain, text, 1));
-    auto c = co_await client.request("POST", target.completion_path().substr(target.base_path.size()), body.dump());
-    if (c.status == 200) {
-      auto j = nlohmann::json::parse(c.body, nullptr, false);
-      if (j.is_object() && j.contains("usage") && j["usage"].contains("prompt_tokens")) {
-        ratio = j["usage"]["prompt_tokens"].get<double>() / kWords;
-        how = "usage.prompt_tokens";
-      }
-    }
-  }, log_exception);
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        asio::steady_timer t(io);
+        while (!finished) {
+          if (should_stop && should_stop()) {
+            client.cancel_all();
+            co_return;
+          }
+          t.expires_after(std::chrono::milliseconds(50));
+          co_await t.async_wait(use_tuple);
+        }
+      },
+      log_exception);
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        struct Done {
+          bool& flag;
+          ~Done() { flag = true; }
+        } done{finished};
+        nlohmann::json tok{{"model", target.model}, {"prompt", text}};
+        auto r = co_await client.request("POST", "/tokenize", tok.dump());
+        if (r.status == 200) {
+          auto j = nlohmann::json::parse(r.body, nullptr, false);
+          if (j.is_object() && j.contains("count") && j["count"].is_number()) {
+            ratio = j["count"].get<double>() / kWords;
+            how = "/tokenize";
+            co_return;
+          }
+        }
+        llm::Target plain = target;
+        plain.stream = false;
+        auto body = nlohmann::json::parse(llm::completion_body(plain, text, 1));
+        auto c = co_await client.request("POST", target.completion_path().substr(target.base_path.size()), body.dump());
+        if (c.status == 200) {
+          auto j = nlohmann::json::parse(c.body, nullptr, false);
+          if (j.is_object() && j.contains("usage") && j["usage"].contains("prompt_tokens")) {
+            ratio = j["usage"]["prompt_tokens"].get<double>() / kWords;
+            how = "usage.prompt_tokens";
+          }
+        }
+      },
+      log_exception);
   io.run();
   if (!(ratio > 0)) {
     how = "none (assumed 1 token per word)";

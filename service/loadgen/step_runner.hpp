@@ -5,22 +5,22 @@
 // target (/metrics every scrape interval, on a thread of its own), and returns the step's
 // metrics. Progress can be read and the step cancelled from any thread.
 
-#include "core/backlog.hpp"
-#include "core/metrics.hpp"
-#include "core/schedule.hpp"
-#include "loadgen/endpoint.hpp"
-#include "llm/target.hpp"
-#include "llm/workload.hpp"
-#include "observe/server_gauges.hpp"
-
 #include <atomic>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "core/backlog.hpp"
+#include "core/metrics.hpp"
+#include "core/schedule.hpp"
+#include "llm/target.hpp"
+#include "llm/workload.hpp"
+#include "loadgen/endpoint.hpp"
+#include "observe/server_gauges.hpp"
 
 namespace capsweep::loadgen {
 
@@ -28,10 +28,10 @@ enum class Mode { rate, concurrency };
 
 struct StepSpec {
   Mode mode = Mode::rate;
-  ArrivalSpec arrival;                   // rate mode
-  std::uint32_t concurrency = 0;         // concurrency mode: in flight; rate mode: cap (0 = none)
+  ArrivalSpec arrival;            // rate mode
+  std::uint32_t concurrency = 0;  // concurrency mode: in flight; rate mode: cap (0 = none)
   Nanos duration = std::chrono::seconds(60);
-  std::optional<std::uint64_t> requests; // send exactly this many (all_at_once needs it)
+  std::optional<std::uint64_t> requests;  // send exactly this many (all_at_once needs it)
   Nanos warmup{0};
   Nanos drain_timeout = std::chrono::seconds(60);
   std::uint64_t seed = 0;
@@ -40,7 +40,7 @@ struct StepSpec {
   double cpu_saturation = 0.9;                     // generator CPU share above this: generator_limited
   std::string metrics_url;                         // "" = no scraping
   Nanos scrape_interval = std::chrono::seconds(1);
-  std::uint64_t request_index_base = 0;            // distinct prompts across steps
+  std::uint64_t request_index_base = 0;  // distinct prompts across steps
   // Test hook: block the dispatcher (the whole generator thread) for `stall` before request
   // `stall_before`, as a generator starved of CPU would be.
   std::optional<std::uint64_t> stall_before;
@@ -64,8 +64,8 @@ struct StepResult {
   std::vector<RequestRow> requests;  // every request of the step, in completion order
   StepMetrics metrics;
   bool generator_limited = false;
-  double generator_cpu = 0;        // generator thread CPU time / wall time
-  double loop_delay_p99_ms = 0;    // event-loop delay of the generator
+  double generator_cpu = 0;      // generator thread CPU time / wall time
+  double loop_delay_p99_ms = 0;  // event-loop delay of the generator
   double loop_delay_max_ms = 0;
   observe::ServerGauges server;
   BacklogTrend backlog;  // requests in flight on the client over the measured window

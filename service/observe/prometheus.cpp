@@ -1,17 +1,22 @@
 #include "observe/prometheus.hpp"
 
-#include "core/text.hpp"
+#include <fmt/format.h>
 
 #include <charconv>
 #include <cmath>
-#include <fmt/format.h>
 #include <limits>
+
+#include "core/text.hpp"
 
 namespace capsweep::observe {
 namespace {
 
-bool name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_' || c == ':'; }
-bool name_char(char c) { return name_start(c) || std::isdigit(static_cast<unsigned char>(c)); }
+bool name_start(char c) {
+  return std::isalpha(static_cast<unsigned char>(c)) || c == '_' || c == ':';
+}
+bool name_char(char c) {
+  return name_start(c) || std::isdigit(static_cast<unsigned char>(c));
+}
 
 struct LineParser {
   std::string_view s;
@@ -28,7 +33,8 @@ struct LineParser {
   }
   bool name(std::string& out, bool metric) {
     const std::size_t start = pos;
-    if (pos >= s.size() || !(metric ? name_start(s[pos]) : (std::isalpha(static_cast<unsigned char>(s[pos])) || s[pos] == '_'))) {
+    if (pos >= s.size() ||
+        !(metric ? name_start(s[pos]) : (std::isalpha(static_cast<unsigned char>(s[pos])) || s[pos] == '_'))) {
       return fail(metric ? "expected a metric name" : "expected a label name");
     }
     while (pos < s.size() && (metric ? name_char(s[pos]) : (name_char(s[pos]) && s[pos] != ':'))) ++pos;
@@ -45,9 +51,12 @@ struct LineParser {
       if (c == '\\') {
         if (pos >= s.size()) break;
         const char e = s[pos++];
-        if (e == 'n') out.push_back('\n');
-        else if (e == '\\' || e == '"') out.push_back(e);
-        else return fail(fmt::format("unknown escape '\\{}' in a label value", e));
+        if (e == 'n')
+          out.push_back('\n');
+        else if (e == '\\' || e == '"')
+          out.push_back(e);
+        else
+          return fail(fmt::format("unknown escape '\\{}' in a label value", e));
       } else {
         out.push_back(c);
       }

@@ -3,8 +3,6 @@
 // escapes, NaN/+Inf/-Inf, optional timestamps, histograms as their _bucket/_sum/_count samples.
 // "_created" samples (OpenMetrics' creation times) are dropped. Pure: no I/O.
 
-#include "core/error.hpp"
-
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -12,6 +10,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "core/error.hpp"
 
 namespace capsweep::observe {
 

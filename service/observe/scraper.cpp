@@ -1,15 +1,16 @@
 #include "observe/scraper.hpp"
 
-#include "core/text.hpp"
-#include "llm/client.hpp"
-#include "observe/prometheus.hpp"
+#include <fmt/format.h>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <fmt/format.h>
+
+#include "core/text.hpp"
+#include "llm/client.hpp"
+#include "observe/prometheus.hpp"
 
 namespace capsweep::observe {
 
@@ -33,10 +34,13 @@ void log_exception(std::exception_ptr e) {
 
 }  // namespace
 
-Scraper::Scraper(std::string metrics_url, const llm::Target& limits_from, Nanos interval, SteadyClock::time_point origin)
+Scraper::Scraper(std::string metrics_url, const llm::Target& limits_from, Nanos interval,
+                 SteadyClock::time_point origin)
     : url_(std::move(metrics_url)), limits_(limits_from), interval_(interval), origin_(origin) {}
 
-Scraper::~Scraper() { static_cast<void>(stop()); }
+Scraper::~Scraper() {
+  static_cast<void>(stop());
+}
 
 void Scraper::start() {
   if (thread_.joinable()) return;
@@ -62,27 +66,32 @@ void Scraper::run() {
   base->max_response_bytes = limits_.max_response_bytes;
   asio::io_context io(1);
   llm::Client client(io.get_executor(), *base);
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-    constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
-    asio::steady_timer t(io);
-    auto next = SteadyClock::now();
-    while (running_) {
-      auto r = co_await client.request("GET", path, "");
-      if (r.status == 200) {
-        auto e = parse_prometheus_text(r.body);
-        if (e) gauges_.add(SteadyClock::now() - origin_, *e);
-        else gauges_.add_failure(parse_failure(e.error().message));
-      } else {
-        gauges_.add_failure(r.status ? fmt::format("HTTP {}", r.status) : printable_ascii(r.body));
-      }
-      next += interval_;
-      // Sleep in short slices so the end of the step is noticed promptly.
-      while (running_ && SteadyClock::now() < next) {
-        t.expires_after(std::min<Nanos>(next - SteadyClock::now(), std::chrono::milliseconds(50)));
-        co_await t.async_wait(use_tuple);
-      }
-    }
-  }, log_exception);
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+        asio::steady_timer t(io);
+        auto next = SteadyClock::now();
+        while (running_) {
+          auto r = co_await client.request("GET", path, "");
+          if (r.status == 200) {
+            auto e = parse_prometheus_text(r.body);
+            if (e)
+              gauges_.add(SteadyClock::now() - origin_, *e);
+            else
+              gauges_.add_failure(parse_failure(e.error().message));
+          } else {
+            gauges_.add_failure(r.status ? fmt::format("HTTP {}", r.status) : printable_ascii(r.body));
+          }
+          next += interval_;
+          // Sleep in short slices so the end of the step is noticed promptly.
+          while (running_ && SteadyClock::now() < next) {
+            t.expires_after(std::min<Nanos>(next - SteadyClock::now(), std::chrono::milliseconds(50)));
+            co_await t.async_wait(use_tuple);
+          }
+        }
+      },
+      log_exception);
   io.run();
 }
 

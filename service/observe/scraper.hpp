@@ -3,13 +3,13 @@
 // `interval`, into ServerGauges. Only the class of a failure is kept, never what the answer
 // said: a metrics_url aimed at another service must not read its bytes back through the API.
 
-#include "core/time.hpp"
-#include "llm/target.hpp"
-#include "observe/server_gauges.hpp"
-
 #include <atomic>
 #include <string>
 #include <thread>
+
+#include "core/time.hpp"
+#include "llm/target.hpp"
+#include "observe/server_gauges.hpp"
 
 namespace capsweep::observe {
 

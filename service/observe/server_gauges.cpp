@@ -1,15 +1,18 @@
 #include "observe/server_gauges.hpp"
 
-#include "core/text.hpp"
-
 #include <algorithm>
 #include <nlohmann/json.hpp>
+
+#include "core/text.hpp"
 
 namespace capsweep::observe {
 
 void ServerGauges::add(Nanos at, const Exposition& e) {
-  Point p{to_s(at), e.sum("vllm:num_requests_running"), e.sum("vllm:num_requests_waiting"),
-          e.sum("vllm:kv_cache_usage_perc"), e.sum("vllm:prompt_tokens_total"),
+  Point p{to_s(at),
+          e.sum("vllm:num_requests_running"),
+          e.sum("vllm:num_requests_waiting"),
+          e.sum("vllm:kv_cache_usage_perc"),
+          e.sum("vllm:prompt_tokens_total"),
           e.sum("vllm:generation_tokens_total")};
   if (!p.kv_usage) p.kv_usage = e.sum("vllm:gpu_cache_usage_perc");  // older vLLM
   points_.push_back(p);

@@ -3,14 +3,13 @@
 // vLLM's running / waiting / KV-cache gauges, token counter deltas and the trend of the waiting
 // queue. A failed scrape is counted, never fatal.
 
-#include "core/time.hpp"
-#include "observe/prometheus.hpp"
-
 #include <nlohmann/json_fwd.hpp>
-
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "core/time.hpp"
+#include "observe/prometheus.hpp"
 
 namespace capsweep::observe {
 

@@ -1,8 +1,9 @@
 #include "observe/text_writer.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <iterator>
 
 namespace capsweep::observe {
@@ -27,11 +28,16 @@ std::string label(std::string_view key, std::string_view value) {
   std::string out(key);
   out += "=\"";
   for (char c : value) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) out += '?';
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      out += '?';
+    else
+      out += c;
   }
   out += '"';
   return out;
@@ -52,8 +58,8 @@ void Histogram::render(std::string& out, const std::string& name, const std::str
   std::uint64_t cumulative = 0;
   for (std::size_t i = 0; i < bounds_.size(); ++i) {
     cumulative += counts_[i];
-    fmt::format_to(std::back_inserter(out), "{}_bucket{} {}\n", name, braces(labels, fmt::format("le=\"{}\"", bounds_[i])),
-                   cumulative);
+    fmt::format_to(std::back_inserter(out), "{}_bucket{} {}\n", name,
+                   braces(labels, fmt::format("le=\"{}\"", bounds_[i])), cumulative);
   }
   fmt::format_to(std::back_inserter(out), "{}_bucket{} {}\n", name, braces(labels, "le=\"+Inf\""), count_);
   fmt::format_to(std::back_inserter(out), "{}_sum{} {}\n{}_count{} {}\n", name, braces(labels), number(sum_), name,

@@ -1,13 +1,13 @@
 #include "report/autoscale.hpp"
 
-#include "core/json_access.hpp"
-#include "core/slo.hpp"
-
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+
+#include "core/json_access.hpp"
+#include "core/slo.hpp"
 
 namespace capsweep::report {
 
@@ -18,14 +18,17 @@ using json = nlohmann::json;
 // Kubernetes names: lower-case alphanumerics and '-', at most 63 characters.
 bool k8s_name(const std::string& s) {
   if (s.empty() || s.size() > 63 || s.front() == '-' || s.back() == '-') return false;
-  return std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::islower(c) || std::isdigit(c) || c == '-'; });
+  return std::all_of(s.begin(), s.end(),
+                     [](unsigned char c) { return std::islower(c) || std::isdigit(c) || c == '-'; });
 }
 
 std::string k8s_name_from(const std::string& model) {
   std::string out;
   for (unsigned char c : model) {
-    if (std::isalnum(c)) out += static_cast<char>(std::tolower(c));
-    else if (!out.empty() && out.back() != '-') out += '-';
+    if (std::isalnum(c))
+      out += static_cast<char>(std::tolower(c));
+    else if (!out.empty() && out.back() != '-')
+      out += '-';
   }
   while (!out.empty() && out.back() == '-') out.pop_back();
   if (out.size() > 50) out.resize(50);
@@ -48,16 +51,21 @@ std::string escape_quoted(const std::string& s) {
 }
 
 // A YAML double-quoted scalar.
-std::string yq(const std::string& s) { return "\"" + escape_quoted(s) + "\""; }
+std::string yq(const std::string& s) {
+  return "\"" + escape_quoted(s) + "\"";
+}
 
-const json& at(const json& j, const char* key) { return json_at(j, key); }
+const json& at(const json& j, const char* key) {
+  return json_at(j, key);
+}
 
 std::string annotations(const AutoscalePlan& p, int indent) {
   const std::string pad(static_cast<std::size_t>(indent), ' ');
   std::string out;
   out += fmt::format("{}capsweep.dev/sweep-id: {}\n", pad, yq(p.sweep_id));
   out += fmt::format("{}capsweep.dev/max-slo-rate-rps: {}\n", pad, yq(fmt::format("{:.3f}", p.capacity_rps)));
-  out += fmt::format("{}capsweep.dev/inflight-at-capacity: {}\n", pad, yq(fmt::format("{:.2f}", p.inflight_at_capacity)));
+  out +=
+      fmt::format("{}capsweep.dev/inflight-at-capacity: {}\n", pad, yq(fmt::format("{:.2f}", p.inflight_at_capacity)));
   out += fmt::format("{}capsweep.dev/server-inflight-at-capacity: {}\n", pad,
                      yq(p.server_inflight ? fmt::format("{:.2f}", *p.server_inflight) : std::string("not scraped")));
   out += fmt::format("{}capsweep.dev/utilization: {}\n", pad, yq(fmt::format("{:g}", p.utilization)));
@@ -96,12 +104,15 @@ Result<AutoscalePlan> plan_autoscale(const json& sweep, const AutoscaleOptions& 
     return Error{errc::conflict, "no rate met the SLO in this sweep: there is no capacity to scale on", "id"};
   }
   if (!(o.utilization > 0 && o.utilization <= 1)) return invalid("/u", "the utilisation factor must be in (0, 1]");
-  for (auto [v, f] : {std::pair{o.base_rps, "/base_rps"}, std::pair{o.peak_rps, "/peak_rps"}, std::pair{o.cold_start_s, "/cold_start_s"}}) {
+  for (auto [v, f] : {std::pair{o.base_rps, "/base_rps"}, std::pair{o.peak_rps, "/peak_rps"},
+                      std::pair{o.cold_start_s, "/cold_start_s"}}) {
     if (v && !(*v >= 0 && std::isfinite(*v))) return invalid(f, "must be a non-negative number");
   }
   if (o.base_rps && o.peak_rps && *o.peak_rps < *o.base_rps) return invalid("/peak_rps", "must not be below base_rps");
-  if (!o.ns.empty() && !k8s_name(o.ns)) return invalid("/namespace", "must be a Kubernetes name (lower-case, digits, '-')");
-  if (!o.deployment.empty() && !k8s_name(o.deployment)) return invalid("/deployment", "must be a Kubernetes name (lower-case, digits, '-')");
+  if (!o.ns.empty() && !k8s_name(o.ns))
+    return invalid("/namespace", "must be a Kubernetes name (lower-case, digits, '-')");
+  if (!o.deployment.empty() && !k8s_name(o.deployment))
+    return invalid("/deployment", "must be a Kubernetes name (lower-case, digits, '-')");
 
   AutoscalePlan p;
   p.sweep_id = at(sweep, "id").is_string() ? sweep["id"].get<std::string>() : "";
@@ -109,7 +120,8 @@ Result<AutoscalePlan> plan_autoscale(const json& sweep, const AutoscaleOptions& 
   const json& c = at(r, "concurrency_at_max_slo");
   p.inflight_at_capacity = at(c, "littles_law").is_number() ? c["littles_law"].get<double>() : 0;
   if (at(c, "server_running_waiting").is_number()) p.server_inflight = c["server_running_waiting"].get<double>();
-  if (!(p.inflight_at_capacity > 0)) return Error{errc::conflict, "the sweep recorded no in-flight figure at capacity", "id"};
+  if (!(p.inflight_at_capacity > 0))
+    return Error{errc::conflict, "the sweep recorded no in-flight figure at capacity", "id"};
   p.utilization = o.utilization;
   p.target_inflight = std::max(1, static_cast<int>(std::floor(o.utilization * p.inflight_at_capacity)));
   const double per_replica_rps = o.utilization * p.capacity_rps;
@@ -119,26 +131,43 @@ Result<AutoscalePlan> plan_autoscale(const json& sweep, const AutoscaleOptions& 
   p.queue_guard = std::max(1, static_cast<int>(std::ceil(0.1 * p.inflight_at_capacity)));
   p.scale_down_window_s = o.cold_start_s ? std::max(300, static_cast<int>(std::ceil(2 * *o.cold_start_s))) : 300;
   const json& spec = at(sweep, "spec");
-  const std::string sweep_model = at(at(spec, "target"), "model").is_string() ? spec["target"]["model"].get<std::string>() : "";
+  const std::string sweep_model =
+      at(at(spec, "target"), "model").is_string() ? spec["target"]["model"].get<std::string>() : "";
   p.model = o.model.empty() ? sweep_model : o.model;
   if (p.model.empty()) return invalid("/model", "is required: the model_name label of the vLLM metrics");
   p.ns = o.ns;
   p.deployment = o.deployment.empty() ? k8s_name_from(p.model) : o.deployment;
   p.prometheus = o.prometheus;
   p.slo = describe_slo(at(spec, "slo"));
-  const std::string labels = fmt::format("model_name=\"{}\",namespace=\"{}\"", escape_quoted(p.model), escape_quoted(p.ns));
+  const std::string labels =
+      fmt::format("model_name=\"{}\",namespace=\"{}\"", escape_quoted(p.model), escape_quoted(p.ns));
   p.inflight_query = fmt::format("sum(vllm:num_requests_running{{{0}}} + vllm:num_requests_waiting{{{0}}})", labels);
   p.waiting_query = fmt::format("sum(vllm:num_requests_waiting{{{0}}})", labels);
   p.derivation = {
-      {"capacity_rps", {{"value", p.capacity_rps}, {"how", "max_slo_rate_rps of the sweep: the highest rate that met the SLO with no failing rate below it"}}},
-      {"inflight_at_capacity", {{"value", p.inflight_at_capacity}, {"how", "Little's law: capacity_rps x mean E2EL at that step"}}},
-      {"server_inflight_at_capacity", {{"value", p.server_inflight ? json(*p.server_inflight) : json(nullptr)}, {"how", "mean scraped vllm:num_requests_running + num_requests_waiting at that step (cross-check)"}}},
+      {"capacity_rps",
+       {{"value", p.capacity_rps},
+        {"how", "max_slo_rate_rps of the sweep: the highest rate that met the SLO with no failing rate below it"}}},
+      {"inflight_at_capacity",
+       {{"value", p.inflight_at_capacity}, {"how", "Little's law: capacity_rps x mean E2EL at that step"}}},
+      {"server_inflight_at_capacity",
+       {{"value", p.server_inflight ? json(*p.server_inflight) : json(nullptr)},
+        {"how", "mean scraped vllm:num_requests_running + num_requests_waiting at that step (cross-check)"}}},
       {"utilization", {{"value", p.utilization}, {"how", "headroom factor u: replicas run at u of their capacity"}}},
-      {"target_inflight_per_replica", {{"value", p.target_inflight}, {"how", "floor(u x inflight_at_capacity), at least 1"}}},
-      {"min_replicas", {{"value", p.min_replicas}, {"how", o.base_rps ? "ceil(base_rps / (u x capacity_rps)), at least 1" : "1 (no base_rps given)"}}},
-      {"max_replicas", {{"value", p.max_replicas}, {"how", o.peak_rps ? "ceil(peak_rps / (u x capacity_rps)), at least min_replicas" : "max(min_replicas, 10) (no peak_rps given)"}}},
-      {"queue_guard_per_replica", {{"value", p.queue_guard}, {"how", "ceil(0.1 x inflight_at_capacity): a sustained waiting queue means a replica is past capacity"}}},
-      {"scale_down_window_s", {{"value", p.scale_down_window_s}, {"how", o.cold_start_s ? "max(300, 2 x cold_start_s)" : "300 (no cold_start_s given)"}}},
+      {"target_inflight_per_replica",
+       {{"value", p.target_inflight}, {"how", "floor(u x inflight_at_capacity), at least 1"}}},
+      {"min_replicas",
+       {{"value", p.min_replicas},
+        {"how", o.base_rps ? "ceil(base_rps / (u x capacity_rps)), at least 1" : "1 (no base_rps given)"}}},
+      {"max_replicas",
+       {{"value", p.max_replicas},
+        {"how", o.peak_rps ? "ceil(peak_rps / (u x capacity_rps)), at least min_replicas"
+                           : "max(min_replicas, 10) (no peak_rps given)"}}},
+      {"queue_guard_per_replica",
+       {{"value", p.queue_guard},
+        {"how", "ceil(0.1 x inflight_at_capacity): a sustained waiting queue means a replica is past capacity"}}},
+      {"scale_down_window_s",
+       {{"value", p.scale_down_window_s},
+        {"how", o.cold_start_s ? "max(300, 2 x cold_start_s)" : "300 (no cold_start_s given)"}}},
   };
   return p;
 }
@@ -161,25 +190,28 @@ std::string keda_yaml(const AutoscalePlan& p) {
   y += behavior(p, 6);
   y += "  triggers:\n";
   y += "    - type: prometheus\n      name: inflight\n      metricType: AverageValue\n      metadata:\n";
-  y += fmt::format("        serverAddress: {}\n        query: {}\n        threshold: {}\n        ignoreNullValues: \"false\"\n",
-                   yq(p.prometheus), yq(p.inflight_query), yq(std::to_string(p.target_inflight)));
+  y += fmt::format(
+      "        serverAddress: {}\n        query: {}\n        threshold: {}\n        ignoreNullValues: \"false\"\n",
+      yq(p.prometheus), yq(p.inflight_query), yq(std::to_string(p.target_inflight)));
   y += "    - type: prometheus\n      name: queue-guard\n      metricType: AverageValue\n      metadata:\n";
-  y += fmt::format("        serverAddress: {}\n        query: {}\n        threshold: {}\n        ignoreNullValues: \"false\"\n",
-                   yq(p.prometheus), yq(p.waiting_query), yq(std::to_string(p.queue_guard)));
+  y += fmt::format(
+      "        serverAddress: {}\n        query: {}\n        threshold: {}\n        ignoreNullValues: \"false\"\n",
+      yq(p.prometheus), yq(p.waiting_query), yq(std::to_string(p.queue_guard)));
   return y;
 }
 
 std::string hpa_yaml(const AutoscalePlan& p) {
   std::string y;
   y += fmt::format("# autoscaling/v2 HorizontalPodAutoscaler derived by capsweep from sweep {}.\n", p.sweep_id);
-  y += fmt::format("# Per replica: {:.2f} req/s within SLO ({}), {:.1f} requests in flight at that rate.\n", p.capacity_rps,
-                   p.slo, p.inflight_at_capacity);
+  y += fmt::format("# Per replica: {:.2f} req/s within SLO ({}), {:.1f} requests in flight at that rate.\n",
+                   p.capacity_rps, p.slo, p.inflight_at_capacity);
   y += "# It scales on the Pods metric vllm_requests_in_flight, which prometheus-adapter must serve:\n";
   y += "#   rules:\n";
   y += "#     - seriesQuery: 'vllm:num_requests_running{namespace!=\"\",pod!=\"\"}'\n";
   y += "#       resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}\n";
   y += "#       name: {as: \"vllm_requests_in_flight\"}\n";
-  y += "#       metricsQuery: 'sum(vllm:num_requests_running{<<.LabelMatchers>>} + vllm:num_requests_waiting{<<.LabelMatchers>>}) by (<<.GroupBy>>)'\n";
+  y += "#       metricsQuery: 'sum(vllm:num_requests_running{<<.LabelMatchers>>} + "
+       "vllm:num_requests_waiting{<<.LabelMatchers>>}) by (<<.GroupBy>>)'\n";
   y += "#     - seriesQuery: 'vllm:num_requests_waiting{namespace!=\"\",pod!=\"\"}'\n";
   y += "#       resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}\n";
   y += "#       name: {as: \"vllm_requests_waiting\"}\n";
@@ -192,9 +224,11 @@ std::string hpa_yaml(const AutoscalePlan& p) {
   y += fmt::format("  minReplicas: {}\n  maxReplicas: {}\n", p.min_replicas, p.max_replicas);
   y += "  metrics:\n";
   y += "    - type: Pods\n      pods:\n        metric:\n          name: vllm_requests_in_flight\n";
-  y += fmt::format("        target:\n          type: AverageValue\n          averageValue: {}\n", yq(std::to_string(p.target_inflight)));
+  y += fmt::format("        target:\n          type: AverageValue\n          averageValue: {}\n",
+                   yq(std::to_string(p.target_inflight)));
   y += "    - type: Pods\n      pods:\n        metric:\n          name: vllm_requests_waiting\n";
-  y += fmt::format("        target:\n          type: AverageValue\n          averageValue: {}\n", yq(std::to_string(p.queue_guard)));
+  y += fmt::format("        target:\n          type: AverageValue\n          averageValue: {}\n",
+                   yq(std::to_string(p.queue_guard)));
   y += behavior(p, 2);
   return y;
 }

@@ -6,12 +6,11 @@
 // and the scale-down window. Rendered as a KEDA ScaledObject, an autoscaling/v2 HPA (with the
 // prometheus-adapter rule it needs) or JSON with the derivation.
 
-#include "core/error.hpp"
-
 #include <nlohmann/json.hpp>
-
 #include <optional>
 #include <string>
+
+#include "core/error.hpp"
 
 namespace capsweep::report {
 
@@ -28,19 +27,19 @@ struct AutoscaleOptions {
 
 struct AutoscalePlan {
   std::string sweep_id;
-  double capacity_rps = 0;           // lambda*
-  double inflight_at_capacity = 0;   // L*, Little's law
+  double capacity_rps = 0;                // lambda*
+  double inflight_at_capacity = 0;        // L*, Little's law
   std::optional<double> server_inflight;  // scraped running + waiting at that step
   double utilization = 0.7;
-  int target_inflight = 1;           // per replica: floor(u L*), at least 1
+  int target_inflight = 1;  // per replica: floor(u L*), at least 1
   int min_replicas = 1;
   int max_replicas = 1;
-  int queue_guard = 1;               // per-replica waiting requests that force a scale-up
+  int queue_guard = 1;  // per-replica waiting requests that force a scale-up
   int scale_down_window_s = 300;
   std::string model, ns, deployment, prometheus, slo;
-  std::string inflight_query;        // PromQL, summed over replicas
+  std::string inflight_query;  // PromQL, summed over replicas
   std::string waiting_query;
-  nlohmann::json derivation;         // every number with how it was obtained
+  nlohmann::json derivation;  // every number with how it was obtained
 };
 
 // From a sweep as GET /v1/sweeps/{id} returns it. Errors: not a succeeded sweep, or no rate

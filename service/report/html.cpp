@@ -1,14 +1,14 @@
 #include "report/html.hpp"
 
-#include "core/json_access.hpp"
-#include "core/slo.hpp"
-
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <functional>
 #include <cmath>
+#include <functional>
 #include <limits>
+
+#include "core/json_access.hpp"
+#include "core/slo.hpp"
 
 namespace capsweep::report {
 
@@ -16,18 +16,31 @@ namespace {
 
 using json = nlohmann::json;
 
-const json& at(const json& j, const char* key) { return json_at(j, key); }
+const json& at(const json& j, const char* key) {
+  return json_at(j, key);
+}
 
 std::string esc(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -42,7 +55,8 @@ std::string text(const json& j, const char* key, const std::string& fallback = "
 }
 
 std::string num(const json& v, const char* f = "{:.1f}") {
-  return v.is_number() && std::isfinite(v.get<double>()) ? fmt::format(fmt::runtime(f), v.get<double>()) : std::string("-");
+  return v.is_number() && std::isfinite(v.get<double>()) ? fmt::format(fmt::runtime(f), v.get<double>())
+                                                         : std::string("-");
 }
 
 std::string tick_label(double v) {
@@ -67,7 +81,8 @@ std::vector<double> nice_ticks(double lo, double hi, int target) {
   for (double m : {1.0, 2.0, 5.0, 10.0}) {
     if (std::fabs(std::log(m * mag / raw)) < std::fabs(std::log(step / raw))) step = m * mag;
   }
-  for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) out.push_back(std::fabs(t) < step * 1e-9 ? 0 : t);
+  for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9; t += step)
+    out.push_back(std::fabs(t) < step * 1e-9 ? 0 : t);
   return out;
 }
 
@@ -90,8 +105,9 @@ std::string render_chart(const Chart& c) {
   for (const auto& m : c.vlines) {
     if (std::isfinite(m.value)) x0 = std::min(x0, m.value), x1 = std::max(x1, m.value);
   }
-  std::string svg = fmt::format(R"(<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {} {}" width="{}" height="{}" role="img" aria-label="{}">)",
-                                kW, kH, kW, kH, esc(c.title));
+  std::string svg = fmt::format(
+      R"(<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {} {}" width="{}" height="{}" role="img" aria-label="{}">)",
+      kW, kH, kW, kH, esc(c.title));
   svg += fmt::format(R"(<text x="{}" y="22" class="title">{}</text>)", kLeft, esc(c.title));
   if (!(x1 >= x0) || !(y1 >= y0)) {
     svg += fmt::format(R"(<text x="{}" y="{}" class="empty">no data</text></svg>)", kW / 2 - 30, kH / 2);
@@ -115,37 +131,44 @@ std::string render_chart(const Chart& c) {
   const double pw = kW - kLeft - kRight, ph = kH - kTop - kBottom;
   auto sx = [&](double x) { return kLeft + (x - x0) / (x1 - x0) * pw; };
   auto sy = [&](double y) {
-    const double f = c.log_y ? (std::log10(std::max(y, y0)) - std::log10(y0)) / (std::log10(y1) - std::log10(y0)) : (y - y0) / (y1 - y0);
+    const double f = c.log_y ? (std::log10(std::max(y, y0)) - std::log10(y0)) / (std::log10(y1) - std::log10(y0))
+                             : (y - y0) / (y1 - y0);
     return kTop + ph - std::clamp(f, 0.0, 1.0) * ph;
   };
   // Axes, grid and ticks.
   svg += fmt::format(R"(<rect x="{}" y="{}" width="{}" height="{}" class="plot"/>)", kLeft, kTop, pw, ph);
   for (double t : xticks) {
-    svg += fmt::format(R"(<line x1="{0:.1f}" y1="{1}" x2="{0:.1f}" y2="{2}" class="grid"/><text x="{0:.1f}" y="{3}" class="tick" text-anchor="middle">{4}</text>)",
-                       sx(t), kTop, kTop + ph, kTop + ph + 16, tick_label(t));
+    svg += fmt::format(
+        R"(<line x1="{0:.1f}" y1="{1}" x2="{0:.1f}" y2="{2}" class="grid"/><text x="{0:.1f}" y="{3}" class="tick" text-anchor="middle">{4}</text>)",
+        sx(t), kTop, kTop + ph, kTop + ph + 16, tick_label(t));
   }
   for (double t : yticks) {
-    svg += fmt::format(R"(<line x1="{1}" y1="{0:.1f}" x2="{2}" y2="{0:.1f}" class="grid"/><text x="{3}" y="{4:.1f}" class="tick" text-anchor="end">{5}</text>)",
-                       sy(t), kLeft, kLeft + pw, kLeft - 6, sy(t) + 4, tick_label(t));
+    svg += fmt::format(
+        R"(<line x1="{1}" y1="{0:.1f}" x2="{2}" y2="{0:.1f}" class="grid"/><text x="{3}" y="{4:.1f}" class="tick" text-anchor="end">{5}</text>)",
+        sy(t), kLeft, kLeft + pw, kLeft - 6, sy(t) + 4, tick_label(t));
   }
-  svg += fmt::format(R"(<text x="{}" y="{}" class="axis" text-anchor="middle">{}</text>)", kLeft + pw / 2, kH - 28, esc(c.x_label));
-  svg += fmt::format(R"svg(<text x="16" y="{0}" class="axis" text-anchor="middle" transform="rotate(-90 16 {0})">{1}{2}</text>)svg",
-                     kTop + ph / 2, esc(c.y_label), c.log_y ? " (log)" : "");
+  svg += fmt::format(R"(<text x="{}" y="{}" class="axis" text-anchor="middle">{}</text>)", kLeft + pw / 2, kH - 28,
+                     esc(c.x_label));
+  svg += fmt::format(
+      R"svg(<text x="16" y="{0}" class="axis" text-anchor="middle" transform="rotate(-90 16 {0})">{1}{2}</text>)svg",
+      kTop + ph / 2, esc(c.y_label), c.log_y ? " (log)" : "");
   // Markers.
   // Horizontal markers are labelled at the left end, vertical ones stacked from the top, to
   // the left of their line when it lies in the right half, so labels do not collide.
   for (const auto& m : c.hlines) {
     if (!std::isfinite(m.value)) continue;
-    svg += fmt::format(R"(<line x1="{}" y1="{:.1f}" x2="{}" y2="{:.1f}" stroke="{}" class="marker"/><text x="{}" y="{:.1f}" class="mlabel" fill="{}">{}</text>)",
-                       kLeft, sy(m.value), kLeft + pw, sy(m.value), m.color, kLeft + 4, sy(m.value) - 4, m.color, esc(m.label));
+    svg += fmt::format(
+        R"(<line x1="{}" y1="{:.1f}" x2="{}" y2="{:.1f}" stroke="{}" class="marker"/><text x="{}" y="{:.1f}" class="mlabel" fill="{}">{}</text>)",
+        kLeft, sy(m.value), kLeft + pw, sy(m.value), m.color, kLeft + 4, sy(m.value) - 4, m.color, esc(m.label));
   }
   int stacked = 0;
   for (const auto& m : c.vlines) {
     if (!std::isfinite(m.value)) continue;
     const bool right_half = sx(m.value) > kLeft + pw / 2;
-    svg += fmt::format(R"(<line x1="{0:.1f}" y1="{1}" x2="{0:.1f}" y2="{2}" stroke="{3}" class="marker"/><text x="{4:.1f}" y="{5}" class="mlabel" fill="{3}" text-anchor="{6}">{7}</text>)",
-                       sx(m.value), kTop, kTop + ph, m.color, sx(m.value) + (right_half ? -4 : 4), kTop + 24 + 14 * stacked,
-                       right_half ? "end" : "start", esc(m.label));
+    svg += fmt::format(
+        R"(<line x1="{0:.1f}" y1="{1}" x2="{0:.1f}" y2="{2}" stroke="{3}" class="marker"/><text x="{4:.1f}" y="{5}" class="mlabel" fill="{3}" text-anchor="{6}">{7}</text>)",
+        sx(m.value), kTop, kTop + ph, m.color, sx(m.value) + (right_half ? -4 : 4), kTop + 24 + 14 * stacked,
+        right_half ? "end" : "start", esc(m.label));
     ++stacked;
   }
   // Series and legend.
@@ -158,12 +181,13 @@ std::string render_chart(const Chart& c) {
     for (const auto& [x, y] : pts) {
       if (!std::isfinite(x) || !std::isfinite(y) || (c.log_y && y <= 0)) continue;
       poly += fmt::format("{:.1f},{:.1f} ", sx(x), sy(y));
-      dots += fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="3" fill="{}"><title>{}: {:g} at {:g}</title></circle>)", sx(x), sy(y),
-                          s.color, esc(s.name), y, x);
+      dots += fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="3" fill="{}"><title>{}: {:g} at {:g}</title></circle>)",
+                          sx(x), sy(y), s.color, esc(s.name), y, x);
     }
     svg += fmt::format(R"(<polyline points="{}" fill="none" stroke="{}" class="series"/>{})", poly, s.color, dots);
-    svg += fmt::format(R"(<rect x="{:.1f}" y="{}" width="12" height="12" fill="{}" class="legend-key"/><text x="{:.1f}" y="{}" class="legend">{}</text>)",
-                       legend_x, kH - 16, s.color, legend_x + 16, kH - 6, esc(s.name));
+    svg += fmt::format(
+        R"(<rect x="{:.1f}" y="{}" width="12" height="12" fill="{}" class="legend-key"/><text x="{:.1f}" y="{}" class="legend">{}</text>)",
+        legend_x, kH - 16, s.color, legend_x + 16, kH - 6, esc(s.name));
     legend_x += 30 + 7.0 * static_cast<double>(s.name.size());
   }
   svg += "</svg>";
@@ -193,22 +217,25 @@ dl{display:grid;grid-template-columns:max-content auto;gap:2px 14px;font-size:14
 dd{margin:0;overflow-wrap:anywhere;font-family:ui-monospace,monospace;font-size:12px}
 </style></head><body>
 )";
-  h += fmt::format("<h1>{}</h1><div class=\"muted\">sweep {} &middot; {} &middot; created {} &middot; finished {}</div>\n",
-                   esc(text(sweep, "name", "capsweep sweep")), esc(text(sweep, "id")), esc(text(sweep, "status")),
-                   esc(text(sweep, "created_at")), esc(text(sweep, "finished_at")));
+  h += fmt::format(
+      "<h1>{}</h1><div class=\"muted\">sweep {} &middot; {} &middot; created {} &middot; finished {}</div>\n",
+      esc(text(sweep, "name", "capsweep sweep")), esc(text(sweep, "id")), esc(text(sweep, "status")),
+      esc(text(sweep, "created_at")), esc(text(sweep, "finished_at")));
 
   // The verdict first.
   std::string verdict;
   bool have_rate = false;
   if (at(r, "kind") == "check") {
-    verdict = fmt::format("Check verdict: <b>{}</b> at {} req/s", esc(text(r, "verdict")), esc(text(at(r, "conditions"), "rate_rps")));
+    verdict = fmt::format("Check verdict: <b>{}</b> at {} req/s", esc(text(r, "verdict")),
+                          esc(text(at(r, "conditions"), "rate_rps")));
     have_rate = at(r, "verdict") == "pass";
   } else if (at(r, "max_slo_rate_rps").is_number()) {
     have_rate = true;
     verdict = fmt::format("Max <b>{} req/s</b> within the SLO", num(r["max_slo_rate_rps"]));
     if (at(r, "knee_rate_rps").is_number()) verdict += fmt::format("; knee at {} req/s", num(r["knee_rate_rps"]));
     if (at(r, "limiting_metric").is_string()) verdict += "; limited by " + esc(r["limiting_metric"].get<std::string>());
-    if (at(r, "saturation_rate_rps").is_number()) verdict += fmt::format("; saturation from {} req/s", num(r["saturation_rate_rps"]));
+    if (at(r, "saturation_rate_rps").is_number())
+      verdict += fmt::format("; saturation from {} req/s", num(r["saturation_rate_rps"]));
   } else if (r.is_object()) {
     verdict = "No rate met the SLO";
   } else {
@@ -220,10 +247,11 @@ dd{margin:0;overflow-wrap:anywhere;font-family:ui-monospace,monospace;font-size:
   // The spec in short.
   h += "<h2>Spec</h2><dl>";
   const json& target = at(spec, "target");
-  h += fmt::format("<dt>target</dt><dd>{} ({}, model {})</dd>", esc(text(target, "base_url")), esc(text(target, "api")), esc(text(target, "model")));
+  h += fmt::format("<dt>target</dt><dd>{} ({}, model {})</dd>", esc(text(target, "base_url")), esc(text(target, "api")),
+                   esc(text(target, "model")));
   const json& w = at(spec, "workload");
-  h += fmt::format("<dt>workload</dt><dd>prompt {} &middot; output {} &middot; seed {}</dd>", esc(at(w, "prompt_tokens").dump()),
-                   esc(at(w, "output_tokens").dump()), esc(text(w, "seed")));
+  h += fmt::format("<dt>workload</dt><dd>prompt {} &middot; output {} &middot; seed {}</dd>",
+                   esc(at(w, "prompt_tokens").dump()), esc(at(w, "output_tokens").dump()), esc(text(w, "seed")));
   h += fmt::format("<dt>arrival</dt><dd>{}</dd>", esc(at(spec, "arrival").dump()));
   if (at(spec, "sweep").is_object()) h += fmt::format("<dt>sweep</dt><dd>{}</dd>", esc(spec["sweep"].dump()));
   if (at(spec, "check").is_object()) h += fmt::format("<dt>check</dt><dd>{}</dd>", esc(spec["check"].dump()));
@@ -245,17 +273,23 @@ dd{margin:0;overflow-wrap:anywhere;font-family:ui-monospace,monospace;font-size:
   auto summary_key = [](const char* key) { return [key](const json& s) { return at(at(s, "summary"), key); }; };
   std::vector<Marker> rate_markers;
   if (at(r, "knee_rate_rps").is_number()) rate_markers.push_back({"knee", r["knee_rate_rps"].get<double>(), "#8250df"});
-  if (at(r, "max_slo_rate_rps").is_number()) rate_markers.push_back({"max SLO rate", r["max_slo_rate_rps"].get<double>(), "#1a7f37"});
+  if (at(r, "max_slo_rate_rps").is_number())
+    rate_markers.push_back({"max SLO rate", r["max_slo_rate_rps"].get<double>(), "#1a7f37"});
   auto bound = [&](const char* metric, const char* stat) -> std::vector<Marker> {
     const json& b = at(at(slo, metric), stat);
     if (!b.is_number()) return {};
     return {{fmt::format("SLO {} {} ms", stat, b.get<double>()), b.get<double>(), "#cf222e"}};
   };
   h += "<h2>Latency and throughput against offered rate</h2><div class=\"charts\">";
-  Chart ttft{"TTFT against offered rate", "offered rate (req/s)", "TTFT (ms)",
-             {series("p50", "#0969da", summary_key("p50_ttft_ms")), series("p95", "#bf8700", summary_key("p95_ttft_ms")),
-              series("p99", "#cf222e", summary_key("p99_ttft_ms"))},
-             bound("ttft_ms", "p95"), rate_markers, false};
+  Chart ttft{
+      "TTFT against offered rate",
+      "offered rate (req/s)",
+      "TTFT (ms)",
+      {series("p50", "#0969da", summary_key("p50_ttft_ms")), series("p95", "#bf8700", summary_key("p95_ttft_ms")),
+       series("p99", "#cf222e", summary_key("p99_ttft_ms"))},
+      bound("ttft_ms", "p95"),
+      rate_markers,
+      false};
   double lo = std::numeric_limits<double>::infinity(), hi = 0;
   for (const auto& s : ttft.series) {
     for (const auto& [x, y] : s.points) {
@@ -264,31 +298,48 @@ dd{margin:0;overflow-wrap:anywhere;font-family:ui-monospace,monospace;font-size:
   }
   ttft.log_y = hi > 0 && lo > 0 && hi / lo > 30;  // latency spans decades past the knee
   h += render_chart(ttft);
-  h += render_chart(Chart{"ITL p95 against offered rate", "offered rate (req/s)", "ITL p95 (ms)",
-                          {series("ITL p95", "#bf8700", summary_key("p95_itl_ms")), series("TPOT mean", "#0969da", summary_key("mean_tpot_ms"))},
-                          bound("itl_ms", "p95"), rate_markers, false});
-  Chart thr{"Achieved throughput and goodput", "offered rate (req/s)", "req/s",
+  h += render_chart(Chart{"ITL p95 against offered rate",
+                          "offered rate (req/s)",
+                          "ITL p95 (ms)",
+                          {series("ITL p95", "#bf8700", summary_key("p95_itl_ms")),
+                           series("TPOT mean", "#0969da", summary_key("mean_tpot_ms"))},
+                          bound("itl_ms", "p95"),
+                          rate_markers,
+                          false});
+  Chart thr{"Achieved throughput and goodput",
+            "offered rate (req/s)",
+            "req/s",
             {series("offered", "#8c959f", [](const json& s) { return s["offered_rate_rps"]; }),
              series("completed", "#0969da", summary_key("request_throughput")),
              series("goodput", "#1a7f37", summary_key("request_goodput"))},
-            {}, rate_markers, false};
+            {},
+            rate_markers,
+            false};
   h += render_chart(thr);
   auto server_key = [](const char* key) { return [key](const json& s) { return at(at(s, "server"), key); }; };
-  Chart gauges{"Target's queue and KV cache (scraped)", "offered rate (req/s)", "mean per step",
-               {series("running", "#0969da", server_key("mean_running")), series("waiting", "#cf222e", server_key("mean_waiting")),
-                series("KV cache %", "#8250df", [](const json& s) {
-                  const json& v = at(at(s, "server"), "mean_kv_cache_usage");
-                  return v.is_number() ? json(100 * v.get<double>()) : json(nullptr);
-                })},
-               {}, rate_markers, false};
+  Chart gauges{"Target's queue and KV cache (scraped)",
+               "offered rate (req/s)",
+               "mean per step",
+               {series("running", "#0969da", server_key("mean_running")),
+                series("waiting", "#cf222e", server_key("mean_waiting")),
+                series("KV cache %", "#8250df",
+                       [](const json& s) {
+                         const json& v = at(at(s, "server"), "mean_kv_cache_usage");
+                         return v.is_number() ? json(100 * v.get<double>()) : json(nullptr);
+                       })},
+               {},
+               rate_markers,
+               false};
   bool scraped = false;
   for (const auto& s : gauges.series) scraped |= !s.points.empty();
   if (scraped) h += render_chart(gauges);
   h += "</div>\n";
 
   // Steps.
-  h += "<h2>Steps</h2><table id=\"steps\"><tr><th>#</th><th class=\"l\">phase</th><th>offered req/s</th><th>completed req/s</th>"
-       "<th>TTFT p50 ms</th><th>TTFT p95 ms</th><th>TTFT p99 ms</th><th>ITL p95 ms</th><th>TPOT ms</th><th>goodput req/s</th>"
+  h += "<h2>Steps</h2><table id=\"steps\"><tr><th>#</th><th class=\"l\">phase</th><th>offered req/s</th><th>completed "
+       "req/s</th>"
+       "<th>TTFT p50 ms</th><th>TTFT p95 ms</th><th>TTFT p99 ms</th><th>ITL p95 ms</th><th>TPOT ms</th><th>goodput "
+       "req/s</th>"
        "<th>errors</th><th class=\"l\">verdict</th><th class=\"l\">notes</th></tr>";
   std::vector<std::string> warnings;
   for (const auto& s : steps) {
@@ -297,14 +348,19 @@ dd{margin:0;overflow-wrap:anywhere;font-family:ui-monospace,monospace;font-size:
     if (at(s, "generator_limited") == true) notes += "generator-limited ";
     if (at(at(at(s, "evaluation"), "saturation"), "saturated") == true) notes += "saturated ";
     if (at(s, "verdict") == "inconclusive" && at(s, "offered_rate_rps").is_number()) {
-      warnings.push_back(fmt::format("step {} at {} req/s was inconclusive (re-run longer)", text(s, "index"), num(s["offered_rate_rps"], "{:.2f}")));
+      warnings.push_back(fmt::format("step {} at {} req/s was inconclusive (re-run longer)", text(s, "index"),
+                                     num(s["offered_rate_rps"], "{:.2f}")));
     }
-    if (at(s, "generator_limited") == true) warnings.push_back(fmt::format("step {} was generator-limited", text(s, "index")));
-    h += fmt::format("<tr class=\"{}\"><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l v\">{}</td><td class=\"l\">{}</td></tr>",
-                     esc(text(s, "verdict")), esc(text(s, "index")), esc(text(s, "phase")), num(at(s, "offered_rate_rps"), "{:.2f}"),
-                     num(at(m, "request_throughput"), "{:.2f}"), num(at(m, "p50_ttft_ms")), num(at(m, "p95_ttft_ms")), num(at(m, "p99_ttft_ms")),
-                     num(at(m, "p95_itl_ms")), num(at(m, "mean_tpot_ms")), num(at(m, "request_goodput"), "{:.2f}"), esc(text(m, "failed", "0")),
-                     esc(text(s, "verdict")), esc(notes));
+    if (at(s, "generator_limited") == true)
+      warnings.push_back(fmt::format("step {} was generator-limited", text(s, "index")));
+    h += fmt::format(
+        "<tr class=\"{}\"><td>{}</td><td "
+        "class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</"
+        "td><td>{}</td><td class=\"l v\">{}</td><td class=\"l\">{}</td></tr>",
+        esc(text(s, "verdict")), esc(text(s, "index")), esc(text(s, "phase")), num(at(s, "offered_rate_rps"), "{:.2f}"),
+        num(at(m, "request_throughput"), "{:.2f}"), num(at(m, "p50_ttft_ms")), num(at(m, "p95_ttft_ms")),
+        num(at(m, "p99_ttft_ms")), num(at(m, "p95_itl_ms")), num(at(m, "mean_tpot_ms")),
+        num(at(m, "request_goodput"), "{:.2f}"), esc(text(m, "failed", "0")), esc(text(s, "verdict")), esc(notes));
   }
   h += "</table>\n";
   for (const auto& wv : at(r, "warnings")) {
@@ -313,7 +369,8 @@ dd{margin:0;overflow-wrap:anywhere;font-family:ui-monospace,monospace;font-size:
   h += "<h2>Warnings</h2>";
   if (warnings.empty()) h += "<p class=\"muted\">none</p>";
   for (const auto& wv : warnings) h += "<div class=\"warn\">" + esc(wv) + "</div>";
-  h += "\n<p class=\"muted\">Generated by capsweep from the stored steps. Latencies are measured from each request's scheduled send time; see the README's metric definitions.</p>\n</body></html>\n";
+  h += "\n<p class=\"muted\">Generated by capsweep from the stored steps. Latencies are measured from each request's "
+       "scheduled send time; see the README's metric definitions.</p>\n</body></html>\n";
   return h;
 }
 

@@ -4,7 +4,6 @@
 // from the stored steps, the step table and the warnings. Pure: JSON in, text out.
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 #include <utility>
 #include <vector>

@@ -1,19 +1,18 @@
 #include "store/store.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <sqlite3.h>
-
-#include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <string_view>
 #include <utility>
@@ -146,7 +145,9 @@ SweepRow sweep_from(const Stmt& s) {
 
 // JSON as stored: text a target sent (error messages, labels) may hold invalid UTF-8, which
 // is replaced rather than allowed to fail the write.
-std::string to_text(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string to_text(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 // A request row from a query selecting step_index, request_index, scheduled_ms ... outcome.
 RequestRow request_from(const Stmt& q) {
@@ -180,13 +181,15 @@ std::string format_utc(std::chrono::system_clock::time_point when) {
                      tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
 }
 
-std::string utc_now() { return format_utc(std::chrono::system_clock::now()); }
+std::string utc_now() {
+  return format_utc(std::chrono::system_clock::now());
+}
 
 std::optional<std::chrono::system_clock::time_point> parse_utc(const std::string& text) {
   std::tm tm{};
   int ms = 0;
-  if (text.size() != 24 || std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                                       &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) != 7) {
+  if (text.size() != 24 || std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &tm.tm_year, &tm.tm_mon,
+                                       &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) != 7) {
     return std::nullopt;
   }
   tm.tm_year -= 1900;
@@ -259,8 +262,9 @@ void Store::exec(const char* sql) {
 }
 
 void Store::migrate() {
-  exec("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
-       "applied_at TEXT NOT NULL)");
+  exec(
+      "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+      "applied_at TEXT NOT NULL)");
   auto files = migrations();
   std::sort(files.begin(), files.end());
   for (const auto& [name, sql] : files) {
@@ -342,7 +346,9 @@ bool Store::writable() {
   }
 }
 
-void Store::set_write_retry_for_test(std::chrono::nanoseconds after) { write_failure_->retry_after = after; }
+void Store::set_write_retry_for_test(std::chrono::nanoseconds after) {
+  write_failure_->retry_after = after;
+}
 
 template <class F>
 void Store::write(F&& f) {
@@ -369,8 +375,9 @@ void Store::insert_sweep(const SweepRow& s) {
 }
 
 void Store::insert_sweep_locked(const SweepRow& s) {
-  Stmt q(db_, "INSERT INTO sweeps (id, name, kind, target_key, status, spec, secret_headers, resumable, "
-              "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?)");
+  Stmt q(db_,
+         "INSERT INTO sweeps (id, name, kind, target_key, status, spec, secret_headers, resumable, "
+         "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?)");
   const std::string now = s.created_at.empty() ? utc_now() : s.created_at;
   q.bind(1, s.id).bind(2, s.name).bind(3, s.kind).bind(4, s.target_key).bind(5, s.status);
   q.bind(6, to_text(s.spec)).bind(7, to_text(s.secret_headers)).bind(8, now).bind(9, now);
@@ -390,8 +397,10 @@ std::vector<SweepRow> Store::list_sweeps(const std::optional<std::string>& statu
   Stmt q(db_, fmt::format("SELECT {} FROM sweeps WHERE (?1 IS NULL OR status = ?1) ORDER BY seq DESC "
                           "LIMIT ?2 OFFSET ?3",
                           kSweepColumns));
-  if (status) q.bind(1, *status);
-  else q.bind_null(1);
+  if (status)
+    q.bind(1, *status);
+  else
+    q.bind_null(1);
   q.bind(2, limit).bind(3, offset);
   std::vector<SweepRow> out;
   while (q.step()) out.push_back(sweep_from(q));
@@ -400,7 +409,8 @@ std::vector<SweepRow> Store::list_sweeps(const std::optional<std::string>& statu
 
 std::map<std::string, std::uint64_t> Store::count_by_status() {
   std::lock_guard lock(mutex_);
-  std::map<std::string, std::uint64_t> out{{"queued", 0}, {"running", 0}, {"succeeded", 0}, {"failed", 0}, {"cancelled", 0}};
+  std::map<std::string, std::uint64_t> out{
+      {"queued", 0}, {"running", 0}, {"succeeded", 0}, {"failed", 0}, {"cancelled", 0}};
   Stmt q(db_, "SELECT status, COUNT(*) FROM sweeps GROUP BY status");
   while (q.step()) out[q.text(0)] = static_cast<std::uint64_t>(q.integer(1));
   return out;
@@ -417,25 +427,32 @@ std::uint64_t Store::count_status(const std::string& status) {
 bool Store::transition(const std::string& id, const std::string& from, const std::string& to) {
   std::lock_guard lock(mutex_);
   const std::string now = utc_now();
-  Stmt q(db_, "UPDATE sweeps SET status = ?1, updated_at = ?2, "
-              "started_at = CASE WHEN ?1 = 'running' AND started_at IS NULL THEN ?2 ELSE started_at END, "
-              "finished_at = CASE WHEN ?4 THEN ?2 ELSE finished_at END "
-              "WHERE id = ?3 AND status = ?5");
+  Stmt q(db_,
+         "UPDATE sweeps SET status = ?1, updated_at = ?2, "
+         "started_at = CASE WHEN ?1 = 'running' AND started_at IS NULL THEN ?2 ELSE started_at END, "
+         "finished_at = CASE WHEN ?4 THEN ?2 ELSE finished_at END "
+         "WHERE id = ?3 AND status = ?5");
   q.bind(1, to).bind(2, now).bind(3, id).bind(4, terminal(to)).bind(5, from);
   q.step();
   return sqlite3_changes(db_) == 1;
 }
 
-void Store::finish_sweep(const std::string& id, const std::string& status, const json& result, const std::string& error) {
+void Store::finish_sweep(const std::string& id, const std::string& status, const json& result,
+                         const std::string& error) {
   std::lock_guard lock(mutex_);
   const std::string now = utc_now();
-  Stmt q(db_, "UPDATE sweeps SET status = ?, result = ?, error = ?, resumable = 0, finished_at = ?, updated_at = ? "
-              "WHERE id = ?");
+  Stmt q(db_,
+         "UPDATE sweeps SET status = ?, result = ?, error = ?, resumable = 0, finished_at = ?, updated_at = ? "
+         "WHERE id = ?");
   q.bind(1, status);
-  if (result.is_null()) q.bind_null(2);
-  else q.bind(2, to_text(result));
-  if (error.empty()) q.bind_null(3);
-  else q.bind(3, error);
+  if (result.is_null())
+    q.bind_null(2);
+  else
+    q.bind(2, to_text(result));
+  if (error.empty())
+    q.bind_null(3);
+  else
+    q.bind(3, error);
   q.bind(4, now).bind(5, now).bind(6, id);
   write([&] { q.step(); });
 }
@@ -457,8 +474,9 @@ void Store::set_resumable(const std::string& id, bool resumable) {
 int Store::begin_step_attempt(const std::string& id, int step_index) {
   std::lock_guard lock(mutex_);
   Transaction tx(db_);
-  Stmt u(db_, "UPDATE sweeps SET attempts = CASE WHEN attempt_step = ?1 THEN attempts + 1 ELSE 1 END, "
-              "attempt_step = ?1 WHERE id = ?2");
+  Stmt u(db_,
+         "UPDATE sweeps SET attempts = CASE WHEN attempt_step = ?1 THEN attempts + 1 ELSE 1 END, "
+         "attempt_step = ?1 WHERE id = ?2");
   u.bind(1, step_index).bind(2, id);
   u.step();
   Stmt q(db_, "SELECT attempts FROM sweeps WHERE id = ?");
@@ -480,8 +498,9 @@ std::uint64_t Store::prune_finished(double max_age_s, std::uint64_t max_sweeps) 
   std::uint64_t removed = 0;
   Transaction tx(db_);
   if (max_age_s > 0) {
-    const auto cutoff = std::chrono::system_clock::now() - std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                                                               std::chrono::duration<double>(max_age_s));
+    const auto cutoff =
+        std::chrono::system_clock::now() -
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::duration<double>(max_age_s));
     // Stored times are utc_now() text, which sorts as it reads: compare as text.
     const std::string cut = format_utc(cutoff);
     Stmt d(db_, "DELETE FROM sweeps WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at < ?");
@@ -490,8 +509,9 @@ std::uint64_t Store::prune_finished(double max_age_s, std::uint64_t max_sweeps) 
     removed += static_cast<std::uint64_t>(sqlite3_changes(db_));
   }
   if (max_sweeps > 0) {
-    Stmt d(db_, "DELETE FROM sweeps WHERE status IN ('succeeded', 'failed', 'cancelled') AND seq NOT IN "
-                "(SELECT seq FROM sweeps WHERE status IN ('succeeded', 'failed', 'cancelled') ORDER BY seq DESC LIMIT ?)");
+    Stmt d(db_,
+           "DELETE FROM sweeps WHERE status IN ('succeeded', 'failed', 'cancelled') AND seq NOT IN "
+           "(SELECT seq FROM sweeps WHERE status IN ('succeeded', 'failed', 'cancelled') ORDER BY seq DESC LIMIT ?)");
     d.bind(1, max_sweeps);
     d.step();
     removed += static_cast<std::uint64_t>(sqlite3_changes(db_));
@@ -513,10 +533,11 @@ bool Store::delete_sweep(const std::string& id) {
 
 std::vector<StepRow> Store::steps(const std::string& sweep_id) {
   std::lock_guard lock(mutex_);
-  Stmt q(db_, "SELECT s.step_index, s.kind, s.phase, s.offered_rate_rps, s.verdict, s.generator_limited, "
-              "s.summary, s.evaluation, s.outcome, m.summary, s.started_at, s.finished_at FROM steps s "
-              "LEFT JOIN step_server_metrics m ON m.sweep_id = s.sweep_id AND m.step_index = s.step_index "
-              "WHERE s.sweep_id = ? ORDER BY s.step_index");
+  Stmt q(db_,
+         "SELECT s.step_index, s.kind, s.phase, s.offered_rate_rps, s.verdict, s.generator_limited, "
+         "s.summary, s.evaluation, s.outcome, m.summary, s.started_at, s.finished_at FROM steps s "
+         "LEFT JOIN step_server_metrics m ON m.sweep_id = s.sweep_id AND m.step_index = s.step_index "
+         "WHERE s.sweep_id = ? ORDER BY s.step_index");
   q.bind(1, sweep_id);
   std::vector<StepRow> out;
   while (q.step()) {
@@ -543,20 +564,26 @@ void Store::append_step(const std::string& sweep_id, const StepRow& step, const 
   write([&] { append_step_locked(sweep_id, step, requests); });
 }
 
-void Store::append_step_locked(const std::string& sweep_id, const StepRow& step, const std::vector<RequestRow>& requests) {
+void Store::append_step_locked(const std::string& sweep_id, const StepRow& step,
+                               const std::vector<RequestRow>& requests) {
   Transaction tx(db_);
   {
     Stmt n(db_, "SELECT COUNT(*) FROM steps WHERE sweep_id = ?");
     n.bind(1, sweep_id);
     n.step();
     if (n.integer(0) != step.index) {
-      throw StoreError(fmt::format("step {} of sweep {} is out of order ({} stored)", step.index, sweep_id, n.integer(0)));
+      throw StoreError(
+          fmt::format("step {} of sweep {} is out of order ({} stored)", step.index, sweep_id, n.integer(0)));
     }
   }
-  Stmt s(db_, "INSERT INTO steps (sweep_id, step_index, kind, phase, offered_rate_rps, verdict, generator_limited, "
-              "summary, evaluation, outcome, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  Stmt s(db_,
+         "INSERT INTO steps (sweep_id, step_index, kind, phase, offered_rate_rps, verdict, generator_limited, "
+         "summary, evaluation, outcome, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   s.bind(1, sweep_id).bind(2, step.index).bind(3, step.kind).bind(4, step.phase).bind(5, step.offered_rate_rps);
-  s.bind(6, step.verdict).bind(7, step.generator_limited).bind(8, to_text(step.summary)).bind(9, to_text(step.evaluation));
+  s.bind(6, step.verdict)
+      .bind(7, step.generator_limited)
+      .bind(8, to_text(step.summary))
+      .bind(9, to_text(step.evaluation));
   s.bind(10, to_text(step.outcome)).bind(11, step.started_at).bind(12, step.finished_at);
   s.step();
   insert_requests(sweep_id, step.index, requests);
@@ -571,13 +598,16 @@ void Store::append_step_locked(const std::string& sweep_id, const StepRow& step,
   tx.commit();
 }
 
-std::vector<std::pair<int, RequestRow>> Store::requests_page(const std::string& sweep_id, std::optional<RequestKey> after,
-                                                             std::size_t limit) {
+std::vector<std::pair<int, RequestRow>> Store::requests_page(const std::string& sweep_id,
+                                                             std::optional<RequestKey> after, std::size_t limit) {
   std::lock_guard lock(mutex_);
-  Stmt q(db_, "SELECT step_index, request_index, scheduled_ms, dispatched_ms, sent_ms, finished_ms, ttft_ms, "
-              "e2el_ms, input_tokens, output_tokens, chunks, outcome FROM requests WHERE sweep_id = ?1 "
-              "AND (step_index, request_index) > (?2, ?3) ORDER BY step_index, request_index LIMIT ?4");
-  q.bind(1, sweep_id).bind(2, after ? after->step : -1).bind(3, after ? static_cast<std::int64_t>(after->request) : std::int64_t{-1});
+  Stmt q(db_,
+         "SELECT step_index, request_index, scheduled_ms, dispatched_ms, sent_ms, finished_ms, ttft_ms, "
+         "e2el_ms, input_tokens, output_tokens, chunks, outcome FROM requests WHERE sweep_id = ?1 "
+         "AND (step_index, request_index) > (?2, ?3) ORDER BY step_index, request_index LIMIT ?4");
+  q.bind(1, sweep_id)
+      .bind(2, after ? after->step : -1)
+      .bind(3, after ? static_cast<std::int64_t>(after->request) : std::int64_t{-1});
   q.bind(4, static_cast<std::int64_t>(limit));
   std::vector<std::pair<int, RequestRow>> out;
   out.reserve(limit);
@@ -591,8 +621,9 @@ void Store::insert_requests(const std::string& sweep_id, int step_index, const s
   constexpr std::size_t kBatch = 64;  // 13 columns x 64 rows stays under SQLite's variable limit
   constexpr int kColumns = 13;
   auto statement = [&](std::size_t rows) {
-    std::string sql = "INSERT INTO requests (sweep_id, step_index, request_index, scheduled_ms, dispatched_ms, sent_ms, "
-                      "finished_ms, ttft_ms, e2el_ms, input_tokens, output_tokens, chunks, outcome) VALUES ";
+    std::string sql =
+        "INSERT INTO requests (sweep_id, step_index, request_index, scheduled_ms, dispatched_ms, sent_ms, "
+        "finished_ms, ttft_ms, e2el_ms, input_tokens, output_tokens, chunks, outcome) VALUES ";
     for (std::size_t i = 0; i < rows; ++i) sql += i ? ", (?,?,?,?,?,?,?,?,?,?,?,?,?)" : "(?,?,?,?,?,?,?,?,?,?,?,?,?)";
     return std::make_unique<Stmt>(db_, sql);
   };
@@ -605,7 +636,10 @@ void Store::insert_requests(const std::string& sweep_id, int step_index, const s
     for (std::size_t i = 0; i < rows; ++i) {
       const RequestRow& q = requests[start + i];
       const int b = static_cast<int>(i) * kColumns;
-      r.bind(b + 1, sweep_id).bind(b + 2, step_index).bind(b + 3, q.index).bind(b + 4, std::optional<double>(q.scheduled_ms));
+      r.bind(b + 1, sweep_id)
+          .bind(b + 2, step_index)
+          .bind(b + 3, q.index)
+          .bind(b + 4, std::optional<double>(q.scheduled_ms));
       r.bind(b + 5, q.dispatched_ms).bind(b + 6, q.sent_ms).bind(b + 7, q.finished_ms).bind(b + 8, q.ttft_ms);
       r.bind(b + 9, q.e2el_ms).bind(b + 10, q.input_tokens).bind(b + 11, q.output_tokens).bind(b + 12, q.chunks);
       r.bind(b + 13, q.outcome);

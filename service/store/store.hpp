@@ -9,14 +9,13 @@
 // open one Store per thread that writes a lot (WAL lets readers run beside the writer).
 // Infrastructure failures (disk full, corrupt file) throw StoreError.
 
-#include <nlohmann/json.hpp>
-
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -39,14 +38,14 @@ class StoreError : public std::runtime_error {
 struct SweepRow {
   std::string id;
   std::string name;
-  std::string kind = "sweep";     // "sweep" | "check"
-  std::string target_key;         // target.base_url
-  std::string status = "queued";  // queued | running | succeeded | failed | cancelled
+  std::string kind = "sweep";                                // "sweep" | "check"
+  std::string target_key;                                    // target.base_url
+  std::string status = "queued";                             // queued | running | succeeded | failed | cancelled
   nlohmann::json spec = nlohmann::json::object();            // without header values
   nlohmann::json secret_headers = nlohmann::json::object();  // never returned by the API
-  nlohmann::json result;           // null until succeeded
+  nlohmann::json result;                                     // null until succeeded
   std::string error;
-  nlohmann::json progress;         // null until running
+  nlohmann::json progress;  // null until running
   bool resumable = false;
   std::string created_at, started_at, finished_at, updated_at;
 };

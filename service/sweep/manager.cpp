@@ -1,17 +1,16 @@
 #include "sweep/manager.hpp"
 
-#include "loadgen/step_runner.hpp"
-#include "sweep/orchestrator.hpp"
-#include "sweep/spec.hpp"
-#include "sweep/step_judge.hpp"
-
 #include <fmt/format.h>
-
 #include <malloc.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+
+#include "loadgen/step_runner.hpp"
+#include "sweep/orchestrator.hpp"
+#include "sweep/spec.hpp"
+#include "sweep/step_judge.hpp"
 
 namespace capsweep::sweep {
 
@@ -71,15 +70,15 @@ struct SweepManager::Active {
   std::string target_key;
   std::atomic<bool> cancel{false};
   mutable std::mutex m;
-  std::condition_variable step_ended;      // wakes the step's time-limit watch
-  loadgen::StepRunner* runner = nullptr;   // while a step runs
+  std::condition_variable step_ended;     // wakes the step's time-limit watch
+  loadgen::StepRunner* runner = nullptr;  // while a step runs
   // Progress of the step in flight.
   std::string phase;
-  int step = 0;           // 1-based index of the step in flight
+  int step = 0;  // 1-based index of the step in flight
   int steps_planned = 0;
   double rate_rps = 0;
   std::optional<std::uint64_t> step_requests;
-  Nanos step_length{0};   // warm-up + measured, 0 for count-based steps
+  Nanos step_length{0};  // warm-up + measured, 0 for count-based steps
   Nanos fixed_step_length{0};
   Clock::time_point step_started{};
   bool in_step = false;
@@ -158,7 +157,9 @@ struct SweepManager::Prepared {
 SweepManager::SweepManager(ManagerOptions options)
     : options_(std::move(options)), store_(std::make_unique<store::Store>(options_.db_path)) {}
 
-SweepManager::~SweepManager() { stop(); }
+SweepManager::~SweepManager() {
+  stop();
+}
 
 void SweepManager::start() {
   prune();
@@ -168,7 +169,9 @@ void SweepManager::start() {
   for (int i = 0; i < n; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
-void SweepManager::notify() { wake_.notify_all(); }
+void SweepManager::notify() {
+  wake_.notify_all();
+}
 
 bool SweepManager::workers_alive() const noexcept {
   std::lock_guard lock(mutex_);
@@ -196,7 +199,8 @@ void SweepManager::stop() {
   for (auto& t : workers) t.join();
 }
 
-void SweepManager::finish(const std::string& id, const std::string& status, const json& result, const std::string& why) {
+void SweepManager::finish(const std::string& id, const std::string& status, const json& result,
+                          const std::string& why) {
   store_->finish_sweep(id, status, result, status == "succeeded" ? std::string() : why);
   stats_.sweeps_finished++;
   log_line(fmt::format("sweep {} {}{}", id, status, why.empty() ? std::string() : ": " + why));
@@ -376,7 +380,7 @@ void SweepManager::worker_loop() {
 }
 
 std::optional<SweepManager::Prepared> SweepManager::prepare(const store::SweepRow& row,
-                                                           const std::shared_ptr<Active>& active) {
+                                                            const std::shared_ptr<Active>& active) {
   const std::string& id = row.id;
   auto spec = parse_job_spec(join_secrets(row.spec, row.secret_headers));
   if (!spec) {
@@ -386,7 +390,7 @@ std::optional<SweepManager::Prepared> SweepManager::prepare(const store::SweepRo
   // The allow-list may have changed since the sweep was queued.
   if (options_.allow_host) {
     const auto metrics = spec->metrics_url.empty() ? Result<llm::Target>(llm::Target{})
-                                                    : llm::parse_base_url({}, spec->metrics_url, "/target/metrics_url");
+                                                   : llm::parse_base_url({}, spec->metrics_url, "/target/metrics_url");
     const std::string refused = !options_.allow_host(spec->target.host) ? spec->target.host
                                 : (!metrics || (!spec->metrics_url.empty() && !options_.allow_host(metrics->host)))
                                     ? spec->metrics_url
@@ -404,9 +408,8 @@ std::optional<SweepManager::Prepared> SweepManager::prepare(const store::SweepRo
   Prepared p;
   p.started = store::parse_utc(row.started_at).value_or(std::chrono::system_clock::now());
   std::string how;
-  const double tokens_per_word = loadgen::calibrate_tokens_per_word(spec->target, how, [this, active] {
-    return active->cancel.load() || stopping();
-  });
+  const double tokens_per_word = loadgen::calibrate_tokens_per_word(
+      spec->target, how, [this, active] { return active->cancel.load() || stopping(); });
   auto workload = std::make_shared<const llm::Workload>(
       spec->workload, llm::PromptSynth(tokens_per_word, spec->workload.shared_prefix_tokens, spec->workload.seed));
   p.runner = std::make_unique<loadgen::StepRunner>(spec->target, workload, options_.endpoint);
@@ -440,8 +443,11 @@ void SweepManager::run(const store::SweepRow& row, const std::shared_ptr<Active>
     }
     const Action action = next_action(p.spec, outcomes);
     if (const auto* fin = std::get_if<Finish>(&action)) {
-      store_->set_progress(id, {{"phase", "done"}, {"step", stored.size()}, {"steps_planned", stored.size()},
-                                {"percent", 100}, {"eta_s", 0}});
+      store_->set_progress(id, {{"phase", "done"},
+                                {"step", stored.size()},
+                                {"steps_planned", stored.size()},
+                                {"percent", 100},
+                                {"eta_s", 0}});
       return finish(id, "succeeded", fin->result, fmt::format("after {} steps", stored.size()));
     }
     if (const auto* fail = std::get_if<Fail>(&action)) return finish(id, "failed", nullptr, fail->reason);
@@ -461,9 +467,10 @@ bool SweepManager::run_step(const store::SweepRow& row, Prepared& p, const std::
   // A step that never ended twice (the process died in it) is not started a third time.
   const int attempt = store_->begin_step_attempt(id, index);
   if (attempt > 2) {
-    finish(id, "failed", nullptr,
-           fmt::format("step {} was started {} times and never ended (the service stopped or crashed in it); not retried",
-                       index, attempt - 1));
+    finish(
+        id, "failed", nullptr,
+        fmt::format("step {} was started {} times and never ended (the service stopped or crashed in it); not retried",
+                    index, attempt - 1));
     return false;
   }
   loadgen::StepSpec ss = step_spec(p.spec, order, index);
@@ -471,7 +478,9 @@ bool SweepManager::run_step(const store::SweepRow& row, Prepared& p, const std::
     ss.concurrency = options_.max_connections;
   }
   active->enter_step(order, index, steps_planned, p.runner.get(), p.fixed_step_length);
-  store_->set_progress(id, {{"phase", order.phase}, {"step", index + 1}, {"steps_planned", steps_planned},
+  store_->set_progress(id, {{"phase", order.phase},
+                            {"step", index + 1},
+                            {"steps_planned", steps_planned},
                             {"percent", std::round(1000.0 * index / steps_planned) / 10}});
   if (active->cancel) p.runner->cancel();  // a cancel that raced the step's start
   const std::string started_at = store::utc_now();
@@ -490,7 +499,8 @@ bool SweepManager::run_step(const store::SweepRow& row, Prepared& p, const std::
   }
   if (over_time) {
     store_->end_step_attempt(id);
-    finish(id, "failed", nullptr, fmt::format("the sweep reached the service's max_total_sweep_s limit during step {}", index));
+    finish(id, "failed", nullptr,
+           fmt::format("the sweep reached the service's max_total_sweep_s limit during step {}", index));
     return false;
   }
   if (result->cancelled || active->cancel) {
@@ -513,7 +523,8 @@ void SweepManager::store_step(const std::string& id, const JobSpec& spec, const 
   stats_.steps_run++;
   stats_.requests_sent += result.requests.size();
   log_line(fmt::format("sweep {} step {} ({} {}) {}: {}", id, index, order.phase,
-                       std::isfinite(order.rate_rps) && order.rate_rps > 0 ? fmt::format("{:.2f} req/s", order.rate_rps) : std::string("-"),
+                       std::isfinite(order.rate_rps) && order.rate_rps > 0 ? fmt::format("{:.2f} req/s", order.rate_rps)
+                                                                           : std::string("-"),
                        judged.row.verdict, judged.outcome.limiting_metric));
   release_step_memory(std::move(judged), std::move(result), *store_);
 }

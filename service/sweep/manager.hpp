@@ -7,13 +7,11 @@
 // writes it in one transaction, and asks again. A sweep found `running` at start-up (after a
 // crash or SIGTERM) is resumed the same way.
 
-#include "store/store.hpp"
-
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -24,13 +22,15 @@
 #include <thread>
 #include <vector>
 
+#include "store/store.hpp"
+
 namespace boost::asio {
 class io_context;
 }
 namespace capsweep::loadgen {
 class Endpoint;
 struct StepResult;
-}
+}  // namespace capsweep::loadgen
 
 namespace capsweep::sweep {
 
@@ -40,8 +40,8 @@ struct ManagerOptions {
   // A sweep running longer (wall time since it first started, across restarts) fails; a
   // step in flight at the limit is stopped.
   std::chrono::seconds max_total_sweep{6 * 3600};
-  std::chrono::milliseconds poll{1000};             // re-check the queue at least this often
-  std::uint32_t max_connections = 1024;             // cap on requests in flight per sweep (0: none)
+  std::chrono::milliseconds poll{1000};  // re-check the queue at least this often
+  std::uint32_t max_connections = 1024;  // cap on requests in flight per sweep (0: none)
   // Whether a host or address may be contacted (the service's allow-list); checked again
   // when a sweep is claimed and on every address the load engine connects to. Empty: any.
   std::function<bool(std::string_view host)> allow_host;
@@ -103,8 +103,8 @@ class SweepManager {
   // finishing the sweep as failed.
   std::optional<Prepared> prepare(const store::SweepRow& row, const std::shared_ptr<Active>& active);
   // Runs one ordered step under the time limit; false when the sweep ended meanwhile.
-  bool run_step(const store::SweepRow& row, Prepared& p, const std::shared_ptr<Active>& active,
-                const StepOrder& order, int index, int steps_planned);
+  bool run_step(const store::SweepRow& row, Prepared& p, const std::shared_ptr<Active>& active, const StepOrder& order,
+                int index, int steps_planned);
   // Judges a finished step, stores it with its requests in one transaction, logs it and
   // frees its memory.
   void store_step(const std::string& id, const JobSpec& spec, const StepOrder& order, int index,

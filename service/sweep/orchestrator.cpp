@@ -1,10 +1,10 @@
 #include "sweep/orchestrator.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
-
-#include <fmt/format.h>
 
 namespace capsweep::sweep {
 
@@ -133,8 +133,10 @@ Analysis analyse(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
       r.rerun_for = RerunReason::unavailable;
     }
     if (s.kind == StepKind::ladder) {
-      if (a.ladder_done < spec.sweep.steps) ++a.ladder_done;
-      else r.escalation = true;
+      if (a.ladder_done < spec.sweep.steps)
+        ++a.ladder_done;
+      else
+        r.escalation = true;
     }
     a.fixed.push_back(r);
   }
@@ -142,8 +144,8 @@ Analysis analyse(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
   for (const auto& r : a.fixed) {
     if (r.rerun_for == RerunReason::none || r.via_rerun) continue;
     // An inconclusive step gets twice the time; the others the same length again.
-    a.pending_rerun = fixed_order(spec, r.step->kind, "rerun", r.rate,
-                                  r.rerun_for == RerunReason::inconclusive ? 2 : 1);
+    a.pending_rerun =
+        fixed_order(spec, r.step->kind, "rerun", r.rate, r.rerun_for == RerunReason::inconclusive ? 2 : 1);
     a.pending_rerun->rerun = true;
     break;
   }
@@ -203,7 +205,8 @@ json knee_block(const Analysis& a, const std::string& metric, json& r) {
   }
   const auto knee = fit_knee(points);
   r["knee_rate_rps"] = knee ? json(knee->x) : json(nullptr);
-  return {{"metric", metric}, {"points", points.size()},
+  return {{"metric", metric},
+          {"points", points.size()},
           {"slope_before", knee ? json(knee->slope_before) : json(nullptr)},
           {"slope_after", knee ? json(knee->slope_after) : json(nullptr)},
           {"method", "two-segment least-squares fit of the metric against offered rate"}};
@@ -236,19 +239,24 @@ std::string outage_warning(const StepOutcome& s) {
 // Warnings that change how far the numbers can be trusted.
 void add_warnings(const JobSpec& spec, const Analysis& a, const Bracket& b, std::vector<std::string>& warnings) {
   if (a.range.probe_not_faster) {
-    warnings.push_back("the throughput probe was not faster than the synchronous baseline: the ladder spans 0.5x to 1.5x of it");
+    warnings.push_back(
+        "the throughput probe was not faster than the synchronous baseline: the ladder spans 0.5x to 1.5x of it");
   }
-  if (a.generator_limited) warnings.push_back("some steps were generator-limited: the load generator, not the target, set their pace");
-  if (a.inconclusive_twice) warnings.push_back("a step stayed inconclusive after its longer re-run and was counted as failing");
+  if (a.generator_limited)
+    warnings.push_back("some steps were generator-limited: the load generator, not the target, set their pace");
+  if (a.inconclusive_twice)
+    warnings.push_back("a step stayed inconclusive after its longer re-run and was counted as failing");
   for (const StepOutcome* s : a.unavailable_twice) warnings.push_back(outage_warning(*s));
   if (a.non_monotone_reruns > 0) {
-    warnings.push_back(fmt::format("{} failing rate(s) below a passing one were re-run before they could bound the answer",
-                                   a.non_monotone_reruns));
+    warnings.push_back(
+        fmt::format("{} failing rate(s) below a passing one were re-run before they could bound the answer",
+                    a.non_monotone_reruns));
   }
   const auto need = samples_needed(spec.slo);
   const double longest_s = to_s(spec.sweep.max_step_duration - spec.sweep.warmup);
   const double floor_rps = longest_s > 0 ? static_cast<double>(need.decidable) / longest_s : 0;
-  if (need.decidable > 0 && std::any_of(a.fixed.begin(), a.fixed.end(), [&](const RateResult& f) { return f.rate < floor_rps; })) {
+  if (need.decidable > 0 &&
+      std::any_of(a.fixed.begin(), a.fixed.end(), [&](const RateResult& f) { return f.rate < floor_rps; })) {
     warnings.push_back(fmt::format(
         "below {:.3g} req/s a step of at most {:.0f} s cannot hold the {} requests a {} verdict needs: such rates "
         "cannot pass, so the answer may be low (raise sweep.max_step_duration_s)",
@@ -256,7 +264,9 @@ void add_warnings(const JobSpec& spec, const Analysis& a, const Bracket& b, std:
   }
   for (const auto& f : a.fixed) {
     if (f.verdict == Verdict::pass && b.fail && f.rate > b.fail->rate) {
-      warnings.push_back("non-monotone: a rate above the lowest failing rate passed; the answer is the highest rate with no failure below it");
+      warnings.push_back(
+          "non-monotone: a rate above the lowest failing rate passed; the answer is the highest rate with no failure "
+          "below it");
       break;
     }
   }
@@ -267,19 +277,21 @@ json sweep_result(const JobSpec& spec, const Analysis& a, std::vector<std::strin
   json r;
   r["kind"] = "sweep";
   r["max_slo_rate_rps"] = b.pass ? json(b.pass->rate) : json(nullptr);
-  r["slo_bracket_rps"] = json::array({b.pass ? json(b.pass->rate) : json(nullptr),
-                                       b.fail ? json(b.fail->rate) : json(nullptr)});
+  r["slo_bracket_rps"] =
+      json::array({b.pass ? json(b.pass->rate) : json(nullptr), b.fail ? json(b.fail->rate) : json(nullptr)});
   std::string limiting;
-  if (b.fail) limiting = b.fail->step->limiting_metric;
-  else if (b.pass) limiting = b.pass->step->limiting_metric;
+  if (b.fail)
+    limiting = b.fail->step->limiting_metric;
+  else if (b.pass)
+    limiting = b.pass->step->limiting_metric;
   r["limiting_metric"] = limiting.empty() ? json(nullptr) : json(limiting);
   // Knee of the limiting latency (p95 TTFT when the limit is not a latency) vs offered rate.
   const bool latency_limit = limiting.size() > 3 && limiting.compare(limiting.size() - 3, 3, "_ms") == 0;
   r["knee"] = knee_block(a, latency_limit ? limiting : "p95_ttft_ms", r);
   r["saturation_rate_rps"] = number_or_null(saturation_rate(a));
 
-  json baseline = block_of(*a.baseline, {"completed", "mean_ttft_ms", "p50_ttft_ms", "p95_ttft_ms",
-                                         "mean_tpot_ms", "p95_itl_ms", "mean_e2el_ms"});
+  json baseline = block_of(*a.baseline, {"completed", "mean_ttft_ms", "p50_ttft_ms", "p95_ttft_ms", "mean_tpot_ms",
+                                         "p95_itl_ms", "mean_e2el_ms"});
   baseline["rate_rps"] = a.baseline->measured_rate_rps;
   r["baseline"] = baseline;
   json probe = block_of(*a.probe, {"completed", "output_throughput"});
@@ -307,7 +319,8 @@ json check_result(const JobSpec& spec, const StepOutcome& s) {
   json r;
   r["kind"] = "check";
   r["verdict"] = to_string(s.verdict);
-  r["target"] = {{"base_url", spec.base_url}, {"model", spec.target.model},
+  r["target"] = {{"base_url", spec.base_url},
+                 {"model", spec.target.model},
                  {"api", spec.target.api == llm::Api::chat ? "chat" : "completions"}};
   json cond;
   cond["arrival"] = to_string(spec.arrival.process);
@@ -329,11 +342,16 @@ json check_result(const JobSpec& spec, const StepOutcome& s) {
 
 std::string_view to_string(StepKind k) noexcept {
   switch (k) {
-    case StepKind::baseline: return "baseline";
-    case StepKind::probe: return "probe";
-    case StepKind::ladder: return "ladder";
-    case StepKind::refine: return "refine";
-    case StepKind::check: return "check";
+    case StepKind::baseline:
+      return "baseline";
+    case StepKind::probe:
+      return "probe";
+    case StepKind::ladder:
+      return "ladder";
+    case StepKind::refine:
+      return "refine";
+    case StepKind::check:
+      return "check";
   }
   return "ladder";
 }
@@ -539,8 +557,10 @@ Plan plan_progress(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
   }
   p.phase = std::get<StepOrder>(action).phase;
   int remaining = 0;
-  if (!a.baseline) remaining += 2;
-  else if (!a.probe) remaining += 1;
+  if (!a.baseline)
+    remaining += 2;
+  else if (!a.probe)
+    remaining += 1;
   const int ladder_left = a.ladder.empty() ? s.steps : static_cast<int>(a.ladder.size()) - a.ladder_done;
   if (trailing_failures(a) < s.stop_after_failures) remaining += std::max(ladder_left, 0);
   // Bisection from one ladder gap to the tolerance.

@@ -12,16 +12,15 @@
 // An inconclusive fixed-rate step is re-run once, twice as long; inconclusive again counts as
 // failing (a rate is only claimed when it was shown to pass).
 
-#include "core/slo.hpp"
-#include "sweep/spec.hpp"
-
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <variant>
 #include <vector>
+
+#include "core/slo.hpp"
+#include "sweep/spec.hpp"
 
 namespace capsweep::sweep {
 
@@ -32,7 +31,7 @@ std::optional<StepKind> parse_step_kind(std::string_view s) noexcept;
 // What the orchestrator reads of a stored step.
 struct StepOutcome {
   StepKind kind = StepKind::ladder;
-  double offered_rate_rps = 0;  // 0 for baseline and probe
+  double offered_rate_rps = 0;              // 0 for baseline and probe
   Verdict verdict = Verdict::inconclusive;  // SLO verdict, saturation included
   bool rerun = false;                       // the longer re-run of an inconclusive step
   bool saturated = false;
@@ -42,11 +41,11 @@ struct StepOutcome {
   double completion_ratio = 1;   // completions / scheduled in the window
   std::uint64_t completed = 0;
   std::uint64_t measured = 0;
-  std::string limiting_metric;   // the limiting criterion's name ("" when none)
-  double limiting_value = 0;     // its measured value
+  std::string limiting_metric;  // the limiting criterion's name ("" when none)
+  double limiting_value = 0;    // its measured value
   double p95_ttft_ms = 0;
   double mean_e2el_ms = 0;
-  std::optional<double> server_in_system;  // mean scraped running + waiting
+  std::optional<double> server_in_system;                // mean scraped running + waiting
   nlohmann::json summary = nlohmann::json::object();     // the step summary as stored
   nlohmann::json evaluation = nlohmann::json::object();  // SLO criteria as stored
 
@@ -57,9 +56,9 @@ struct StepOutcome {
 // One step to run.
 struct StepOrder {
   StepKind kind = StepKind::ladder;
-  std::string phase;           // "baseline", "probe", "ladder", "escalate", "refine", "check"
-  double rate_rps = 0;         // fixed-rate steps and check (inf for all_at_once)
-  Nanos duration{0};           // measured part (0: count-based)
+  std::string phase;    // "baseline", "probe", "ladder", "escalate", "refine", "check"
+  double rate_rps = 0;  // fixed-rate steps and check (inf for all_at_once)
+  Nanos duration{0};    // measured part (0: count-based)
   Nanos warmup{0};
   std::optional<std::uint64_t> requests;  // count-based steps
   std::uint32_t concurrency = 0;          // baseline: 1 (closed loop); else a cap (0: none)

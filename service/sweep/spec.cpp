@@ -1,9 +1,9 @@
 #include "sweep/spec.hpp"
 
-#include "core/fields.hpp"
-
 #include <cmath>
 #include <limits>
+
+#include "core/fields.hpp"
 
 namespace capsweep::sweep {
 
@@ -32,9 +32,12 @@ Result<SweepSettings> parse_sweep(const json& j) {
       .seconds("max_step_duration_s", s.max_step_duration);
   if (r.error()) return *r.error();
   if (auto sp = j.find("spacing"); sp != j.end()) {
-    if (*sp == "linear") s.spacing = Spacing::linear;
-    else if (*sp == "geometric") s.spacing = Spacing::geometric;
-    else return invalid(f + "/spacing", "must be \"linear\" or \"geometric\"");
+    if (*sp == "linear")
+      s.spacing = Spacing::linear;
+    else if (*sp == "geometric")
+      s.spacing = Spacing::geometric;
+    else
+      return invalid(f + "/spacing", "must be \"linear\" or \"geometric\"");
   }
   if (s.tolerance >= 1) return invalid(f + "/tolerance", "must be in (0, 1)");
   if (s.escalation_factor <= 1) return invalid(f + "/escalation_factor", "must be greater than 1");
@@ -51,7 +54,8 @@ Result<CheckSettings> parse_check(const json& j, ArrivalProcess process) {
   if (!j.is_object()) return invalid(f, "must be an object");
   if (process == ArrivalProcess::all_at_once) {
     c.rate_rps = std::numeric_limits<double>::infinity();
-    if (j.contains("rate_rps")) return invalid(f + "/rate_rps", "must be absent with all_at_once arrivals (the rate is infinite)");
+    if (j.contains("rate_rps"))
+      return invalid(f + "/rate_rps", "must be absent with all_at_once arrivals (the rate is infinite)");
   } else if (!j.contains("rate_rps")) {
     return invalid(f + "/rate_rps", "is required: the fixed request rate of the check");
   }
@@ -109,9 +113,12 @@ Result<JobSpec> parse_job_spec(const json& spec) {
   if (!spec.is_object()) return invalid("", "the job spec must be a JSON object");
   JobSpec js;
   if (auto k = spec.find("kind"); k != spec.end()) {
-    if (*k == "sweep") js.kind = JobKind::sweep;
-    else if (*k == "check") js.kind = JobKind::check;
-    else return invalid("/kind", "must be \"sweep\" or \"check\"");
+    if (*k == "sweep")
+      js.kind = JobKind::sweep;
+    else if (*k == "check")
+      js.kind = JobKind::check;
+    else
+      return invalid("/kind", "must be \"sweep\" or \"check\"");
   }
   if (auto n = spec.find("name"); n != spec.end()) {
     if (!n->is_string()) return invalid("/name", "must be a string");

@@ -4,6 +4,11 @@
 // validated against schema/sweep-spec.schema.json before; this adds the cross-field checks
 // a schema cannot express, with the same error shape.
 
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
 #include "core/error.hpp"
 #include "core/plan.hpp"
 #include "core/schedule.hpp"
@@ -11,12 +16,6 @@
 #include "core/time.hpp"
 #include "llm/target.hpp"
 #include "llm/workload.hpp"
-
-#include <nlohmann/json.hpp>
-
-#include <cstdint>
-#include <optional>
-#include <string>
 
 namespace capsweep::sweep {
 
@@ -27,14 +26,14 @@ struct SweepSettings {
   Nanos step_duration = std::chrono::seconds(60);  // measured part of a fixed-rate step
   Nanos warmup = std::chrono::seconds(10);         // before it, not measured
   Spacing spacing = Spacing::linear;
-  int stop_after_failures = 2;      // consecutive failing ladder steps that end escalation
-  double tolerance = 0.05;          // bisection stops when (fail - pass) / pass <= tolerance
-  int max_steps = 20;               // fixed-rate steps (ladder, refine, re-runs) at most
+  int stop_after_failures = 2;  // consecutive failing ladder steps that end escalation
+  double tolerance = 0.05;      // bisection stops when (fail - pass) / pass <= tolerance
+  int max_steps = 20;           // fixed-rate steps (ladder, refine, re-runs) at most
   std::uint64_t baseline_requests = 10;
   std::uint64_t probe_requests = 200;
   std::uint32_t probe_concurrency = 200;
-  std::uint32_t max_concurrency = 0;  // cap on requests in flight in fixed-rate steps (0: none)
-  double escalation_factor = 1.25;    // above r_max when every ladder rate passed
+  std::uint32_t max_concurrency = 0;   // cap on requests in flight in fixed-rate steps (0: none)
+  double escalation_factor = 1.25;     // above r_max when every ladder rate passed
   std::optional<double> max_rate_rps;  // never offer more
   Nanos drain_timeout = std::chrono::seconds(30);
   // Longest a fixed-rate step may become (warm-up + measured) when it is stretched to hold
@@ -43,7 +42,7 @@ struct SweepSettings {
 };
 
 struct CheckSettings {
-  double rate_rps = 1;  // +inf for all_at_once
+  double rate_rps = 1;                         // +inf for all_at_once
   Nanos duration = std::chrono::seconds(600);  // the schema's defaults: what parse_check fills in
   Nanos warmup{0};
   std::uint32_t max_concurrency = 0;

@@ -1,9 +1,9 @@
 #include "sweep/step_judge.hpp"
 
-#include "core/capacity.hpp"
-
 #include <cmath>
 #include <limits>
+
+#include "core/capacity.hpp"
 
 namespace capsweep::sweep {
 
@@ -62,13 +62,16 @@ void measure_rate(const StepOrder& order, const loadgen::StepResult& result, Ste
     last_finish = std::max(last_finish, r.finished_ms);
   }
   if (order.kind == StepKind::baseline) {
-    o.measured_rate_rps = ok.empty() || last_finish <= first_sent ? 0 : double(ok.size()) / ((last_finish - first_sent) / 1000);
+    o.measured_rate_rps =
+        ok.empty() || last_finish <= first_sent ? 0 : double(ok.size()) / ((last_finish - first_sent) / 1000);
     summary["rate_rps"] = o.measured_rate_rps;
   } else if (order.kind == StepKind::probe) {
     if (auto st = steady_throughput(ok)) {
       o.measured_rate_rps = st->rate_rps;
-      summary["probe"] = {{"rate_rps", st->rate_rps}, {"method", st->method},
-                          {"window_start_s", st->window_start_s}, {"window_end_s", st->window_end_s}};
+      summary["probe"] = {{"rate_rps", st->rate_rps},
+                          {"method", st->method},
+                          {"window_start_s", st->window_start_s},
+                          {"window_end_s", st->window_end_s}};
     }
     summary["rate_rps"] = o.measured_rate_rps;
   } else {
@@ -192,8 +195,8 @@ JudgedStep judge_step(const JobSpec& spec, const StepOrder& order, const loadgen
   summary["phase"] = order.phase;
   measure_rate(order, result, o, summary);
 
-  const bool fixed_rate = std::isfinite(order.rate_rps) && order.rate_rps > 0 &&
-                          order.kind != StepKind::baseline && order.kind != StepKind::probe;
+  const bool fixed_rate = std::isfinite(order.rate_rps) && order.rate_rps > 0 && order.kind != StepKind::baseline &&
+                          order.kind != StepKind::probe;
   json evaluation;
   const Verdict verdict = judge_verdict(spec, result, fixed_rate, generator_limited, o, summary, evaluation);
   o.verdict = verdict;
@@ -216,7 +219,8 @@ JudgedStep judge_step(const JobSpec& spec, const StepOrder& order, const loadgen
   store::StepRow& row = out.row;
   row.kind = std::string(to_string(order.kind));
   row.phase = order.phase;
-  if (fixed_rate || (order.kind == StepKind::check && std::isfinite(order.rate_rps))) row.offered_rate_rps = order.rate_rps;
+  if (fixed_rate || (order.kind == StepKind::check && std::isfinite(order.rate_rps)))
+    row.offered_rate_rps = order.rate_rps;
   row.verdict = std::string(to_string(verdict));
   row.generator_limited = generator_limited;
   row.summary = std::move(summary);

@@ -4,16 +4,9 @@
 //
 // Usage: capsweep-bench-llmsim [--streams N] [--seconds S] [--only flat16|flat1]
 
-#include "bench/stream_reader.hpp"
-#include "llmsim/openai.hpp"
-#include "llmsim/sim_server.hpp"
-
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
-#include <fmt/format.h>
-
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -21,10 +14,16 @@
 
 #include <algorithm>
 #include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <cstring>
 #include <future>
 #include <string>
 #include <thread>
+
+#include "bench/stream_reader.hpp"
+#include "llmsim/openai.hpp"
+#include "llmsim/sim_server.hpp"
 
 using namespace capsweep;
 using namespace capsweep::bench;
@@ -35,11 +34,11 @@ constexpr std::uint32_t kMaxTokens = 1'000'000;
 
 std::string stream_request() {
   const std::string body = fmt::format(
-      R"({{"model": "sim-8b", "prompt": "w", "max_tokens": {}, "stream": true, "ignore_eos": true}})",
-      kMaxTokens);
-  return fmt::format("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                     "Content-Length: {}\r\n\r\n{}",
-                     body.size(), body);
+      R"({{"model": "sim-8b", "prompt": "w", "max_tokens": {}, "stream": true, "ignore_eos": true}})", kMaxTokens);
+  return fmt::format(
+      "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Content-Length: {}\r\n\r\n{}",
+      body.size(), body);
 }
 
 struct Figures {
@@ -105,7 +104,8 @@ Figures run_minimal_writer(int streams, double seconds, const std::string& event
       if (fd < 0) continue;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
       (void)!read(fd, discard, sizeof discard);
-      const std::string header = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
+      const std::string header =
+          "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
       (void)!write(fd, header.data(), header.size());
       fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
       fds.push_back(fd);
@@ -133,8 +133,8 @@ Figures run_minimal_writer(int streams, double seconds, const std::string& event
 void print(const char* name, const Figures& f, bool with_clock) {
   fmt::print("{:<52} {:>12.0f} {:>9.1f}", name, f.events_per_s, f.mib_per_s);
   if (with_clock) {
-    fmt::print("   lateness p50 {:.3f} ms, p99 {:.3f} ms ({} iterations)", f.lateness.p50_ms,
-               f.lateness.p99_ms, f.lateness.iterations);
+    fmt::print("   lateness p50 {:.3f} ms, p99 {:.3f} ms ({} iterations)", f.lateness.p50_ms, f.lateness.p99_ms,
+               f.lateness.iterations);
   }
   fmt::print("\n");
 }
@@ -175,8 +175,8 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 16; ++i) formatter.append_tokens(sse16, 12345 + i, 1, 12346 + i, false);
   const std::string event16 = fmt::format("{:x}\r\n{}\r\n", sse16.size(), sse16);
 
-  fmt::print("capsweep-llmsim delivery, {} streams, {} s per run, server on CPU 0, reader on CPU 1\n",
-             streams, seconds);
+  fmt::print("capsweep-llmsim delivery, {} streams, {} s per run, server on CPU 0, reader on CPU 1\n", streams,
+             seconds);
   fmt::print("event: {} bytes on the wire\n\n", event.size());
   fmt::print("{:<52} {:>12} {:>9}\n", "run", "events/s", "MiB/s");
   const auto paced16 = run_llmsim(streams, seconds, 16, streams / 1e6 * 1e3);
@@ -206,7 +206,7 @@ int main(int argc, char** argv) {
   fmt::print("\nllmsim / minimal writer at 16 events/write: {:.2f}\n", flat16.events_per_s / minimal16.events_per_s);
   fmt::print("llmsim / minimal writer at 1 event/write (medians of 3): {:.2f} ({:.0f} / {:.0f})\n",
              flat1.events_per_s / minimal.events_per_s, flat1.events_per_s, minimal.events_per_s);
-  fmt::print("paced runs delivered {:.1f}% and {:.1f}% of the configured rate\n",
-             100 * paced16.events_per_s / 1e6, 100 * paced1.events_per_s / paced_rate);
+  fmt::print("paced runs delivered {:.1f}% and {:.1f}% of the configured rate\n", 100 * paced16.events_per_s / 1e6,
+             100 * paced1.events_per_s / paced_rate);
   return 0;
 }

@@ -8,14 +8,8 @@
 //
 // Usage: capsweep-bench-loadgen [--quick] [--parts abcd]
 
-#include "bench/stream_reader.hpp"
-#include "loadgen/step_runner.hpp"
-#include "support/llm_fixtures.hpp"
-
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -24,10 +18,15 @@
 
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "bench/stream_reader.hpp"
+#include "loadgen/step_runner.hpp"
+#include "support/llm_fixtures.hpp"
 
 using namespace capsweep;
 using namespace std::chrono_literals;
@@ -104,8 +103,10 @@ std::size_t rss_kib() {
 
 void part_a(bool quick) {
   fmt::print("(a) schedule lag under Poisson load, 4-token streams\n");
-  Sim sim({"--max-num-seqs", "4096", "--decode-base-ms", "2", "--decode-per-seq-ms", "0", "--prefill-ms-per-token", "0"});
-  fmt::print("    {:>9} {:>10} {:>12} {:>12} {:>10} {:>8}\n", "rate/s", "achieved", "lag p50 ms", "lag p99 ms", "gen CPU", "errors");
+  Sim sim(
+      {"--max-num-seqs", "4096", "--decode-base-ms", "2", "--decode-per-seq-ms", "0", "--prefill-ms-per-token", "0"});
+  fmt::print("    {:>9} {:>10} {:>12} {:>12} {:>10} {:>8}\n", "rate/s", "achieved", "lag p50 ms", "lag p99 ms",
+             "gen CPU", "errors");
   double best = 0;
   bool best_open = true;
   for (double rate : {250.0, 500.0, 1000.0, 2000.0, 4000.0, 6000.0, 8000.0}) {
@@ -118,8 +119,10 @@ void part_a(bool quick) {
     const double p99 = r.metrics.schedule_lag_ms.percentile(99);
     fmt::print("    {:>9.0f} {:>10.1f} {:>12.3f} {:>12.3f} {:>9.0f}% {:>8}\n", rate, r.metrics.achieved_rate_rps(),
                r.metrics.schedule_lag_ms.percentile(50), p99, 100 * r.generator_cpu, r.metrics.failed());
-    if (p99 <= 1.0 && r.metrics.failed() == 0 && best_open) best = rate;
-    else best_open = false;  // the highest rate below which every rate held
+    if (p99 <= 1.0 && r.metrics.failed() == 0 && best_open)
+      best = rate;
+    else
+      best_open = false;  // the highest rate below which every rate held
   }
   fmt::print("    highest rate with lag p99 <= 1 ms at it and every lower rate: {:.0f} req/s\n\n", best);
 }
@@ -130,8 +133,8 @@ void part_b(bool quick) {
   for (int per_write : {16, 1}) {
     // Paced well above what a reader takes: 500 streams x 1 token per 0.25 ms iteration.
     Sim sim({"--max-num-seqs", "8192", "--kv-cache-tokens", "100000000", "--max-model-len", "200000",
-             "--decode-base-ms", per_write == 16 ? "0.25" : "2", "--decode-per-seq-ms", "0", "--prefill-ms-per-token", "0",
-             "--events-per-write", std::to_string(per_write)});
+             "--decode-base-ms", per_write == 16 ? "0.25" : "2", "--decode-per-seq-ms", "0", "--prefill-ms-per-token",
+             "0", "--events-per-write", std::to_string(per_write)});
     loadgen::StepRunner runner(target(sim.port()), workload(8, 30000));
     loadgen::StepSpec s;
     s.mode = loadgen::Mode::concurrency;
@@ -143,11 +146,12 @@ void part_b(bool quick) {
     fmt::print("    capsweep, {:>2} events/segment: {:>10.0f} events/s (generator CPU {:.0f}%)\n", per_write,
                r.metrics.output_throughput(), 100 * r.generator_cpu);
     if (per_write == 1) {
-      bench::StreamReader reader(sim.port(), streams,
-                                 fmt::format("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                                             "Content-Length: {}\r\n\r\n{}",
-                                             std::string(R"({"model":"sim-8b","prompt":"w","max_tokens":100000,"stream":true})").size(),
-                                             R"({"model":"sim-8b","prompt":"w","max_tokens":100000,"stream":true})"));
+      bench::StreamReader reader(
+          sim.port(), streams,
+          fmt::format("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      "Content-Length: {}\r\n\r\n{}",
+                      std::string(R"({"model":"sim-8b","prompt":"w","max_tokens":100000,"stream":true})").size(),
+                      R"({"model":"sim-8b","prompt":"w","max_tokens":100000,"stream":true})"));
       reader.read_for(1s);
       const auto events = reader.read_for(quick ? 1s : 4s);
       fmt::print("    minimal epoll reader, 1 event/segment: {:>10.0f} events/s\n", events / (quick ? 1.0 : 4.0));
@@ -159,15 +163,16 @@ void part_b(bool quick) {
 void part_c(bool quick) {
   const int streams = quick ? 200 : 5000;
   fmt::print("(c) memory per in-flight stream, {} concurrent streams\n", streams);
-  Sim sim({"--max-num-seqs", "10000", "--kv-cache-tokens", "100000000", "--decode-base-ms", "200", "--decode-per-seq-ms", "0",
-           "--prefill-ms-per-token", "0"});
+  Sim sim({"--max-num-seqs", "10000", "--kv-cache-tokens", "100000000", "--decode-base-ms", "200",
+           "--decode-per-seq-ms", "0", "--prefill-ms-per-token", "0"});
   const std::size_t before = rss_kib();
   std::size_t during = 0;
   loadgen::StepRunner runner(target(sim.port()), workload(8, 40));
   std::thread watch([&] {
     for (int i = 0; i < 60; ++i) {
       std::this_thread::sleep_for(100ms);
-      if (runner.progress().in_flight.load() >= static_cast<std::uint64_t>(streams) * 9 / 10) during = std::max(during, rss_kib());
+      if (runner.progress().in_flight.load() >= static_cast<std::uint64_t>(streams) * 9 / 10)
+        during = std::max(during, rss_kib());
     }
   });
   loadgen::StepSpec s;
@@ -184,12 +189,15 @@ void part_c(bool quick) {
 
 void part_d(bool quick) {
   fmt::print("(d) non-streaming requests/s, 64 connections, 8-token answers\n");
-  Sim sim({"--max-num-seqs", "256", "--decode-base-ms", "0", "--decode-per-seq-ms", "0", "--prefill-ms-per-token", "0"});
+  Sim sim(
+      {"--max-num-seqs", "256", "--decode-base-ms", "0", "--decode-per-seq-ms", "0", "--prefill-ms-per-token", "0"});
   const std::string body = R"({"model":"sim-8b","prompt":"a b c d","max_tokens":8})";
   const std::string lua = "bench-wrk.lua";
-  std::ofstream(lua) << "wrk.method = \"POST\"\nwrk.body = '" << body << "'\nwrk.headers[\"Content-Type\"] = \"application/json\"\n";
+  std::ofstream(lua) << "wrk.method = \"POST\"\nwrk.body = '" << body
+                     << "'\nwrk.headers[\"Content-Type\"] = \"application/json\"\n";
   double wrk_rps = 0;
-  const std::string cmd = fmt::format("taskset -c 1 wrk -t1 -c64 -d{}s -s {} http://127.0.0.1:{}/v1/completions 2>&1", quick ? 1 : 4, lua, sim.port());
+  const std::string cmd = fmt::format("taskset -c 1 wrk -t1 -c64 -d{}s -s {} http://127.0.0.1:{}/v1/completions 2>&1",
+                                      quick ? 1 : 4, lua, sim.port());
   if (FILE* p = popen(cmd.c_str(), "r")) {
     char line[512];
     while (fgets(line, sizeof line, p)) {

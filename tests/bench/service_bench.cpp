@@ -10,29 +10,27 @@
 //
 // Usage: capsweep-bench-service [--quick] [--parts abc] [--rate R] [--seconds S] [--minutes M]
 
-#include "support/http_client.hpp"
-
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "support/http_client.hpp"
 
 using namespace capsweep::testing;
 using namespace std::chrono_literals;
@@ -47,13 +45,16 @@ std::uint16_t free_port() {
   return a.local_endpoint().port();
 }
 
-boost::asio::ip::tcp::endpoint loopback(std::uint16_t port) { return {boost::asio::ip::make_address("127.0.0.1"), port}; }
+boost::asio::ip::tcp::endpoint loopback(std::uint16_t port) {
+  return {boost::asio::ip::make_address("127.0.0.1"), port};
+}
 
 // A child process, killed on destruction.
 class Child {
  public:
   // `health`: the path that answers 200 once the child serves.
-  Child(std::vector<std::string> argv, const fs::path& log, std::uint16_t port, const std::string& health) : port_(port) {
+  Child(std::vector<std::string> argv, const fs::path& log, std::uint16_t port, const std::string& health)
+      : port_(port) {
     pid_ = fork();
     if (pid_ == 0) {
       const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -118,10 +119,12 @@ json wait_done(std::uint16_t port, const std::string& id, std::chrono::seconds l
 
 json job(std::uint16_t sim_port, const std::string& name) {
   const std::string base = fmt::format("http://127.0.0.1:{}", sim_port);
-  return {{"name", name},
-          {"target", {{"base_url", base}, {"model", "sim-8b"}, {"metrics_url", base + "/metrics"}}},
-          {"workload", {{"prompt_tokens", {{"dist", "fixed"}, {"value", 200}}}, {"output_tokens", {{"dist", "fixed"}, {"value", 64}}}}},
-          {"slo", {{"ttft_ms", {{"p95", 800}}}, {"itl_ms", {{"p95", 50}}}}}};
+  return {
+      {"name", name},
+      {"target", {{"base_url", base}, {"model", "sim-8b"}, {"metrics_url", base + "/metrics"}}},
+      {"workload",
+       {{"prompt_tokens", {{"dist", "fixed"}, {"value", 200}}}, {"output_tokens", {{"dist", "fixed"}, {"value", 64}}}}},
+      {"slo", {{"ttft_ms", {{"p95", 800}}}, {"itl_ms", {{"p95", 50}}}}}};
 }
 
 struct LagRun {
@@ -147,7 +150,8 @@ LagRun run_check(std::uint16_t api, std::uint16_t sim, double rate, double secon
       while (!stop) {
         const auto t0 = std::chrono::steady_clock::now();
         const auto r = http_request(loopback(api), "GET", "/v1/sweeps/" + id);
-        latencies[static_cast<std::size_t>(p)].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        latencies[static_cast<std::size_t>(p)].push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
         (r.status == 200 ? polls : errors)++;
         std::this_thread::sleep_for(500ms);
       }
@@ -179,20 +183,22 @@ void part_a(const fs::path& dir, double rate, double seconds) {
   fmt::print("(a) schedule lag of a {:.0f} req/s check, {:.0f} s, without and with 200 API pollers\n", rate, seconds);
   const std::uint16_t sp = free_port(), ap = free_port();
   Child sim({CAPSWEEP_LLMSIM_PATH, "--listen", fmt::format("127.0.0.1:{}", sp)}, dir / "sim.log", sp, "/health");
-  Child d({CAPSWEEPD_PATH, "--listen", fmt::format("127.0.0.1:{}", ap), "--db", (dir / "a.db").string()}, dir / "a.log", ap, "/healthz");
-  fmt::print("    {:<8} {:>12} {:>12} {:>12} {:>10} {:>8} {:>8} {:>13}\n", "run", "lag p50 ms", "lag p99 ms", "lag max ms",
-             "achieved", "polls", "errors", "poll p99 ms");
+  Child d({CAPSWEEPD_PATH, "--listen", fmt::format("127.0.0.1:{}", ap), "--db", (dir / "a.db").string()}, dir / "a.log",
+          ap, "/healthz");
+  fmt::print("    {:<8} {:>12} {:>12} {:>12} {:>10} {:>8} {:>8} {:>13}\n", "run", "lag p50 ms", "lag p99 ms",
+             "lag max ms", "achieved", "polls", "errors", "poll p99 ms");
   std::vector<LagRun> runs;
   for (int pollers : {0, 200, 0}) {
     const LagRun r = run_check(ap, sp, rate, seconds, pollers);
     runs.push_back(r);
-    fmt::print("    {:<8} {:>12.3f} {:>12.3f} {:>12.3f} {:>10.2f} {:>8} {:>8} {:>13.1f}\n", pollers ? "polled" : "quiet", r.p50,
-               r.p99, r.max, r.achieved, r.polls, r.poll_errors, r.poll_p99_ms);
+    fmt::print("    {:<8} {:>12.3f} {:>12.3f} {:>12.3f} {:>10.2f} {:>8} {:>8} {:>13.1f}\n",
+               pollers ? "polled" : "quiet", r.p50, r.p99, r.max, r.achieved, r.polls, r.poll_errors, r.poll_p99_ms);
   }
   const double quiet_lo = std::min(runs[0].p99, runs[2].p99), quiet_hi = std::max(runs[0].p99, runs[2].p99);
-  fmt::print("    lag p99: quiet runs {:.3f}..{:.3f} ms, polled {:.3f} ms (ratio to the quiet mean {:.2f})\n", quiet_lo, quiet_hi,
-             runs[1].p99, runs[1].p99 / std::max(1e-9, (quiet_lo + quiet_hi) / 2));
-  fmt::print("    capsweepd alive after: {}\n", http_request(loopback(ap), "GET", "/healthz").status == 200 ? "yes" : "NO");
+  fmt::print("    lag p99: quiet runs {:.3f}..{:.3f} ms, polled {:.3f} ms (ratio to the quiet mean {:.2f})\n", quiet_lo,
+             quiet_hi, runs[1].p99, runs[1].p99 / std::max(1e-9, (quiet_lo + quiet_hi) / 2));
+  fmt::print("    capsweepd alive after: {}\n",
+             http_request(loopback(ap), "GET", "/healthz").status == 200 ? "yes" : "NO");
 }
 
 // Identical fixed-rate steps back to back (checks at one rate) for `minutes`: any growth of
@@ -201,7 +207,8 @@ void part_b(const fs::path& dir, double minutes, double rate) {
   fmt::print("(b) capsweepd resident memory over {:.1f} minutes of identical {:.0f} req/s steps\n", minutes, rate);
   const std::uint16_t sp = free_port(), ap = free_port();
   Child sim({CAPSWEEP_LLMSIM_PATH, "--listen", fmt::format("127.0.0.1:{}", sp)}, dir / "sim-b.log", sp, "/health");
-  Child d({CAPSWEEPD_PATH, "--listen", fmt::format("127.0.0.1:{}", ap), "--db", (dir / "b.db").string()}, dir / "b.log", ap, "/healthz");
+  Child d({CAPSWEEPD_PATH, "--listen", fmt::format("127.0.0.1:{}", ap), "--db", (dir / "b.db").string()}, dir / "b.log",
+          ap, "/healthz");
   const double step_s = std::clamp(minutes * 60 / 20, 3.0, 120.0);
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(minutes * 60);
   std::size_t first = 0, last = 0, peak = 0, steps = 0, requests = 0;
@@ -222,13 +229,13 @@ void part_b(const fs::path& dir, double minutes, double rate) {
     std::fflush(stdout);
   }
   if (first > 0) {
-    fmt::print("    {} steps, {} measured requests: RSS after the first step {} KiB, after the last {} KiB (peak {} KiB): "
-               "growth {:+.1f}%\n",
-               steps, requests, first, last, peak,
-               100.0 * (static_cast<double>(last) - static_cast<double>(first)) / static_cast<double>(first));
+    fmt::print(
+        "    {} steps, {} measured requests: RSS after the first step {} KiB, after the last {} KiB (peak {} KiB): "
+        "growth {:+.1f}%\n",
+        steps, requests, first, last, peak,
+        100.0 * (static_cast<double>(last) - static_cast<double>(first)) / static_cast<double>(first));
   }
 }
-
 
 // Resident memory of a daemon with nothing running: sampled after its jobs ended (each step's
 // memory is handed back when it is stored), once it has held still for a moment.
@@ -245,7 +252,8 @@ void part_c(const fs::path& dir, double minutes) {
   fmt::print("(c) capsweepd resident memory over one sweep of about {:.1f} minutes\n", minutes);
   const std::uint16_t sp = free_port(), ap = free_port();
   Child sim({CAPSWEEP_LLMSIM_PATH, "--listen", fmt::format("127.0.0.1:{}", sp)}, dir / "sim-c.log", sp, "/health");
-  Child d({CAPSWEEPD_PATH, "--listen", fmt::format("127.0.0.1:{}", ap), "--db", (dir / "c.db").string()}, dir / "c.log", ap, "/healthz");
+  Child d({CAPSWEEPD_PATH, "--listen", fmt::format("127.0.0.1:{}", ap), "--db", (dir / "c.db").string()}, dir / "c.log",
+          ap, "/healthz");
   json first_job = job(sp, "first-step");
   first_job["kind"] = "check";
   first_job["check"] = {{"rate_rps", 10}, {"duration_s", 20}, {"warmup_s", 1}};
@@ -255,7 +263,9 @@ void part_c(const fs::path& dir, double minutes) {
   // About ten ladder steps and a few refinement steps share the time.
   const double step_s = std::clamp(minutes * 60 / 12, 2.0, 3600.0);
   json spec = job(sp, "long-sweep");
-  spec["sweep"] = {{"steps", 10}, {"step_duration_s", step_s}, {"warmup_s", std::min(10.0, step_s / 4)},
+  spec["sweep"] = {{"steps", 10},
+                   {"step_duration_s", step_s},
+                   {"warmup_s", std::min(10.0, step_s / 4)},
                    {"max_step_duration_s", step_s + 10}};
   const std::string id = submit(ap, spec);
   const auto started = std::chrono::steady_clock::now();
@@ -270,8 +280,8 @@ void part_c(const fs::path& dir, double minutes) {
     if (steps.is_array() && steps.size() > seen) {
       seen = steps.size();
       const json& s = steps.back()["summary"];
-      fmt::print("    step {:>3} stored ({:>6.2f} req/s, {:>6} requests): RSS {:>7} KiB with the next step starting\n", seen,
-                 s.value("achieved_rate_rps", 0.0), s.value("measured", std::size_t{0}), now_rss);
+      fmt::print("    step {:>3} stored ({:>6.2f} req/s, {:>6} requests): RSS {:>7} KiB with the next step starting\n",
+                 seen, s.value("achieved_rate_rps", 0.0), s.value("measured", std::size_t{0}), now_rss);
       std::fflush(stdout);
     }
     if (state.is_object() && state["status"] != "queued" && state["status"] != "running") break;
@@ -279,10 +289,14 @@ void part_c(const fs::path& dir, double minutes) {
   }
   const double ran_min = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() / 60;
   const std::size_t last = quiet_rss_kib(d.pid());
-  fmt::print("    sweep ended {} after {} steps and {:.1f} minutes\n", state.is_object() ? state.value("status", "?") : "?", seen,
-             ran_min);
-  fmt::print("    RSS at rest after one step {} KiB, at rest after the sweep {} KiB (highest while it ran {} KiB): growth {:+.1f}%\n",
-             first, last, peak, 100.0 * (static_cast<double>(last) - static_cast<double>(first)) / static_cast<double>(std::max<std::size_t>(first, 1)));
+  fmt::print("    sweep ended {} after {} steps and {:.1f} minutes\n",
+             state.is_object() ? state.value("status", "?") : "?", seen, ran_min);
+  fmt::print(
+      "    RSS at rest after one step {} KiB, at rest after the sweep {} KiB (highest while it ran {} KiB): growth "
+      "{:+.1f}%\n",
+      first, last, peak,
+      100.0 * (static_cast<double>(last) - static_cast<double>(first)) /
+          static_cast<double>(std::max<std::size_t>(first, 1)));
 }
 
 }  // namespace
@@ -293,13 +307,19 @@ int main(int argc, char** argv) {
   double rate = 100, seconds = 20, minutes = 60;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--quick") quick = true;
-    else if (a == "--parts" && i + 1 < argc) parts = argv[++i];
-    else if (a == "--rate" && i + 1 < argc) rate = std::stod(argv[++i]);
-    else if (a == "--seconds" && i + 1 < argc) seconds = std::stod(argv[++i]);
-    else if (a == "--minutes" && i + 1 < argc) minutes = std::stod(argv[++i]);
+    if (a == "--quick")
+      quick = true;
+    else if (a == "--parts" && i + 1 < argc)
+      parts = argv[++i];
+    else if (a == "--rate" && i + 1 < argc)
+      rate = std::stod(argv[++i]);
+    else if (a == "--seconds" && i + 1 < argc)
+      seconds = std::stod(argv[++i]);
+    else if (a == "--minutes" && i + 1 < argc)
+      minutes = std::stod(argv[++i]);
     else {
-      fmt::print(stderr, "usage: capsweep-bench-service [--quick] [--parts abc] [--rate R] [--seconds S] [--minutes M]\n");
+      fmt::print(stderr,
+                 "usage: capsweep-bench-service [--quick] [--parts abc] [--rate R] [--seconds S] [--minutes M]\n");
       return 2;
     }
   }

@@ -1,15 +1,14 @@
 // Fuzz target: what the API reads from a request before any handler — the request target
 // (Boost.URL origin form, decoded segments and parameters) and the Host, Origin and
 // Content-Type guards — on arbitrary bytes split into those parts at NUL bytes.
-#include "api/guard.hpp"
-
 #include <boost/url/parse.hpp>
-
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "api/guard.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view all(reinterpret_cast<const char*>(data), size);

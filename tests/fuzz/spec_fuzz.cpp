@@ -2,15 +2,15 @@
 // JSON parsing, schema validation, defaults, the spec parser with its cross-field checks, the
 // secrets split and join, and the store round trip of what would be stored. Nothing may crash,
 // hang or recurse without bound; what is stored must read back identical.
-#include "api/guard.hpp"
-#include "api/schema.hpp"
-#include "store/store.hpp"
-#include "sweep/spec.hpp"
-
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
+
+#include "api/guard.hpp"
+#include "api/schema.hpp"
+#include "store/store.hpp"
+#include "sweep/spec.hpp"
 
 using json = nlohmann::json;
 
@@ -40,7 +40,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!back || back->name != row.name || back->target_key != row.target_key) std::abort();
   // Stored text is written with invalid UTF-8 replaced: compare through the same dump.
   const auto text_of = [](const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); };
-  if (text_of(back->spec) != text_of(row.spec) || text_of(back->secret_headers) != text_of(row.secret_headers)) std::abort();
+  if (text_of(back->spec) != text_of(row.spec) || text_of(back->secret_headers) != text_of(row.secret_headers))
+    std::abort();
   store.delete_sweep(row.id);
   return 0;
 }

@@ -1,11 +1,11 @@
 // libFuzzer target: the SSE parser fed in random splits, each event through the OpenAI chunk
 // scanner. Must never crash, hang or read out of bounds.
-#include "llm/openai_stream.hpp"
-#include "llm/sse.hpp"
-
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+
+#include "llm/openai_stream.hpp"
+#include "llm/sse.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;

@@ -2,13 +2,12 @@
 // Runs a capsweep-llmsim server in-process on its own thread, on 127.0.0.1 with a port the
 // system picks, for the length of a test.
 
-#include "llmsim/sim_server.hpp"
-
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
-
 #include <memory>
 #include <thread>
+
+#include "llmsim/sim_server.hpp"
 
 namespace capsweep::testing {
 

@@ -1,18 +1,17 @@
 // capsweep-llmsim over real loopback sockets: SSE framing, usage, chunking, timing of the
 // engine model, metrics, faults, cold start and graceful shutdown.
 
-#include "integration/llmsim_fixture.hpp"
-#include "support/http_client.hpp"
-
-#include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
-
-#include <future>
-#include <numeric>
-
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "integration/llmsim_fixture.hpp"
+#include "support/http_client.hpp"
 
 using namespace capsweep;
 using namespace capsweep::testing;
@@ -27,10 +26,12 @@ std::string words(int n) {
   return s;
 }
 
-std::string completion_body(int prompt_words, int max_tokens, bool stream = true,
-                            bool usage = true) {
-  json j{{"model", "sim-8b"}, {"prompt", words(prompt_words)}, {"max_tokens", max_tokens},
-         {"stream", stream}, {"ignore_eos", true}};
+std::string completion_body(int prompt_words, int max_tokens, bool stream = true, bool usage = true) {
+  json j{{"model", "sim-8b"},
+         {"prompt", words(prompt_words)},
+         {"max_tokens", max_tokens},
+         {"stream", stream},
+         {"ignore_eos", true}};
   if (usage) j["stream_options"] = {{"include_usage", true}, {"continuous_usage_stats", true}};
   return j.dump();
 }
@@ -43,7 +44,9 @@ llmsim::SimConfig quick_config() {
   return cfg;
 }
 
-double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+double ms(Clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
 
 // Parses the JSON events, dropping [DONE].
 std::vector<json> json_events(const SseResult& r) {
@@ -92,8 +95,11 @@ TEST_CASE("llmsim: without stream_options there is no usage, and chat streams ro
   REQUIRE(ev.size() == 4);
   for (const auto& e : ev) CHECK_FALSE(e.contains("usage"));
 
-  json chat{{"model", "sim-8b"}, {"messages", {{{"role", "user"}, {"content", "hello there"}}}},
-            {"max_completion_tokens", 3}, {"stream", true}, {"stream_options", {{"include_usage", true}}}};
+  json chat{{"model", "sim-8b"},
+            {"messages", {{{"role", "user"}, {"content", "hello there"}}}},
+            {"max_completion_tokens", 3},
+            {"stream", true},
+            {"stream_options", {{"include_usage", true}}}};
   auto c = post_stream(sim.endpoint(), "/v1/chat/completions", chat.dump());
   REQUIRE(c.complete);
   auto cev = json_events(c);
@@ -155,8 +161,10 @@ TEST_CASE("llmsim: at low load TTFT is one prefill iteration and ITL one decode 
   CHECK(gaps[gaps.size() / 2] == Approx(22).epsilon(0.10));
 
   // Two requests together: each ITL is 20 + 2 x 2 = 24 ms.
-  auto a = std::async(std::launch::async, [&] { return post_stream(sim.endpoint(), "/v1/completions", completion_body(10, 40)); });
-  auto b = std::async(std::launch::async, [&] { return post_stream(sim.endpoint(), "/v1/completions", completion_body(10, 40)); });
+  auto a = std::async(std::launch::async,
+                      [&] { return post_stream(sim.endpoint(), "/v1/completions", completion_body(10, 40)); });
+  auto b = std::async(std::launch::async,
+                      [&] { return post_stream(sim.endpoint(), "/v1/completions", completion_body(10, 40)); });
   auto ra = a.get(), rb = b.get();
   REQUIRE(ra.complete);
   REQUIRE(rb.complete);
@@ -174,9 +182,8 @@ TEST_CASE("llmsim: /metrics speaks vLLM's names with true values") {
     REQUIRE(post_stream(sim.endpoint(), "/v1/completions", completion_body(7, 5)).complete);
   }
   // While a long stream runs, the running gauge says 1 and the KV usage reflects it.
-  auto running = std::async(std::launch::async, [&] {
-    return post_stream(sim.endpoint(), "/v1/completions", completion_body(100, 60));
-  });
+  auto running = std::async(std::launch::async,
+                            [&] { return post_stream(sim.endpoint(), "/v1/completions", completion_body(100, 60)); });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   auto m = http_request(sim.endpoint(), "GET", "/metrics");
   REQUIRE(m.status == 200);
@@ -311,9 +318,8 @@ TEST_CASE("llmsim: graceful shutdown lets a running stream finish and refuses ne
   auto cfg = quick_config();
   cfg.engine.decode_base_ms = 10;
   SimFixture sim(cfg);
-  auto running = std::async(std::launch::async, [&] {
-    return post_stream(sim.endpoint(), "/v1/completions", completion_body(3, 50));
-  });
+  auto running = std::async(std::launch::async,
+                            [&] { return post_stream(sim.endpoint(), "/v1/completions", completion_body(3, 50)); });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   const auto ep = sim.endpoint();
   const auto t0 = Clock::now();
@@ -334,8 +340,8 @@ TEST_CASE("llmsim: the program drains on SIGTERM and exits 0") {
   const pid_t pid = fork();
   if (pid == 0) {
     const std::string listen = "127.0.0.1:" + std::to_string(port);
-    execl(CAPSWEEP_LLMSIM_PATH, CAPSWEEP_LLMSIM_PATH, "--listen", listen.c_str(), "--decode-base-ms", "10",
-          "--drain-s", "5", static_cast<char*>(nullptr));
+    execl(CAPSWEEP_LLMSIM_PATH, CAPSWEEP_LLMSIM_PATH, "--listen", listen.c_str(), "--decode-base-ms", "10", "--drain-s",
+          "5", static_cast<char*>(nullptr));
     _exit(127);
   }
   const boost::asio::ip::tcp::endpoint ep(boost::asio::ip::make_address("127.0.0.1"), port);
@@ -345,7 +351,8 @@ TEST_CASE("llmsim: the program drains on SIGTERM and exits 0") {
     if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   REQUIRE(up);
-  auto running = std::async(std::launch::async, [&] { return post_stream(ep, "/v1/completions", completion_body(3, 40)); });
+  auto running =
+      std::async(std::launch::async, [&] { return post_stream(ep, "/v1/completions", completion_body(3, 40)); });
   std::this_thread::sleep_for(std::chrono::milliseconds(150));
   REQUIRE(kill(pid, SIGTERM) == 0);
   auto r = running.get();  // ~0.4 s of tokens still to come: they arrive

@@ -2,14 +2,13 @@
 // ITL with multi-token chunks, error classes under faults, a stalled generator, the offered
 // rate achieved, closed-loop and capped modes, cancellation, scraping and calibration.
 
+#include <catch2/catch.hpp>
+#include <future>
+#include <nlohmann/json.hpp>
+
 #include "integration/llmsim_fixture.hpp"
 #include "loadgen/step_runner.hpp"
 #include "support/llm_fixtures.hpp"
-
-#include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
-
-#include <future>
 
 using namespace capsweep;
 using namespace capsweep::testing;

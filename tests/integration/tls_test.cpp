@@ -1,8 +1,12 @@
 // HTTPS targets: a TLS server with a certificate made for the test; the client verifies
 // certificates by default, trusts an extra CA file when told, and reports TLS failures as tls.
 
-#include "loadgen/step_runner.hpp"
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/rsa.h>
+#include <openssl/x509v3.h>
 
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
@@ -11,15 +15,11 @@
 #include <boost/asio/streambuf.hpp>
 #include <boost/asio/write.hpp>
 #include <catch2/catch.hpp>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
-#include <openssl/rsa.h>
-#include <openssl/x509v3.h>
-
-#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <thread>
+
+#include "loadgen/step_runner.hpp"
 
 using namespace capsweep;
 using namespace std::chrono_literals;
@@ -115,8 +115,10 @@ class TlsSseServer {
         body += "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":3}}\n\ndata: [DONE]\n\n";
         char size[16];
         std::snprintf(size, sizeof size, "%zx", body.size());
-        const std::string response = std::string("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                                                 "Transfer-Encoding: chunked\r\n\r\n") + size + "\r\n" + body + "\r\n0\r\n\r\n";
+        const std::string response = std::string(
+                                         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                                         "Transfer-Encoding: chunked\r\n\r\n") +
+                                     size + "\r\n" + body + "\r\n0\r\n\r\n";
         asio::write(s, asio::buffer(response), ec);
         if (ec) break;
       }

@@ -1,7 +1,8 @@
 #include "llmsim/config.hpp"
 
-#include <cmath>
 #include <fmt/format.h>
+
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 namespace capsweep::llmsim {
@@ -24,19 +25,21 @@ Result<T> get(const nlohmann::json& v, const std::string& key) {
   return v.get<T>();
 }
 
-bool probability(double p) { return std::isfinite(p) && p >= 0 && p <= 1; }
+bool probability(double p) {
+  return std::isfinite(p) && p >= 0 && p <= 1;
+}
 
 }  // namespace
 
 Result<SimConfig> apply_json(SimConfig cfg, const nlohmann::json& j) {
   if (!j.is_object()) return invalid("", "the configuration must be a JSON object");
   for (const auto& [key, v] : j.items()) {
-#define CAPSWEEP_SIM_KEY(name, member, type)  \
-  if (key == name) {                          \
-    auto r = get<type>(v, key);               \
-    if (!r) return r.error();                 \
+#define CAPSWEEP_SIM_KEY(name, member, type)    \
+  if (key == name) {                            \
+    auto r = get<type>(v, key);                 \
+    if (!r) return r.error();                   \
     member = static_cast<decltype(member)>(*r); \
-    continue;                                 \
+    continue;                                   \
   }
     CAPSWEEP_SIM_KEY("listen", cfg.listen, std::string)
     CAPSWEEP_SIM_KEY("model", cfg.model, std::string)
@@ -60,9 +63,12 @@ Result<SimConfig> apply_json(SimConfig cfg, const nlohmann::json& j) {
     if (key == "cold_start_mode") {
       auto r = get<std::string>(v, key);
       if (!r) return r.error();
-      if (*r == "refuse") cfg.cold_start_mode = ColdStartMode::refuse;
-      else if (*r == "503") cfg.cold_start_mode = ColdStartMode::unavailable;
-      else return invalid("/cold_start_mode", "must be \"refuse\" or \"503\"");
+      if (*r == "refuse")
+        cfg.cold_start_mode = ColdStartMode::refuse;
+      else if (*r == "503")
+        cfg.cold_start_mode = ColdStartMode::unavailable;
+      else
+        return invalid("/cold_start_mode", "must be \"refuse\" or \"503\"");
       continue;
     }
     return invalid("/" + key, "unknown setting");

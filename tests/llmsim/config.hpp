@@ -2,12 +2,11 @@
 // capsweep-llmsim's settings: the engine model, the API surface, cold start and faults.
 // Read from a JSON file (keys as below) and/or command-line flags; flags win.
 
-#include "llmsim/engine.hpp"
-
-#include <nlohmann/json_fwd.hpp>
-
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
+
+#include "llmsim/engine.hpp"
 
 namespace capsweep::llmsim {
 
@@ -21,13 +20,13 @@ struct SimConfig {
   std::uint32_t events_per_write = 1;  // SSE events grouped into one socket write
   double load_time_s = 0;              // cold start: model loading time
   ColdStartMode cold_start_mode = ColdStartMode::refuse;
-  bool ready_lies = false;             // /health says 200 while loading
-  double error_rate = 0;               // probability of an HTTP 500
-  double disconnect_rate = 0;          // probability of dropping a stream mid-way
-  double stall_ms = 0;                 // pause of a stalled stream
-  double stall_rate = 0;               // probability that a stream stalls once
+  bool ready_lies = false;     // /health says 200 while loading
+  double error_rate = 0;       // probability of an HTTP 500
+  double disconnect_rate = 0;  // probability of dropping a stream mid-way
+  double stall_ms = 0;         // pause of a stalled stream
+  double stall_rate = 0;       // probability that a stream stalls once
   std::uint64_t seed = 0;
-  double drain_s = 30;                 // on SIGTERM, how long running streams may finish
+  double drain_s = 30;  // on SIGTERM, how long running streams may finish
 };
 
 // Applies the keys of a JSON object onto `cfg` (unknown keys are errors naming the key).

@@ -1,8 +1,9 @@
 #include "llmsim/engine.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 
 namespace capsweep::llmsim {
 
@@ -25,10 +26,9 @@ Result<SeqId> Engine::submit(const SeqRequest& req) {
   if (req.max_tokens == 0) return invalid("/max_tokens", "must be in [1, 1000000]");
   const std::uint64_t need = std::uint64_t{req.prompt_tokens} + req.max_tokens;
   if (need > params_.max_model_len) {
-    return invalid("/max_tokens",
-                   fmt::format("this model's maximum context length is {} tokens; the request "
-                               "asks for {} ({} prompt + {} completion)",
-                               params_.max_model_len, need, req.prompt_tokens, req.max_tokens));
+    return invalid("/max_tokens", fmt::format("this model's maximum context length is {} tokens; the request "
+                                              "asks for {} ({} prompt + {} completion)",
+                                              params_.max_model_len, need, req.prompt_tokens, req.max_tokens));
   }
   if (need > params_.kv_cache_tokens) {
     return invalid("/max_tokens", fmt::format("the request needs {} KV tokens, more than the "

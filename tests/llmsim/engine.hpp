@@ -13,12 +13,12 @@
 //    emits its first token at the end of the iteration that prefilled it. A sequence that
 //    emitted max_tokens finishes and frees its KV reservation.
 
-#include "core/error.hpp"
-#include "core/time.hpp"
-
 #include <cstdint>
 #include <deque>
 #include <vector>
+
+#include "core/error.hpp"
+#include "core/time.hpp"
 
 namespace capsweep::llmsim {
 

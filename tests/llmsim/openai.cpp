@@ -1,11 +1,12 @@
 #include "llmsim/openai.hpp"
 
-#include "core/text.hpp"
+#include <fmt/format.h>
 
 #include <array>
 #include <charconv>
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "core/text.hpp"
 
 namespace capsweep::llmsim {
 namespace {
@@ -13,13 +14,13 @@ namespace {
 using json = nlohmann::json;
 
 constexpr std::array<std::string_view, 64> kWords{
-    " the", " of", " and", " to", " in", " is", " that", " for", " it", " as", " with", " on",
-    " was", " be", " by", " at", " this", " from", " are", " or", " an", " have", " not", " which",
-    " one", " all", " can", " their", " there", " been", " has", " more", " will", " would",
-    " about", " into", " time", " only", " other", " new", " some", " could", " these", " two",
-    " may", " first", " then", " any", " like", " such", " over", " model", " token", " batch",
-    " cache", " queue", " server", " request", " latency", " stream", " load", " rate",
-    " capacity", " sweep"};
+    " the",  " of",    " and",      " to",    " in",    " is",    " that",   " for",     " it",      " as",
+    " with", " on",    " was",      " be",    " by",    " at",    " this",   " from",    " are",     " or",
+    " an",   " have",  " not",      " which", " one",   " all",   " can",    " their",   " there",   " been",
+    " has",  " more",  " will",     " would", " about", " into",  " time",   " only",    " other",   " new",
+    " some", " could", " these",    " two",   " may",   " first", " then",   " any",     " like",    " such",
+    " over", " model", " token",    " batch", " cache", " queue", " server", " request", " latency", " stream",
+    " load", " rate",  " capacity", " sweep"};
 
 std::uint64_t mix(std::uint64_t x) noexcept {  // splitmix64 finaliser
   x += 0x9e3779b97f4a7c15ull;
@@ -40,8 +41,7 @@ void append_uint(std::string& out, std::uint64_t v) {
   out.append(buf, end);
 }
 
-std::optional<CompletionRequest> fail(ApiError& error, std::string param, std::string message,
-                                      unsigned status = 400) {
+std::optional<CompletionRequest> fail(ApiError& error, std::string param, std::string message, unsigned status = 400) {
   error.status = status;
   error.param = std::move(param);
   error.message = std::move(message);
@@ -64,10 +64,8 @@ std::string_view token_text(std::uint64_t seed, std::uint32_t index) noexcept {
   return kWords[mix(seed ^ (std::uint64_t{index} * 0x9e3779b97f4a7c15ull)) % kWords.size()];
 }
 
-std::optional<CompletionRequest> parse_completion_request(std::string_view body, Api api,
-                                                          std::string_view served_model,
-                                                          std::uint64_t server_seed,
-                                                          ApiError& error) {
+std::optional<CompletionRequest> parse_completion_request(std::string_view body, Api api, std::string_view served_model,
+                                                          std::uint64_t server_seed, ApiError& error) {
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return fail(error, "", "request body is not valid JSON");
   if (!j.is_object()) return fail(error, "", "request body must be a JSON object");
@@ -139,8 +137,7 @@ std::optional<CompletionRequest> parse_completion_request(std::string_view body,
   }
   if (max_key) {
     const auto& v = j[max_key];
-    if (!v.is_number_integer() || v.get<std::int64_t>() <= 0 ||
-        v.get<std::int64_t>() > std::int64_t{UINT32_MAX}) {
+    if (!v.is_number_integer() || v.get<std::int64_t>() <= 0 || v.get<std::int64_t>() > std::int64_t{UINT32_MAX}) {
       return fail(error, max_key, fmt::format("'{}' must be a positive integer", max_key));
     }
     req.max_tokens = static_cast<std::uint32_t>(v.get<std::int64_t>());
@@ -176,12 +173,11 @@ std::optional<CompletionRequest> parse_completion_request(std::string_view body,
   return req;
 }
 
-ChunkFormatter::ChunkFormatter(const CompletionRequest& req, std::string_view id,
-                               std::int64_t created)
+ChunkFormatter::ChunkFormatter(const CompletionRequest& req, std::string_view id, std::int64_t created)
     : req_(req), id_(id), created_(created) {
-  head_ = fmt::format(R"(data: {{"id":"{}","object":"{}","created":{},"model":{},"choices":[)",
-                      id, req.api == Api::chat ? "chat.completion.chunk" : "text_completion",
-                      created, json(req.model).dump());
+  head_ =
+      fmt::format(R"(data: {{"id":"{}","object":"{}","created":{},"model":{},"choices":[)", id,
+                  req.api == Api::chat ? "chat.completion.chunk" : "text_completion", created, json(req.model).dump());
 }
 
 void ChunkFormatter::append_role(std::string& out) const {
@@ -205,8 +201,7 @@ void ChunkFormatter::append_tokens(std::string& out, std::uint32_t first, std::u
   out += head_;
   out += req_.api == Api::chat ? R"({"index":0,"delta":{"content":")" : R"({"index":0,"text":")";
   for (std::uint32_t i = 0; i < count; ++i) out += token_text(req_.text_seed, first + i);
-  out += req_.api == Api::chat ? R"("},"logprobs":null,"finish_reason":)"
-                               : R"(","logprobs":null,"finish_reason":)";
+  out += req_.api == Api::chat ? R"("},"logprobs":null,"finish_reason":)" : R"(","logprobs":null,"finish_reason":)";
   out += finished ? R"("length","stop_reason":null}])" : R"(null,"stop_reason":null}])";
   if (req_.continuous_usage) {
     out += ',';
@@ -222,7 +217,9 @@ void ChunkFormatter::append_usage(std::string& out, std::uint32_t completion_tok
   out += "}\n\n";
 }
 
-void ChunkFormatter::append_done(std::string& out) { out += "data: [DONE]\n\n"; }
+void ChunkFormatter::append_done(std::string& out) {
+  out += "data: [DONE]\n\n";
+}
 
 std::string ChunkFormatter::full_response(std::uint32_t completion_tokens) const {
   std::string text;
@@ -233,9 +230,8 @@ std::string ChunkFormatter::full_response(std::uint32_t completion_tokens) const
   j["object"] = req_.api == Api::chat ? "chat.completion" : "text_completion";
   j["model"] = req_.model;
   if (req_.api == Api::chat) {
-    j["choices"] = json::array({{{"index", 0},
-                                 {"message", {{"role", "assistant"}, {"content", text}}},
-                                 {"finish_reason", "length"}}});
+    j["choices"] = json::array(
+        {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", text}}}, {"finish_reason", "length"}}});
   } else {
     j["choices"] = json::array({{{"index", 0}, {"text", text}, {"finish_reason", "length"}}});
   }

@@ -3,12 +3,12 @@
 // formatting their responses and SSE chunks the way vLLM does. Prompt tokens are counted as
 // whitespace-separated words; generated text is one word per token, deterministic per seed.
 
-#include "core/error.hpp"
-
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "core/error.hpp"
 
 namespace capsweep::llmsim {
 
@@ -38,10 +38,8 @@ std::string error_body(const ApiError& e);
 
 // Parses a /v1/completions or /v1/chat/completions body. `served_model` is the one model
 // served; `default_max_tokens` applies when the request gives none (completions: 16).
-std::optional<CompletionRequest> parse_completion_request(std::string_view body, Api api,
-                                                          std::string_view served_model,
-                                                          std::uint64_t server_seed,
-                                                          ApiError& error);
+std::optional<CompletionRequest> parse_completion_request(std::string_view body, Api api, std::string_view served_model,
+                                                          std::uint64_t server_seed, ApiError& error);
 
 // The word generated as token `index` of a request with text seed `seed` (with its space).
 std::string_view token_text(std::uint64_t seed, std::uint32_t index) noexcept;
@@ -56,8 +54,8 @@ class ChunkFormatter {
   void append_role(std::string& out) const;
   // A content chunk carrying tokens [first, first + count); `completion_tokens` is the total
   // generated so far (for continuous usage); `finished` sets finish_reason "length".
-  void append_tokens(std::string& out, std::uint32_t first, std::uint32_t count,
-                     std::uint32_t completion_tokens, bool finished) const;
+  void append_tokens(std::string& out, std::uint32_t first, std::uint32_t count, std::uint32_t completion_tokens,
+                     bool finished) const;
   // The usage-only chunk (choices empty) sent last when include_usage is set.
   void append_usage(std::string& out, std::uint32_t completion_tokens) const;
   // "data: [DONE]\n\n"

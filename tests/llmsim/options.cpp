@@ -1,10 +1,10 @@
 #include "llmsim/options.hpp"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
+#include <CLI/CLI.hpp>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 namespace capsweep::llmsim {
@@ -42,23 +42,34 @@ std::variant<SimConfig, int> parse_options(int argc, char** argv) {
   app.add_option("--listen", cfg.listen, "HOST:PORT to listen on")->capture_default_str();
   app.add_option("--model", cfg.model, "the model name served")->capture_default_str();
   app.add_option("--max-num-seqs", cfg.engine.max_num_seqs, "most sequences in a batch")->capture_default_str();
-  app.add_option("--kv-cache-tokens", cfg.engine.kv_cache_tokens, "KV cache size in tokens (prompt + max output reserved per request)")->capture_default_str();
-  app.add_option("--max-model-len", cfg.engine.max_model_len, "longest prompt + output accepted")->capture_default_str();
+  app.add_option("--kv-cache-tokens", cfg.engine.kv_cache_tokens,
+                 "KV cache size in tokens (prompt + max output reserved per request)")
+      ->capture_default_str();
+  app.add_option("--max-model-len", cfg.engine.max_model_len, "longest prompt + output accepted")
+      ->capture_default_str();
   app.add_option("--decode-base-ms", cfg.engine.decode_base_ms, "fixed time of an iteration")->capture_default_str();
-  app.add_option("--decode-per-seq-ms", cfg.engine.decode_per_seq_ms, "iteration time per running sequence")->capture_default_str();
-  app.add_option("--prefill-ms-per-token", cfg.engine.prefill_ms_per_token, "iteration time per prompt token admitted")->capture_default_str();
-  app.add_option("--tokens-per-chunk", cfg.tokens_per_chunk, "tokens per SSE content chunk after the first")->capture_default_str();
-  app.add_option("--events-per-write", cfg.events_per_write, "SSE events grouped into one socket write")->capture_default_str();
-  app.add_option("--load-time-s", cfg.load_time_s, "cold start: seconds spent loading the model")->capture_default_str();
+  app.add_option("--decode-per-seq-ms", cfg.engine.decode_per_seq_ms, "iteration time per running sequence")
+      ->capture_default_str();
+  app.add_option("--prefill-ms-per-token", cfg.engine.prefill_ms_per_token, "iteration time per prompt token admitted")
+      ->capture_default_str();
+  app.add_option("--tokens-per-chunk", cfg.tokens_per_chunk, "tokens per SSE content chunk after the first")
+      ->capture_default_str();
+  app.add_option("--events-per-write", cfg.events_per_write, "SSE events grouped into one socket write")
+      ->capture_default_str();
+  app.add_option("--load-time-s", cfg.load_time_s, "cold start: seconds spent loading the model")
+      ->capture_default_str();
   app.add_option("--cold-start-mode", cold_start, "while loading: refuse connections, or answer 503")
-      ->check(CLI::IsMember({"refuse", "503"}))->capture_default_str();
+      ->check(CLI::IsMember({"refuse", "503"}))
+      ->capture_default_str();
   app.add_flag("--ready-lies", cfg.ready_lies, "/health answers 200 while the model is still loading");
   app.add_option("--error-rate", cfg.error_rate, "probability of an HTTP 500")->capture_default_str();
-  app.add_option("--disconnect-rate", cfg.disconnect_rate, "probability of dropping a stream mid-way")->capture_default_str();
+  app.add_option("--disconnect-rate", cfg.disconnect_rate, "probability of dropping a stream mid-way")
+      ->capture_default_str();
   app.add_option("--stall-ms", cfg.stall_ms, "pause of a stalled stream")->capture_default_str();
   app.add_option("--stall-rate", cfg.stall_rate, "probability that a stream stalls once")->capture_default_str();
   app.add_option("--seed", cfg.seed, "seed of the generated text and the faults")->capture_default_str();
-  app.add_option("--drain-s", cfg.drain_s, "on SIGTERM, seconds running streams may take to finish")->capture_default_str();
+  app.add_option("--drain-s", cfg.drain_s, "on SIGTERM, seconds running streams may take to finish")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

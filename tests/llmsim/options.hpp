@@ -1,9 +1,9 @@
 #pragma once
 // capsweep-llmsim's command line: settings from --config FILE (read first), then flags.
 
-#include "llmsim/config.hpp"
-
 #include <variant>
+
+#include "llmsim/config.hpp"
 
 namespace capsweep::llmsim {
 

@@ -1,25 +1,25 @@
 #include "llmsim/sim_server.hpp"
 
-#include "core/random.hpp"
-#include "core/stats.hpp"
-#include "http/server.hpp"
-#include "llmsim/openai.hpp"
-#include "observe/text_writer.hpp"
+#include <fmt/format.h>
 
+#include <array>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-
-#include <array>
-#include <charconv>
-#include <cstring>
 #include <cctype>
+#include <charconv>
 #include <chrono>
-#include <fmt/format.h>
+#include <cstring>
 #include <nlohmann/json.hpp>
+
+#include "core/random.hpp"
+#include "core/stats.hpp"
+#include "http/server.hpp"
+#include "llmsim/openai.hpp"
+#include "observe/text_writer.hpp"
 
 namespace capsweep::llmsim {
 
@@ -32,12 +32,13 @@ constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 namespace {
 
-double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+double seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
 
-const std::vector<double> kLatencyBuckets{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25,
-                                          0.5,   0.75,  1.0,  2.5,  5.0,  7.5,  10.0, 20.0, 40.0,
-                                          80.0,  160.0, 640.0, 2560.0};
-const std::vector<double> kItlBuckets{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
+const std::vector<double> kLatencyBuckets{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
+                                          1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
+const std::vector<double> kItlBuckets{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4, 0.5,
                                       0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
 
 constexpr std::string_view kStreamHeader =
@@ -57,12 +58,12 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
       : io(io_context),
         cfg(std::move(c)),
         engine(cfg.engine),
-        server(io.get_executor(),
-               [this](http::Request& req, beast::tcp_stream& s) { return handle(req, s); },
-               http::ServerOptions{.body_limit = 1 << 20,
-                                   .read_timeout = std::chrono::milliseconds(30'000),
-                                   .idle_timeout = std::chrono::milliseconds(120'000),
-                                   .server_name = "capsweep-llmsim"}),
+        server(
+            io.get_executor(), [this](http::Request& req, beast::tcp_stream& s) { return handle(req, s); },
+            http::ServerOptions{.body_limit = 1 << 20,
+                                .read_timeout = std::chrono::milliseconds(30'000),
+                                .idle_timeout = std::chrono::milliseconds(120'000),
+                                .server_name = "capsweep-llmsim"}),
         wake(io),
         iteration_timer(io),
         shutdown_timer(io),
@@ -81,7 +82,7 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
   asio::steady_timer wake;             // wakes the idle engine loop on a submission
   asio::steady_timer iteration_timer;  // the iteration clock
   asio::steady_timer shutdown_timer;
-  Rng rng;                             // fault decisions
+  Rng rng;  // fault decisions
   bool loading = false;
   bool stopping = false;
   std::uint64_t next_request = 1;
@@ -99,13 +100,16 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
   // One request in the engine; owned by its connection's coroutine (and in-flight writes).
   struct Stream : std::enable_shared_from_this<Stream> {
     Stream(Impl& s, beast::tcp_stream& c, CompletionRequest r, std::string response_id)
-        : sim(s), conn(c), req(std::move(r)), formatter(req, response_id, created_now()), done_timer(s.io),
+        : sim(s),
+          conn(c),
+          req(std::move(r)),
+          formatter(req, response_id, created_now()),
+          done_timer(s.io),
           stall_timer(s.io) {
       done_timer.expires_at(Clock::time_point::max());
     }
     static std::int64_t created_now() {
-      return std::chrono::duration_cast<std::chrono::seconds>(
-                 std::chrono::system_clock::now().time_since_epoch())
+      return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
     }
 
@@ -121,8 +125,8 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
     static constexpr std::size_t kChunkSlot = 10;
     std::string pending = std::string(kChunkSlot, ' '), writing;
     std::uint32_t pending_events = 0;
-    std::uint32_t emitted = 0;       // tokens produced by the engine so far
-    std::uint32_t formatted = 0;     // tokens already put into chunks
+    std::uint32_t emitted = 0;    // tokens produced by the engine so far
+    std::uint32_t formatted = 0;  // tokens already put into chunks
     std::uint32_t disconnect_at = UINT32_MAX;
     std::uint32_t stall_at = UINT32_MAX;
     Clock::time_point stall_until{};
@@ -137,8 +141,10 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
     void on_token(const Emission& e, Clock::time_point now) {
       emitted = e.index + 1;
       ++sim.generation_tokens_total;
-      if (e.index == 0) sim.ttft.observe(seconds(now - arrival));
-      else sim.itl.observe(seconds(now - last_token));
+      if (e.index == 0)
+        sim.ttft.observe(seconds(now - arrival));
+      else
+        sim.itl.observe(seconds(now - last_token));
       last_token = now;
       if (e.finished) {
         finished = true;
@@ -150,8 +156,7 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
         return;
       }
       const std::uint32_t unformatted = emitted - formatted;
-      if (e.index == 0 || unformatted >= sim.cfg.tokens_per_chunk || finished ||
-          e.index >= disconnect_at) {
+      if (e.index == 0 || unformatted >= sim.cfg.tokens_per_chunk || finished || e.index >= disconnect_at) {
         formatter.append_tokens(pending, formatted, unformatted, emitted, finished);
         formatted = emitted;
         ++pending_events;
@@ -197,7 +202,8 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
         pending_events = 0;
         terminal_written = last;
         beast::error_code wec;
-        const std::size_t n = start + conn.socket().write_some(asio::buffer(writing.data() + start, writing.size() - start), wec);
+        const std::size_t n =
+            start + conn.socket().write_some(asio::buffer(writing.data() + start, writing.size() - start), wec);
         if (wec && wec != asio::error::would_block) {
           fail_stream();
           return;
@@ -313,8 +319,8 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
       res.body() = render_metrics();
       co_return http::Reply{std::move(res), true};
     }
-    const bool known = target == "/v1/models" || target == "/tokenize" ||
-                       target == "/v1/completions" || target == "/v1/chat/completions";
+    const bool known = target == "/v1/models" || target == "/tokenize" || target == "/v1/completions" ||
+                       target == "/v1/chat/completions";
     if (!known) {
       co_return error_reply(req, {404, fmt::format("no route for {}", target), "NotFoundError", ""}, false);
     }
@@ -333,8 +339,7 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
     }
     if (auto r = only(bhttp::verb::post)) co_return *r;
     if (target == "/tokenize") co_return tokenize(req);
-    co_return co_await complete(req, conn,
-                                target == "/v1/chat/completions" ? Api::chat : Api::completions);
+    co_return co_await complete(req, conn, target == "/v1/chat/completions" ? Api::chat : Api::completions);
   }
 
   http::Reply tokenize(http::Request& req) {
@@ -361,7 +366,8 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
         while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
         std::size_t start = i;
         while (i < text.size() && !std::isspace(static_cast<unsigned char>(text[i]))) ++i;
-        if (i > start) tokens.push_back(std::hash<std::string_view>{}(std::string_view(text).substr(start, i - start)) % 32000);
+        if (i > start)
+          tokens.push_back(std::hash<std::string_view>{}(std::string_view(text).substr(start, i - start)) % 32000);
       }
     }
     json out{{"count", tokens.size()}, {"max_model_len", cfg.engine.max_model_len}, {"tokens", tokens}};
@@ -376,11 +382,10 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
       co_return error_reply(req, {500, "injected server error", "InternalServerError", ""});
     }
     const std::uint64_t n = next_request++;
-    auto stream = std::make_shared<Stream>(
-        *this, conn, std::move(*parsed),
-        fmt::format("{}-{}", api == Api::chat ? "chatcmpl" : "cmpl", n));
-    auto id = engine.submit({stream->req.prompt_tokens, stream->req.max_tokens,
-                             reinterpret_cast<std::uintptr_t>(stream.get())});
+    auto stream = std::make_shared<Stream>(*this, conn, std::move(*parsed),
+                                           fmt::format("{}-{}", api == Api::chat ? "chatcmpl" : "cmpl", n));
+    auto id = engine.submit(
+        {stream->req.prompt_tokens, stream->req.max_tokens, reinterpret_cast<std::uintptr_t>(stream.get())});
     if (!id) {
       co_return error_reply(req, {400, id.error().message, "BadRequestError", "max_tokens"});
     }
@@ -425,19 +430,29 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
   std::string render_metrics() {
     std::string out;
     out.reserve(8192);
-    observe::render_sample(out, "vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", labels, double(engine.running()));
-    observe::render_sample(out, "vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", labels, double(engine.waiting()));
-    observe::render_sample(out, "vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", labels, engine.kv_usage());
-    observe::render_sample(out, "vllm:gpu_cache_usage_perc", "gauge", "GPU KV-cache usage (older name). 1 means 100 percent usage.", labels, engine.kv_usage());
-    observe::render_sample(out, "vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", labels, double(prompt_tokens_total));
-    observe::render_sample(out, "vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", labels, double(generation_tokens_total));
-    observe::render_sample(out, "vllm:request_success_total", "counter", "Count of successfully processed requests.", labels + ",finished_reason=\"length\"", double(success_total));
-    observe::render_sample(out, "llmsim:request_errors_total", "counter", "Requests answered with an error (4xx/5xx).", labels, double(errors_total));
-    observe::render_sample(out, "llmsim:request_aborted_total", "counter", "Streams dropped before their last token.", labels, double(aborted_total));
+    observe::render_sample(out, "vllm:num_requests_running", "gauge", "Number of requests in model execution batches.",
+                           labels, double(engine.running()));
+    observe::render_sample(out, "vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.",
+                           labels, double(engine.waiting()));
+    observe::render_sample(out, "vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.",
+                           labels, engine.kv_usage());
+    observe::render_sample(out, "vllm:gpu_cache_usage_perc", "gauge",
+                           "GPU KV-cache usage (older name). 1 means 100 percent usage.", labels, engine.kv_usage());
+    observe::render_sample(out, "vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", labels,
+                           double(prompt_tokens_total));
+    observe::render_sample(out, "vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",
+                           labels, double(generation_tokens_total));
+    observe::render_sample(out, "vllm:request_success_total", "counter", "Count of successfully processed requests.",
+                           labels + ",finished_reason=\"length\"", double(success_total));
+    observe::render_sample(out, "llmsim:request_errors_total", "counter", "Requests answered with an error (4xx/5xx).",
+                           labels, double(errors_total));
+    observe::render_sample(out, "llmsim:request_aborted_total", "counter", "Streams dropped before their last token.",
+                           labels, double(aborted_total));
     ttft.render(out, "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", labels);
     itl.render(out, "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", labels);
     e2e.render(out, "vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", labels);
-    lateness_hist.render(out, "llmsim:iteration_lateness_seconds", "How late iterations woke after their deadline.", labels);
+    lateness_hist.render(out, "llmsim:iteration_lateness_seconds", "How late iterations woke after their deadline.",
+                         labels);
     return out;
   }
 
@@ -451,7 +466,8 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
     if (cfg.load_time_s > 0) {
       loading = true;
       if (!delay_listen) server.start();
-      auto t = std::make_shared<asio::steady_timer>(io, std::chrono::microseconds(static_cast<long>(cfg.load_time_s * 1e6)));
+      auto t =
+          std::make_shared<asio::steady_timer>(io, std::chrono::microseconds(static_cast<long>(cfg.load_time_s * 1e6)));
       t->async_wait([self = shared_from_this(), t, delay_listen](beast::error_code ec) {
         if (ec || self->stopping) return;
         self->loading = false;
@@ -485,13 +501,18 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
   }
 };
 
-SimServer::SimServer(asio::io_context& io, SimConfig cfg)
-    : impl_(std::make_shared<Impl>(io, std::move(cfg))) {}
+SimServer::SimServer(asio::io_context& io, SimConfig cfg) : impl_(std::make_shared<Impl>(io, std::move(cfg))) {}
 SimServer::~SimServer() = default;
 
-void SimServer::start() { impl_->start(); }
-asio::ip::tcp::endpoint SimServer::endpoint() const { return impl_->server.local_endpoint(); }
-void SimServer::begin_shutdown() { impl_->begin_shutdown(); }
+void SimServer::start() {
+  impl_->start();
+}
+asio::ip::tcp::endpoint SimServer::endpoint() const {
+  return impl_->server.local_endpoint();
+}
+void SimServer::begin_shutdown() {
+  impl_->begin_shutdown();
+}
 
 LatenessReport SimServer::lateness() const {
   const auto& s = impl_->lateness_ms;

@@ -3,12 +3,11 @@
 // io_context thread, behind vLLM's HTTP API (completions, chat, models, tokenize, health,
 // metrics), with cold start and fault injection.
 
-#include "llmsim/config.hpp"
-
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-
 #include <memory>
+
+#include "llmsim/config.hpp"
 
 namespace capsweep::llmsim {
 

@@ -1,16 +1,15 @@
 // capsweepd end to end: the real program on loopback with a temporary database, aimed at
 // capsweep-llmsim (in-process), driven through its HTTP API.
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <set>
+#include <thread>
+
 #include "api/schema.hpp"
 #include "integration/llmsim_fixture.hpp"
 #include "observe/prometheus.hpp"
 #include "service/daemon_fixture.hpp"
 #include "store/store.hpp"
-
-#include <catch2/catch.hpp>
-
-#include <fstream>
-#include <set>
-#include <thread>
 
 using namespace capsweep;
 using namespace capsweep::testing;
@@ -24,20 +23,35 @@ llmsim::SimConfig default_sim() {
   return cfg;
 }
 
-std::string base_url(const SimFixture& sim) { return "http://127.0.0.1:" + std::to_string(sim.endpoint().port()); }
+std::string base_url(const SimFixture& sim) {
+  return "http://127.0.0.1:" + std::to_string(sim.endpoint().port());
+}
 
 // The demo spec aimed at the simulator, with short steps.
 json sweep_spec(const SimFixture& sim, int steps, double step_s, double warmup_s) {
   return {{"name", "test sweep"},
-          {"target", {{"base_url", base_url(sim)}, {"api", "completions"}, {"model", "sim-8b"},
-                      {"metrics_url", base_url(sim) + "/metrics"}}},
-          {"workload", {{"prompt_tokens", {{"dist", "fixed"}, {"value", 200}}},
-                        {"output_tokens", {{"dist", "fixed"}, {"value", 64}}}, {"seed", 42}}},
+          {"target",
+           {{"base_url", base_url(sim)},
+            {"api", "completions"},
+            {"model", "sim-8b"},
+            {"metrics_url", base_url(sim) + "/metrics"}}},
+          {"workload",
+           {{"prompt_tokens", {{"dist", "fixed"}, {"value", 200}}},
+            {"output_tokens", {{"dist", "fixed"}, {"value", 64}}},
+            {"seed", 42}}},
           {"arrival", {{"process", "poisson"}}},
-          {"sweep", {{"steps", steps}, {"step_duration_s", step_s}, {"warmup_s", warmup_s},
-                     {"baseline_requests", 5}, {"probe_requests", 256}, {"probe_concurrency", 256}}},
-          {"slo", {{"ttft_ms", {{"p95", 800}}}, {"itl_ms", {{"p95", 50}}}, {"max_error_rate", 0.001},
-                   {"goodput", {{"ttft_ms", 800}, {"tpot_ms", 50}}}}}};
+          {"sweep",
+           {{"steps", steps},
+            {"step_duration_s", step_s},
+            {"warmup_s", warmup_s},
+            {"baseline_requests", 5},
+            {"probe_requests", 256},
+            {"probe_concurrency", 256}}},
+          {"slo",
+           {{"ttft_ms", {{"p95", 800}}},
+            {"itl_ms", {{"p95", 50}}},
+            {"max_error_rate", 0.001},
+            {"goodput", {{"ttft_ms", 800}, {"tpot_ms", 50}}}}}};
 }
 
 json check_spec(const SimFixture& sim, double rate, double duration_s) {
@@ -94,7 +108,12 @@ TEST_CASE("capsweepd: a full sweep finds llmsim's capacity within 15% of its mod
   Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
   const std::string id = submit(d, sweep_spec(sim, 4, 6, 2));
   // Progress while it runs: phase, step i of planned, percent.
-  const json running = d.wait_for(id, [](const json& v) { return v["status"] == "running" && v["progress"]["step"].is_number() && v["progress"]["step"].get<int>() >= 2; }, 60s);
+  const json running = d.wait_for(
+      id,
+      [](const json& v) {
+        return v["status"] == "running" && v["progress"]["step"].is_number() && v["progress"]["step"].get<int>() >= 2;
+      },
+      60s);
   REQUIRE(running["status"] == "running");
   CHECK(running["progress"]["steps_planned"].get<int>() >= running["progress"]["step"].get<int>());
   CHECK(running["progress"]["percent"].get<double>() >= 0);
@@ -107,13 +126,15 @@ TEST_CASE("capsweepd: a full sweep finds llmsim's capacity within 15% of its mod
   // The model is the ground truth only while the simulator kept its iteration times: a
   // simulator starved of CPU serves less than its model says.
   const auto late = sim.lateness();
-  INFO("simulator iteration lateness p50 " << late.p50_ms << " ms, p99 " << late.p99_ms << " ms over " << late.iterations);
+  INFO("simulator iteration lateness p50 " << late.p50_ms << " ms, p99 " << late.p99_ms << " ms over "
+                                           << late.iterations);
   CHECK(late.p99_ms < 5);
   validate_result(done);
   const json& r = done["result"];
   const double max = r["max_slo_rate_rps"].get<double>();
   bool generator_limited = false;
-  for (const auto& w : r["warnings"]) generator_limited |= w.get<std::string>().find("generator-limited") != std::string::npos;
+  for (const auto& w : r["warnings"])
+    generator_limited |= w.get<std::string>().find("generator-limited") != std::string::npos;
   if (!generator_limited) {
     CHECK(max > 0.85 * model_rate);
     CHECK(max < 1.15 * model_rate);
@@ -145,9 +166,10 @@ TEST_CASE("capsweepd: a full sweep finds llmsim's capacity within 15% of its mod
   for (std::size_t i = 0; i < steps["steps"].size(); ++i) {
     const json& s = steps["steps"][i];
     CHECK(s["index"] == i);
-    for (const char* key : {"p95_ttft_ms", "mean_tpot_ms", "p99_itl_ms", "request_throughput", "output_throughput",
-                            "request_goodput", "completed", "total_input_tokens", "total_output_tokens", "duration_s",
-                            "offered_rate_rps", "achieved_rate_rps", "p99_schedule_lag_ms", "generator_limited", "slo_pass", "server"}) {
+    for (const char* key :
+         {"p95_ttft_ms", "mean_tpot_ms", "p99_itl_ms", "request_throughput", "output_throughput", "request_goodput",
+          "completed", "total_input_tokens", "total_output_tokens", "duration_s", "offered_rate_rps",
+          "achieved_rate_rps", "p99_schedule_lag_ms", "generator_limited", "slo_pass", "server"}) {
       CHECK(s["summary"].contains(key));
     }
     requests += s["summary"]["measured"].get<std::size_t>();
@@ -159,7 +181,8 @@ TEST_CASE("capsweepd: a full sweep finds llmsim's capacity within 15% of its mod
   CHECK(lines >= requests + 1);
   // A step above the capacity never passed.
   for (const auto& s : steps["steps"]) {
-    if (s["offered_rate_rps"].is_number() && s["offered_rate_rps"].get<double>() > 1.05 * model_rate) CHECK(s["verdict"] != "pass");
+    if (s["offered_rate_rps"].is_number() && s["offered_rate_rps"].get<double>() > 1.05 * model_rate)
+      CHECK(s["verdict"] != "pass");
   }
 }
 
@@ -215,28 +238,28 @@ TEST_CASE("capsweepd: malformed specs get a 4xx naming the field - nothing is st
     std::string field;
   };
   const std::vector<Case> cases{
-      {"{\"target\": ", 400, ""},                                  // not JSON
-      {"[1, 2, 3]", 400, ""},                                      // not an object
+      {"{\"target\": ", 400, ""},  // not JSON
+      {"[1, 2, 3]", 400, ""},      // not an object
       {without("", "target"), 400, "/target"},
       {without("/target", "model"), 400, "/target/model"},
-      {with("/target/model", 42), 400, "/target/model"},           // wrong type
-      {with("/target/api", "grpc"), 400, "/target/api"},           // unknown api
+      {with("/target/model", 42), 400, "/target/model"},  // wrong type
+      {with("/target/api", "grpc"), 400, "/target/api"},  // unknown api
       {with("/target/base_url", "ftp://127.0.0.1/"), 400, "/target/base_url"},
       {with("/target/headers", json{{"X-Key", 5}}), 400, "/target/headers/X-Key"},
       {with("/surprise", true), 400, "/surprise"},
       {with("/kind", "benchmark"), 400, "/kind"},
       {with("/sweep/steps", 0), 400, "/sweep/steps"},
-      {with("/sweep/step_duration_s", -5), 400, "/sweep/step_duration_s"},  // negative
+      {with("/sweep/step_duration_s", -5), 400, "/sweep/step_duration_s"},   // negative
       {with("/sweep/warmup_s", 10), 400, "/sweep/warmup_s"},                 // not shorter than the step
       {with("/sweep/max_rate_rps", 5000), 400, "/sweep/max_rate_rps"},       // over the service's limit
       {with("/slo/ttft_ms", json{{"p95", -800}}), 400, "/slo/ttft_ms/p95"},  // negative bound
       {with("/slo/itl_ms", json{{"p100", 50}}), 400, "/slo/itl_ms/p100"},    // percentile outside (0, 100)
       {with("/arrival/process", "bursty"), 400, "/arrival/process"},
       {check.dump(), 400, "/check/rate_rps"},
-      {negative_check.dump(), 400, "/check/rate_rps"},                       // negative rate
+      {negative_check.dump(), 400, "/check/rate_rps"},                                 // negative rate
       {with("/target/base_url", "http://10.20.30.40:8000"), 403, "/target/base_url"},  // outside the allow-list
       {with("/target/metrics_url", "http://192.0.2.1/metrics"), 403, "/target/metrics_url"},
-      {std::string(2 << 20, ' '), 413, ""},                        // huge body: the whole document
+      {std::string(2 << 20, ' '), 413, ""},  // huge body: the whole document
   };
   REQUIRE(cases.size() >= 20);
   for (const auto& c : cases) {
@@ -286,8 +309,10 @@ TEST_CASE("capsweepd: with tokens every endpoint but /healthz needs one - read t
   TempDir dir;
   {
     std::ofstream cfg(dir.path("capsweepd.json"));
-    cfg << json{{"tokens", {{{"token", "reader-0123456789abcdef"}, {"role", "read"}},
-                            {{"token", "submitter-0123456789abcdef"}, {"role", "submit"}}}}}.dump();
+    cfg << json{{"tokens",
+                 {{{"token", "reader-0123456789abcdef"}, {"role", "read"}},
+                  {{"token", "submitter-0123456789abcdef"}, {"role", "submit"}}}}}
+               .dump();
   }
   Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"), {"--config", dir.path("capsweepd.json").string()});
   const std::map<std::string, std::string> reader{{"Authorization", "Bearer reader-0123456789abcdef"}};
@@ -312,7 +337,8 @@ TEST_CASE("capsweepd: with tokens every endpoint but /healthz needs one - read t
     if (json::parse(v.body)["status"] == "succeeded") break;
     std::this_thread::sleep_for(50ms);
   }
-  for (const std::string& path : std::vector<std::string>{"/v1/sweeps/" + id, "/v1/sweeps", "/v1/sweeps/" + id + "/steps", "/v1/sweeps/" + id + "/requests.csv"}) {
+  for (const std::string& path : std::vector<std::string>{
+           "/v1/sweeps/" + id, "/v1/sweeps", "/v1/sweeps/" + id + "/steps", "/v1/sweeps/" + id + "/requests.csv"}) {
     auto r = d.get(path, reader);
     CHECK(r.status == 200);
     CHECK(r.body.find("target-secret-value") == std::string::npos);
@@ -328,7 +354,8 @@ TEST_CASE("capsweepd: one sweep per target at a time - cancel stops a running sw
   const std::string first = submit(d, sweep_spec(sim, 3, 30, 2));
   const std::string second = submit(d, sweep_spec(sim, 3, 30, 2));
   // The first reaches its ladder (two steps stored); the second waits for the same target.
-  const json running = d.wait_for(first, [](const json& v) { return v["progress"]["phase"] == "ladder"; }, 60s);
+  const json running = d.wait_for(
+      first, [](const json& v) { return v["progress"]["phase"] == "ladder"; }, 60s);
   REQUIRE(running["progress"]["phase"] == "ladder");
   CHECK(d.get_json("/v1/sweeps/" + second)["status"] == "queued");
   CHECK(d.get_json("/v1/sweeps?status=queued")["sweeps"].size() == 1);
@@ -343,7 +370,8 @@ TEST_CASE("capsweepd: one sweep per target at a time - cancel stops a running sw
   CHECK(d.get_json("/v1/sweeps/" + first + "/steps")["steps"].size() >= 2);
   CHECK(d.post("/v1/sweeps/" + first + "/cancel", "").status == 409);
   // The second takes the target over.
-  const json next = d.wait_for(second, [](const json& v) { return v["status"] == "running"; }, 20s);
+  const json next = d.wait_for(
+      second, [](const json& v) { return v["status"] == "running"; }, 20s);
   CHECK(next["status"] == "running");
   REQUIRE(d.post("/v1/sweeps/" + second + "/cancel", "").status == 202);
   CHECK(d.wait_for(second, ended, 10s)["status"] == "cancelled");

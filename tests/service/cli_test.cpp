@@ -1,14 +1,14 @@
 // The capsweep CLI against a running capsweepd: every subcommand and every exit code.
-#include "integration/llmsim_fixture.hpp"
-#include "service/daemon_fixture.hpp"
+#include <sys/wait.h>
 
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
-#include <sys/wait.h>
+
+#include "integration/llmsim_fixture.hpp"
+#include "service/daemon_fixture.hpp"
 
 using namespace capsweep;
 using namespace capsweep::testing;
@@ -39,7 +39,9 @@ std::string write(const TempDir& dir, const std::string& name, const json& j) {
   return dir.path(name).string();
 }
 
-json job(const SimFixture& sim) { return sim_job("http://127.0.0.1:" + std::to_string(sim.endpoint().port()), "cli"); }
+json job(const SimFixture& sim) {
+  return sim_job("http://127.0.0.1:" + std::to_string(sim.endpoint().port()), "cli");
+}
 
 json check(const SimFixture& sim, double rate, double duration) {
   json j = job(sim);
@@ -119,8 +121,9 @@ TEST_CASE("cli: every subcommand and exit code against a running capsweepd") {
 
   // A small sweep: verdict 0, or 3 under --require-rate above its answer.
   json small = job(sim);
-  small["sweep"] = {{"steps", 2}, {"step_duration_s", 5}, {"warmup_s", 1}, {"baseline_requests", 3},
-                    {"probe_requests", 128}, {"tolerance", 0.5}, {"max_steps", 3}};
+  small["sweep"] = {
+      {"steps", 2},       {"step_duration_s", 5}, {"warmup_s", 1}, {"baseline_requests", 3}, {"probe_requests", 128},
+      {"tolerance", 0.5}, {"max_steps", 3}};
   const auto sw = run({"submit", write(dir, "small.json", small), "--wait"});
   INFO(sw.out << sw.err);
   CHECK(sw.code == 0);
@@ -129,7 +132,8 @@ TEST_CASE("cli: every subcommand and exit code against a running capsweepd") {
   CHECK(run({"verdict", sweep_id, "--require-rate", "1"}).code == 0);
   CHECK(run({"verdict", sweep_id, "--require-rate", "100000"}).code == 3);
   // autoscale: the thresholds of the sweep, as JSON, KEDA or HPA; a check has none (1).
-  const auto aj = run({"--json", "autoscale", sweep_id, "--format", "json", "--peak-rps", "100", "--utilization", "0.5"});
+  const auto aj =
+      run({"--json", "autoscale", sweep_id, "--format", "json", "--peak-rps", "100", "--utilization", "0.5"});
   INFO(aj.out << aj.err);
   REQUIRE(aj.code == 0);
   const json plan = json::parse(aj.out);
@@ -138,7 +142,8 @@ TEST_CASE("cli: every subcommand and exit code against a running capsweepd") {
   CHECK(plan["capacity_rps"].get<double>() == capacity);
   CHECK(plan["max_replicas"].get<int>() == static_cast<int>(std::ceil(100 / (0.5 * capacity))));
   CHECK(plan["target_inflight_per_replica"].get<int>() ==
-        std::max(1, static_cast<int>(std::floor(0.5 * sweep_view["result"]["concurrency_at_max_slo"]["littles_law"].get<double>()))));
+        std::max(1, static_cast<int>(std::floor(
+                        0.5 * sweep_view["result"]["concurrency_at_max_slo"]["littles_law"].get<double>()))));
   const auto keda = run({"autoscale", sweep_id, "--namespace", "llm"});
   CHECK(keda.code == 0);
   CHECK(keda.out.find("kind: ScaledObject") != std::string::npos);

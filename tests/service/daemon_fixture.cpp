@@ -1,13 +1,12 @@
 #include "service/daemon_fixture.hpp"
 
-#include <catch2/catch.hpp>
-#include <boost/asio/io_context.hpp>
-
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <boost/asio/io_context.hpp>
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <fstream>
 #include <random>
@@ -48,10 +47,12 @@ std::size_t count_of(const std::string& text, const std::string& what) {
 }
 
 nlohmann::json sim_job(const std::string& base_url, const std::string& name) {
-  return {{"name", name},
-          {"target", {{"base_url", base_url}, {"model", "sim-8b"}, {"metrics_url", base_url + "/metrics"}}},
-          {"workload", {{"prompt_tokens", {{"dist", "fixed"}, {"value", 200}}}, {"output_tokens", {{"dist", "fixed"}, {"value", 64}}}}},
-          {"slo", {{"ttft_ms", {{"p95", 800}}}, {"itl_ms", {{"p95", 50}}}}}};
+  return {
+      {"name", name},
+      {"target", {{"base_url", base_url}, {"model", "sim-8b"}, {"metrics_url", base_url + "/metrics"}}},
+      {"workload",
+       {{"prompt_tokens", {{"dist", "fixed"}, {"value", 200}}}, {"output_tokens", {{"dist", "fixed"}, {"value", 64}}}}},
+      {"slo", {{"ttft_ms", {{"p95", 800}}}, {"itl_ms", {{"p95", 50}}}}}};
 }
 
 Daemon::Daemon(fs::path db, fs::path log, std::vector<std::string> args)
@@ -72,7 +73,8 @@ Daemon::~Daemon() {
 }
 
 void Daemon::spawn() {
-  std::vector<std::string> argv{CAPSWEEPD_PATH, "--listen", "127.0.0.1:" + std::to_string(ep_.port()), "--db", db_.string()};
+  std::vector<std::string> argv{CAPSWEEPD_PATH, "--listen", "127.0.0.1:" + std::to_string(ep_.port()), "--db",
+                                db_.string()};
   argv.insert(argv.end(), args_.begin(), args_.end());
   const pid_t pid = ::fork();
   if (pid == 0) {
@@ -144,7 +146,9 @@ HttpResult Daemon::post(const std::string& target, const std::string& body,
   return http_request(ep_, "POST", target, body, headers);
 }
 
-HttpResult Daemon::del(const std::string& target) const { return http_request(ep_, "DELETE", target, ""); }
+HttpResult Daemon::del(const std::string& target) const {
+  return http_request(ep_, "DELETE", target, "");
+}
 
 nlohmann::json Daemon::get_json(const std::string& target) const {
   auto r = get(target);
@@ -167,6 +171,8 @@ nlohmann::json Daemon::wait_for(const std::string& id, const std::function<bool(
   return view;
 }
 
-std::string Daemon::log_text() const { return read_text(log_); }
+std::string Daemon::log_text() const {
+  return read_text(log_);
+}
 
 }  // namespace capsweep::testing

@@ -3,19 +3,18 @@
 // uses, a database file of the test's, and its stderr in a log file; kills it (SIGKILL) at
 // the end of the test if it is still alive. Stops, kills and restarts on demand.
 
-#include "support/http_client.hpp"
+#include <sys/types.h>
 
 #include <boost/asio/ip/tcp.hpp>
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <sys/types.h>
+#include "support/http_client.hpp"
 
 namespace capsweep::testing {
 

@@ -1,17 +1,16 @@
 // capsweepd against a careless user and an attacker: every class of the hardening issue, each
 // with a check that would have caught it. The real program on loopback; targets are
 // capsweep-llmsim (in-process) or small raw servers of the test's own.
-#include "integration/llmsim_fixture.hpp"
-#include "service/daemon_fixture.hpp"
-
+#include <atomic>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 #include <catch2/catch.hpp>
-
-#include <atomic>
 #include <fstream>
 #include <random>
 #include <thread>
+
+#include "integration/llmsim_fixture.hpp"
+#include "service/daemon_fixture.hpp"
 
 using namespace capsweep;
 using namespace capsweep::testing;
@@ -21,7 +20,9 @@ namespace asio = boost::asio;
 
 namespace {
 
-std::string url_of(const asio::ip::tcp::endpoint& ep) { return "http://127.0.0.1:" + std::to_string(ep.port()); }
+std::string url_of(const asio::ip::tcp::endpoint& ep) {
+  return "http://127.0.0.1:" + std::to_string(ep.port());
+}
 
 json check_job(const std::string& base_url, double rate, double duration_s) {
   json s = sim_job(base_url, "hostile");
@@ -47,7 +48,8 @@ std::filesystem::path write_config(const TempDir& dir, const json& config) {
 // after reading a request, or never answers when `reply` is empty. Stops on destruction.
 class RawServer {
  public:
-  explicit RawServer(std::string reply) : reply_(std::move(reply)), acceptor_(io_, {asio::ip::make_address("127.0.0.1"), 0}) {
+  explicit RawServer(std::string reply)
+      : reply_(std::move(reply)), acceptor_(io_, {asio::ip::make_address("127.0.0.1"), 0}) {
     thread_ = std::thread([this] {
       while (!stop_) {
         boost::system::error_code ec;
@@ -99,7 +101,8 @@ TEST_CASE("hostile: hundreds of pollers during a running step - every poll answe
   TempDir dir;
   Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
   const std::string id = submit(d, check_job(url_of(sim.endpoint()), 40, 8));
-  d.wait_for(id, [](const json& v) { return v["status"] == "running"; }, 20s);
+  d.wait_for(
+      id, [](const json& v) { return v["status"] == "running"; }, 20s);
   constexpr int kPollers = 200;
   std::atomic<int> ok{0}, bad{0};
   std::vector<std::thread> pollers;
@@ -118,7 +121,8 @@ TEST_CASE("hostile: hundreds of pollers during a running step - every poll answe
   CHECK(bad.load() == 0);
   CHECK(ok.load() == kPollers * 8);
   CHECK(d.alive());
-  const json done = d.wait_for(id, [](const json& v) { return v["status"] != "running" && v["status"] != "queued"; }, 60s);
+  const json done = d.wait_for(
+      id, [](const json& v) { return v["status"] != "running" && v["status"] != "queued"; }, 60s);
   CHECK(done["status"] == "succeeded");
 }
 
@@ -144,12 +148,13 @@ TEST_CASE("hostile: bodies that would exhaust the stack or memory get a 400 nami
     s[json::json_pointer(pointer)] = std::move(value);
     return s.dump();
   };
-  expect_refused(d, d.post("/v1/sweeps", with("/workload/prompt_tokens", {{"dist", "fixed"}, {"value", 4294967296LL}})), 400,
-                 "/workload/prompt_tokens/value");
+  expect_refused(d, d.post("/v1/sweeps", with("/workload/prompt_tokens", {{"dist", "fixed"}, {"value", 4294967296LL}})),
+                 400, "/workload/prompt_tokens/value");
   expect_refused(d, d.post("/v1/sweeps", with("/workload/prompt_tokens", {{"dist", "fixed"}, {"value", 500000}})), 400,
                  "/workload/prompt_tokens");  // under the schema's maximum, over the service's limit
-  expect_refused(d, d.post("/v1/sweeps", with("/workload/output_tokens", {{"dist", "uniform"}, {"min", 1}, {"max", 9000000}})),
-                 400, "/workload/output_tokens");
+  expect_refused(
+      d, d.post("/v1/sweeps", with("/workload/output_tokens", {{"dist", "uniform"}, {"min", 1}, {"max", 9000000}})),
+      400, "/workload/output_tokens");
   json offline = good;
   offline["arrival"] = {{"process", "all_at_once"}};
   offline["check"] = {{"requests", 10'000'000}};
@@ -162,11 +167,14 @@ TEST_CASE("hostile: bodies that would exhaust the stack or memory get a 400 nami
   sweep["sweep"] = {{"max_step_duration_s", 7200}};  // over the service's 3,600-s step limit
   expect_refused(d, d.post("/v1/sweeps", sweep.dump()), 400, "/sweep/max_step_duration_s");
   expect_refused(d, d.post("/v1/sweeps", with("/target/extra_body", {{"n", 64}})), 400, "/target/extra_body/n");
-  expect_refused(d, d.post("/v1/sweeps", with("/target/extra_body", {{"best_of", 8}})), 400, "/target/extra_body/best_of");
-  expect_refused(d, d.post("/v1/sweeps", with("/target/tls", {{"ca_file", "/etc/passwd"}})), 403, "/target/tls/ca_file");
+  expect_refused(d, d.post("/v1/sweeps", with("/target/extra_body", {{"best_of", 8}})), 400,
+                 "/target/extra_body/best_of");
+  expect_refused(d, d.post("/v1/sweeps", with("/target/tls", {{"ca_file", "/etc/passwd"}})), 403,
+                 "/target/tls/ca_file");
   CHECK(d.get_json("/v1/sweeps")["sweeps"].empty());
   // A lognormal without a max gets the service's limit, shown in the stored spec.
-  const std::string id = submit(d, json::parse(with("/workload/prompt_tokens", {{"dist", "lognormal"}, {"median", 900}, {"p95", 3800}})));
+  const std::string id =
+      submit(d, json::parse(with("/workload/prompt_tokens", {{"dist", "lognormal"}, {"median", 900}, {"p95", 3800}})));
   const json view = d.get_json("/v1/sweeps/" + id);
   CHECK(view["spec"]["workload"]["prompt_tokens"]["max"] == 131072);
   CHECK(view["spec"]["slo"]["max_error_rate"] == 0.001);  // the default error bound is stated
@@ -179,7 +187,8 @@ TEST_CASE("hostile: browsers of other sites and rebound host names are refused")
   Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
   const std::string body = check_job(url_of(sim.endpoint()), 5, 5).dump();
   // A cross-site "simple" form: text/plain with a foreign Origin.
-  expect_refused(d, d.post("/v1/sweeps", body, {{"Content-Type", "text/plain"}, {"Origin", "http://evil.example"}}), 403, "Origin");
+  expect_refused(d, d.post("/v1/sweeps", body, {{"Content-Type", "text/plain"}, {"Origin", "http://evil.example"}}),
+                 403, "Origin");
   expect_refused(d, d.post("/v1/sweeps", body, {{"Content-Type", "text/plain"}}), 400, "Content-Type");
   expect_refused(d, d.post("/v1/sweeps", body, {{"Origin", "http://evil.example"}}), 403, "Origin");
   // DNS rebinding: the browser sends the attacker's name as Host.
@@ -235,35 +244,38 @@ TEST_CASE("hostile: a trickled header is cut at the header deadline, and connect
 TEST_CASE("hostile: a second daemon on one database refuses to start and names the holder") {
   TempDir dir;
   Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
-  const std::string cmd = std::string(CAPSWEEPD_PATH) + " --listen 127.0.0.1:0 --db " + dir.path("capsweep.db").string() +
-                          " > " + dir.path("second.log").string() + " 2>&1";
+  const std::string cmd = std::string(CAPSWEEPD_PATH) + " --listen 127.0.0.1:0 --db " +
+                          dir.path("capsweep.db").string() + " > " + dir.path("second.log").string() + " 2>&1";
   CHECK(shell_exit(cmd) == 1);
   const std::string log = read_text(dir.path("second.log"));
   CHECK(log.find("in use by another capsweepd") != std::string::npos);
   CHECK(log.find("pid ") != std::string::npos);
   CHECK(d.alive());
   // Without tokens a non-loopback address is refused unless asked for explicitly.
-  const std::string open = std::string(CAPSWEEPD_PATH) + " --listen 0.0.0.0:0 --db " + dir.path("other.db").string() + " > " +
-                           dir.path("open.log").string() + " 2>&1";
+  const std::string open = std::string(CAPSWEEPD_PATH) + " --listen 0.0.0.0:0 --db " + dir.path("other.db").string() +
+                           " > " + dir.path("open.log").string() + " 2>&1";
   CHECK(shell_exit(open) == 2);
   CHECK(read_text(dir.path("open.log")).find("--insecure-no-auth") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(dir.path("other.db")));
   // The database holds secret headers: owner-only.
   const auto perms = std::filesystem::status(dir.path("capsweep.db")).permissions();
-  CHECK((perms & (std::filesystem::perms::group_all | std::filesystem::perms::others_all)) == std::filesystem::perms::none);
+  CHECK((perms & (std::filesystem::perms::group_all | std::filesystem::perms::others_all)) ==
+        std::filesystem::perms::none);
 }
 
 TEST_CASE("hostile: what a target sends never fails a job or comes back through the API") {
   // A metrics_url aimed at something that is not Prometheus, answering invalid UTF-8.
-  RawServer garbage("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 22\r\nConnection: close\r\n\r\n"
-                    "\xff\xfe secret-token 42 \xff\xfe\n");
+  RawServer garbage(
+      "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 22\r\nConnection: close\r\n\r\n"
+      "\xff\xfe secret-token 42 \xff\xfe\n");
   SimFixture sim(llmsim::SimConfig{});
   TempDir dir;
   Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
   json spec = check_job(url_of(sim.endpoint()), 5, 3);
   spec["target"]["metrics_url"] = url_of(garbage.endpoint()) + "/metrics";
   const std::string id = submit(d, spec);
-  const json done = d.wait_for(id, [](const json& v) { return v["status"] == "succeeded" || v["status"] == "failed"; }, 60s);
+  const json done = d.wait_for(
+      id, [](const json& v) { return v["status"] == "succeeded" || v["status"] == "failed"; }, 60s);
   INFO(done.dump());
   CHECK(done["status"] == "succeeded");
   const auto steps = d.get("/v1/sweeps/" + id + "/steps");
@@ -286,7 +298,8 @@ TEST_CASE("hostile: every arrival process and cap runs end to end as a check, an
       if (std::string(process) == "all_at_once") spec["check"] = {{"requests", 24}};
       spec["check"]["max_concurrency"] = cap;
       const std::string id = submit(d, spec);
-      const json done = d.wait_for(id, [](const json& v) { return v["status"] == "succeeded" || v["status"] == "failed"; }, 60s);
+      const json done = d.wait_for(
+          id, [](const json& v) { return v["status"] == "succeeded" || v["status"] == "failed"; }, 60s);
       INFO(process << " cap " << cap << ": " << done.dump());
       CHECK(done["status"] == "succeeded");
       CHECK(done["result"]["verdict"].is_string());
@@ -302,7 +315,8 @@ TEST_CASE("hostile: every arrival process and cap runs end to end as a check, an
   dead["slo"] = json::object();
   dead["target"].erase("metrics_url");
   const std::string id = submit(d, dead);
-  const json done = d.wait_for(id, [](const json& v) { return v["status"] == "succeeded" || v["status"] == "failed"; }, 60s);
+  const json done = d.wait_for(
+      id, [](const json& v) { return v["status"] == "succeeded" || v["status"] == "failed"; }, 60s);
   CHECK(done["status"] == "succeeded");
   CHECK(done["result"]["verdict"] == "fail");
   CHECK(done["result"]["limiting_metric"] == "error_rate");
@@ -315,29 +329,35 @@ TEST_CASE("hostile: cancel and SIGTERM win against a target that never answers, 
   json spec = check_job(url_of(silent.endpoint()), 5, 30);
   spec["target"].erase("metrics_url");
   const std::string a = submit(d, spec);
-  d.wait_for(a, [](const json& v) { return v["status"] == "running"; }, 10s);
+  d.wait_for(
+      a, [](const json& v) { return v["status"] == "running"; }, 10s);
   std::this_thread::sleep_for(300ms);  // calibrating against the silent target
   REQUIRE(d.post("/v1/sweeps/" + a + "/cancel", "").status == 202);
-  const json cancelled = d.wait_for(a, [](const json& v) { return v["status"] == "cancelled"; }, 5s);
+  const json cancelled = d.wait_for(
+      a, [](const json& v) { return v["status"] == "cancelled"; }, 5s);
   CHECK(cancelled["status"] == "cancelled");
   // SIGTERM during calibration or a step against the silent target: out well within 10 s.
   const std::string b = submit(d, spec);
-  d.wait_for(b, [](const json& v) { return v["status"] == "running"; }, 10s);
+  d.wait_for(
+      b, [](const json& v) { return v["status"] == "running"; }, 10s);
   CHECK(d.terminate(12s) == 0);
   CHECK(d.log_text().find("did not stop within 10 s") == std::string::npos);  // stopped, not cut off
   // A step the process dies in twice is not started a third time.
   SimFixture sim(llmsim::SimConfig{});
   d.restart();
   REQUIRE(d.post("/v1/sweeps/" + b + "/cancel", "").status == 202);
-  d.wait_for(b, [](const json& v) { return v["status"] == "cancelled"; }, 10s);
+  d.wait_for(
+      b, [](const json& v) { return v["status"] == "cancelled"; }, 10s);
   const std::string c = submit(d, check_job(url_of(sim.endpoint()), 5, 30));
   for (int crash = 0; crash < 2; ++crash) {
-    d.wait_for(c, [](const json& v) { return v["status"] == "running" && v["progress"]["step"] == 1; }, 30s);
+    d.wait_for(
+        c, [](const json& v) { return v["status"] == "running" && v["progress"]["step"] == 1; }, 30s);
     std::this_thread::sleep_for(1500ms);  // the (resumed) step has begun
     d.kill9();
     d.restart();
   }
-  const json failed = d.wait_for(c, [](const json& v) { return v["status"] == "failed"; }, 30s);
+  const json failed = d.wait_for(
+      c, [](const json& v) { return v["status"] == "failed"; }, 30s);
   INFO(failed.dump());
   CHECK(failed["status"] == "failed");
   CHECK(failed["error"].get<std::string>().find("never ended") != std::string::npos);

@@ -4,21 +4,20 @@
 // can fail chosen requests with a chosen outcome, or never answer (until cancelled), and it
 // counts what it saw so a test can check the engine's dispatch from the endpoint's side.
 
-#include "loadgen/endpoint.hpp"
-
+#include <algorithm>
+#include <atomic>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-
-#include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
+
+#include "loadgen/endpoint.hpp"
 
 namespace capsweep::testing {
 
@@ -99,7 +98,8 @@ class FakeEndpoint final : public loadgen::Endpoint {
 };
 
 inline loadgen::EndpointFactory fake_endpoint(FakeModel model, std::shared_ptr<FakeStats> stats) {
-  return [model = std::move(model), stats = std::move(stats)](boost::asio::io_context& io) -> std::unique_ptr<loadgen::Endpoint> {
+  return [model = std::move(model),
+          stats = std::move(stats)](boost::asio::io_context& io) -> std::unique_ptr<loadgen::Endpoint> {
     return std::make_unique<FakeEndpoint>(io, model, stats);
   };
 }

@@ -35,15 +35,13 @@ bhttp::request<bhttp::string_body> make_request(const std::string& method, const
 
 }  // namespace
 
-HttpResult http_request(const asio::ip::tcp::endpoint& ep, const std::string& method,
-                        const std::string& target, const std::string& body,
-                        std::chrono::milliseconds timeout) {
+HttpResult http_request(const asio::ip::tcp::endpoint& ep, const std::string& method, const std::string& target,
+                        const std::string& body, std::chrono::milliseconds timeout) {
   return http_request(ep, method, target, body, {}, timeout);
 }
 
-HttpResult http_request(const asio::ip::tcp::endpoint& ep, const std::string& method,
-                        const std::string& target, const std::string& body,
-                        const std::map<std::string, std::string>& headers,
+HttpResult http_request(const asio::ip::tcp::endpoint& ep, const std::string& method, const std::string& target,
+                        const std::string& body, const std::map<std::string, std::string>& headers,
                         std::chrono::milliseconds timeout) {
   HttpResult out;
   try {
@@ -69,8 +67,8 @@ HttpResult http_request(const asio::ip::tcp::endpoint& ep, const std::string& me
   return out;
 }
 
-SseResult post_stream(const asio::ip::tcp::endpoint& ep, const std::string& target,
-                      const std::string& body, std::chrono::milliseconds timeout) {
+SseResult post_stream(const asio::ip::tcp::endpoint& ep, const std::string& target, const std::string& body,
+                      std::chrono::milliseconds timeout) {
   SseResult out;
   std::string pending;
   try {

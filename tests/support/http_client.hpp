@@ -3,7 +3,6 @@
 // whose events are timestamped on arrival with steady_clock.
 
 #include <boost/asio/ip/tcp.hpp>
-
 #include <chrono>
 #include <map>
 #include <optional>
@@ -21,13 +20,12 @@ struct HttpResult {
 };
 
 // One request; GET when body is empty and method not given.
-HttpResult http_request(const boost::asio::ip::tcp::endpoint& ep, const std::string& method,
-                        const std::string& target, const std::string& body = {},
+HttpResult http_request(const boost::asio::ip::tcp::endpoint& ep, const std::string& method, const std::string& target,
+                        const std::string& body = {},
                         std::chrono::milliseconds timeout = std::chrono::milliseconds(10'000));
 // The same with extra request headers (e.g. {"Authorization", "Bearer ..."}).
-HttpResult http_request(const boost::asio::ip::tcp::endpoint& ep, const std::string& method,
-                        const std::string& target, const std::string& body,
-                        const std::map<std::string, std::string>& headers,
+HttpResult http_request(const boost::asio::ip::tcp::endpoint& ep, const std::string& method, const std::string& target,
+                        const std::string& body, const std::map<std::string, std::string>& headers,
                         std::chrono::milliseconds timeout = std::chrono::milliseconds(10'000));
 
 struct SseEvent {
@@ -40,15 +38,14 @@ struct SseResult {
   std::map<std::string, std::string> headers;
   std::chrono::steady_clock::time_point sent;
   std::vector<SseEvent> events;
-  std::string body;           // the whole body for non-SSE answers
-  bool complete = false;      // the chunked body ended properly
+  std::string body;       // the whole body for non-SSE answers
+  bool complete = false;  // the chunked body ended properly
   bool transport_error = false;
   std::string error;
 };
 
 // POSTs `body` and reads the streamed answer event by event.
-SseResult post_stream(const boost::asio::ip::tcp::endpoint& ep, const std::string& target,
-                      const std::string& body,
+SseResult post_stream(const boost::asio::ip::tcp::endpoint& ep, const std::string& target, const std::string& body,
                       std::chrono::milliseconds timeout = std::chrono::milliseconds(30'000));
 
 }  // namespace capsweep::testing

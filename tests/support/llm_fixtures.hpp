@@ -1,12 +1,12 @@
 #pragma once
 // Targets and workloads the integration tests and benchmarks point at capsweep-llmsim.
 
-#include "llm/target.hpp"
-#include "llm/workload.hpp"
-
 #include <chrono>
 #include <cstdint>
 #include <memory>
+
+#include "llm/target.hpp"
+#include "llm/workload.hpp"
 
 namespace capsweep::testing {
 

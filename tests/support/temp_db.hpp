@@ -1,18 +1,19 @@
 #pragma once
 // A fresh database path under the temp dir, removed (with -wal, -shm and the lock) afterwards.
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <string>
-#include <unistd.h>
 
 namespace capsweep::testing {
 
 struct TempDb {
   std::filesystem::path path;
   explicit TempDb(const std::string& tag = "test") {
-    path = std::filesystem::temp_directory_path() /
-           ("capsweep-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(reinterpret_cast<std::uintptr_t>(this)) + ".db");
+    path = std::filesystem::temp_directory_path() / ("capsweep-" + tag + "-" + std::to_string(::getpid()) + "-" +
+                                                     std::to_string(reinterpret_cast<std::uintptr_t>(this)) + ".db");
     clean();
   }
   ~TempDb() { clean(); }

@@ -1,17 +1,16 @@
 // Autoscaler thresholds: every derived number, read back from the generated YAML.
 #include "report/autoscale.hpp"
 
-#include <catch2/catch.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <catch2/catch.hpp>
+#include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cctype>
-#include <cmath>
 #include <regex>
 
 using namespace capsweep;
@@ -23,10 +22,14 @@ namespace {
 json succeeded_sweep(double max_rate = 36.9, double littles = 66.9) {
   return {{"id", "sw-0123456789abcdef"},
           {"status", "succeeded"},
-          {"spec", {{"target", {{"model", "Llama-3.1-8B-Instruct"}}}, {"slo", {{"ttft_ms", {{"p95", 800}}}, {"itl_ms", {{"p95", 50}}}}}}},
-          {"result", {{"kind", "sweep"},
-                      {"max_slo_rate_rps", max_rate},
-                      {"concurrency_at_max_slo", {{"rate_rps", max_rate}, {"littles_law", littles}, {"server_running_waiting", 57.6}}}}}};
+          {"spec",
+           {{"target", {{"model", "Llama-3.1-8B-Instruct"}}},
+            {"slo", {{"ttft_ms", {{"p95", 800}}}, {"itl_ms", {{"p95", 50}}}}}}},
+          {"result",
+           {{"kind", "sweep"},
+            {"max_slo_rate_rps", max_rate},
+            {"concurrency_at_max_slo",
+             {{"rate_rps", max_rate}, {"littles_law", littles}, {"server_running_waiting", 57.6}}}}}};
 }
 
 // A small PromQL check for the queries we emit: balanced parentheses and braces, metric names
@@ -37,15 +40,22 @@ bool promql_ok(const std::string& q) {
   for (std::size_t i = 0; i < q.size(); ++i) {
     const char c = q[i];
     if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
-    if (c == '"') in_string = true;
-    else if (c == '(') ++paren;
-    else if (c == ')') --paren;
-    else if (c == '{') ++brace;
-    else if (c == '}') --brace;
+    if (c == '"')
+      in_string = true;
+    else if (c == '(')
+      ++paren;
+    else if (c == ')')
+      --paren;
+    else if (c == '{')
+      ++brace;
+    else if (c == '}')
+      --brace;
     if (paren < 0 || brace < 0 || brace > 1) return false;
   }
   if (paren != 0 || brace != 0 || in_string) return false;
@@ -67,11 +77,11 @@ TEST_CASE("autoscale: thresholds follow from capacity, Little's law and the util
   const auto p = plan_autoscale(succeeded_sweep(), o).value();
   CHECK(p.capacity_rps == 36.9);
   CHECK(p.inflight_at_capacity == 66.9);
-  CHECK(p.target_inflight == 46);                           // floor(0.7 x 66.9)
-  CHECK(p.min_replicas == 2);                               // ceil(50 / (0.7 x 36.9) = 1.94)
-  CHECK(p.max_replicas == 8);                               // ceil(200 / 25.83 = 7.74)
-  CHECK(p.queue_guard == 7);                                // ceil(6.69)
-  CHECK(p.scale_down_window_s == 480);                      // 2 x 240
+  CHECK(p.target_inflight == 46);       // floor(0.7 x 66.9)
+  CHECK(p.min_replicas == 2);           // ceil(50 / (0.7 x 36.9) = 1.94)
+  CHECK(p.max_replicas == 8);           // ceil(200 / 25.83 = 7.74)
+  CHECK(p.queue_guard == 7);            // ceil(6.69)
+  CHECK(p.scale_down_window_s == 480);  // 2 x 240
   CHECK(p.deployment == "llama-3-1-8b-instruct");
   CHECK(*p.server_inflight == 57.6);
   CHECK(promql_ok(p.inflight_query));
@@ -168,10 +178,10 @@ TEST_CASE("autoscale: promtool parses the generated PromQL") {
   std::filesystem::create_directories(dir);
   auto check = [&](const std::string& name, const std::string& expr) {
     YAML::Emitter out;
-    out << YAML::BeginMap << YAML::Key << "groups" << YAML::Value << YAML::BeginSeq << YAML::BeginMap << YAML::Key << "name"
-        << YAML::Value << "capsweep" << YAML::Key << "rules" << YAML::Value << YAML::BeginSeq << YAML::BeginMap << YAML::Key
-        << "record" << YAML::Value << "capsweep:" + name << YAML::Key << "expr" << YAML::Value << expr << YAML::EndMap
-        << YAML::EndSeq << YAML::EndMap << YAML::EndSeq << YAML::EndMap;
+    out << YAML::BeginMap << YAML::Key << "groups" << YAML::Value << YAML::BeginSeq << YAML::BeginMap << YAML::Key
+        << "name" << YAML::Value << "capsweep" << YAML::Key << "rules" << YAML::Value << YAML::BeginSeq
+        << YAML::BeginMap << YAML::Key << "record" << YAML::Value << "capsweep:" + name << YAML::Key << "expr"
+        << YAML::Value << expr << YAML::EndMap << YAML::EndSeq << YAML::EndMap << YAML::EndSeq << YAML::EndMap;
     const auto file = dir / (name + ".yml");
     std::ofstream(file) << out.c_str();
     const int status = std::system(("promtool check rules '" + file.string() + "' >/dev/null 2>&1").c_str());

@@ -1,13 +1,16 @@
 #include "core/backlog.hpp"
-#include "core/random.hpp"
 
 #include <catch2/catch.hpp>
+
+#include "core/random.hpp"
 
 using namespace capsweep;
 using namespace std::chrono_literals;
 
 namespace {
-Nanos secs(double s) { return Nanos(static_cast<Nanos::rep>(s * 1e9)); }
+Nanos secs(double s) {
+  return Nanos(static_cast<Nanos::rep>(s * 1e9));
+}
 }  // namespace
 
 TEST_CASE("backlog: a steady stream of fixed-length requests does not grow") {
@@ -43,7 +46,7 @@ TEST_CASE("backlog: Poisson noise around a stable level is not mistaken for grow
     std::vector<std::pair<Nanos, std::optional<Nanos>>> stays;
     double t = 0;
     while (t < 70) {
-      t += rng.exponential() / 8;  // 8 req/s
+      t += rng.exponential() / 8;                                      // 8 req/s
       stays.emplace_back(secs(t), secs(t + 0.5 + rng.exponential()));  // mean stay 1.5 s
     }
     if (backlog_trend(stays, 10s, 60s).growing) ++false_alarms;

@@ -1,18 +1,18 @@
 // The example files under config/ parse with the project's own parsers.
-#include "api/api.hpp"
-#include "api/config.hpp"
-#include "api/schema.hpp"
-#include "core/slo.hpp"
-#include "sweep/spec.hpp"
-#include "llm/target.hpp"
-#include "llm/workload.hpp"
-#include "llmsim/config.hpp"
-
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+
+#include "api/api.hpp"
+#include "api/config.hpp"
+#include "api/schema.hpp"
+#include "core/slo.hpp"
+#include "llm/target.hpp"
+#include "llm/workload.hpp"
+#include "llmsim/config.hpp"
+#include "sweep/spec.hpp"
 
 using json = nlohmann::json;
 

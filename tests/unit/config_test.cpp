@@ -24,12 +24,13 @@ TEST_CASE("config: defaults bind loopback, allow loopback targets only, no token
 }
 
 TEST_CASE("config: values from the file, CIDR blocks and names") {
-  const json doc = {{"listen", "0.0.0.0:9000"},
-                    {"tokens", {{{"token", "0123456789abcdef-r"}, {"role", "read"}},
-                                {{"token", "0123456789abcdef-s"}, {"role", "submit"}}}},
-                    {"allow_targets", {"10.1.0.0/16", "fd00::/8", "vllm.internal", "192.168.1.7"}},
-                    {"max_concurrent_sweeps", 4},
-                    {"limits", {{"max_rate_rps", 50}, {"max_queued_sweeps", 3}}}};
+  const json doc = {
+      {"listen", "0.0.0.0:9000"},
+      {"tokens",
+       {{{"token", "0123456789abcdef-r"}, {"role", "read"}}, {{"token", "0123456789abcdef-s"}, {"role", "submit"}}}},
+      {"allow_targets", {"10.1.0.0/16", "fd00::/8", "vllm.internal", "192.168.1.7"}},
+      {"max_concurrent_sweeps", 4},
+      {"limits", {{"max_rate_rps", 50}, {"max_queued_sweeps", 3}}}};
   const ServiceConfig c = parse_config(doc).value();
   CHECK(c.listen == "0.0.0.0:9000");
   REQUIRE(c.tokens.size() == 2);
@@ -56,7 +57,7 @@ TEST_CASE("config: an IPv4-mapped IPv6 address is judged as the IPv4 address it 
   CHECK(v4.allow.allows("[::ffff:127.0.0.1]"));
   CHECK(v4.allow.allows("::ffff:7f00:1"));
   CHECK_FALSE(v4.allow.allows("::ffff:10.0.0.1"));
-  CHECK_FALSE(v4.allow.allows("::ffff:ffff:127.0.0.1") );
+  CHECK_FALSE(v4.allow.allows("::ffff:ffff:127.0.0.1"));
 }
 
 TEST_CASE("config: hardening settings have safe defaults and are read from the file") {
@@ -83,7 +84,8 @@ TEST_CASE("config: errors name the field") {
   CHECK(parse_config({{"listen", 5}}).error().field == "/listen");
   CHECK(parse_config({{"bogus", 1}}).error().field == "/bogus");
   CHECK(parse_config({{"tokens", {{{"token", "short"}, {"role", "read"}}}}}).error().field == "/tokens/0/token");
-  CHECK(parse_config({{"tokens", {{{"token", "0123456789abcdef"}, {"role", "admin"}}}}}).error().field == "/tokens/0/role");
+  CHECK(parse_config({{"tokens", {{{"token", "0123456789abcdef"}, {"role", "admin"}}}}}).error().field ==
+        "/tokens/0/role");
   CHECK(parse_config({{"allow_targets", {"10.0.0.0/40"}}}).error().field == "/allow_targets/0");
   CHECK(parse_config({{"allow_targets", {"ok.host", "bad host"}}}).error().field == "/allow_targets/1");
   CHECK(parse_config({{"limits", {{"max_rate_rps", -1}}}}).error().field == "/limits/max_rate_rps");

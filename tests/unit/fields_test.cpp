@@ -3,7 +3,6 @@
 #include "core/fields.hpp"
 
 #include <catch2/catch.hpp>
-
 #include <limits>
 
 using namespace capsweep;
@@ -26,7 +25,8 @@ TEST_CASE("fields::number reads numbers and refuses what is not, naming the fiel
   CHECK_FALSE(fields::number(j, "zero", "/x", std::nullopt, fields::Sign::positive).has_value());
   CHECK(*fields::number(j, "zero", "/x", std::nullopt, fields::Sign::non_negative) == 0);
   CHECK_FALSE(fields::number(j, "neg", "/x", std::nullopt, fields::Sign::non_negative).has_value());
-  CHECK(fields::number(j, "neg", "/x", std::nullopt, fields::Sign::positive).error().message == "must be a positive number");
+  CHECK(fields::number(j, "neg", "/x", std::nullopt, fields::Sign::positive).error().message ==
+        "must be a positive number");
   // Not an object: every key is absent.
   CHECK(*fields::number(json::array(), "a", "/x", 1.0) == 1.0);
 }

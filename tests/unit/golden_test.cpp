@@ -15,22 +15,22 @@
 //  R9   8000   8000  8100 8150                        20  -   stream_error
 //  R10  9000   9000  9200 10000 11100                 40  3   ok          finishes after the window, TPOT 950
 //  R11 10000  10000  10500                            30  -   incomplete  E2EL >= 3000
-//  R12 10500  10520  -                                30  -   incomplete  dispatched 10500: queued 20; TTFT,E2EL >= 2500
-//  R13 11000  11000  11100                            10  1   ok          scheduled at window end: not measured
-
-#include "core/metrics.hpp"
-#include "core/slo.hpp"
+//  R12 10500  10520  -                                30  -   incomplete  dispatched 10500: queued 20; TTFT,E2EL >=
+//  2500 R13 11000  11000  11100                            10  1   ok          scheduled at window end: not measured
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+
+#include "core/metrics.hpp"
+#include "core/slo.hpp"
 
 using namespace capsweep;
 using namespace std::chrono_literals;
 
 namespace {
 
-RequestRecord req(int sched, int dispatched, int sent, std::vector<std::pair<int, unsigned>> chunks,
-                  unsigned in, unsigned out, Outcome outcome = Outcome::ok) {
+RequestRecord req(int sched, int dispatched, int sent, std::vector<std::pair<int, unsigned>> chunks, unsigned in,
+                  unsigned out, Outcome outcome = Outcome::ok) {
   RequestRecord r;
   r.scheduled = Nanos(std::chrono::milliseconds(sched));
   r.dispatched = Nanos(std::chrono::milliseconds(dispatched));
@@ -89,8 +89,8 @@ TEST_CASE("golden step: counts - tokens and rates") {
   CHECK(m.outcomes[size_t(Outcome::stream_error)] == 1);
   CHECK(m.outcomes[size_t(Outcome::incomplete)] == 2);
   CHECK(m.output_tokens_estimated == 1);
-  CHECK(m.total_input_tokens == 520);   // 50+60+70+90+100+110+40
-  CHECK(m.total_output_tokens == 22);   // 5+4+1+4+3+2+3
+  CHECK(m.total_input_tokens == 520);  // 50+60+70+90+100+110+40
+  CHECK(m.total_output_tokens == 22);  // 5+4+1+4+3+2+3
   CHECK(m.duration_s() == Approx(10.0));
   // Completions in [1000, 11000): R1 R2 R3 R4 R6 R7 R8 (R0 before, R10 and R13 after).
   CHECK(m.completions_in_window == 7);

@@ -3,7 +3,6 @@
 #include "api/guard.hpp"
 
 #include <catch2/catch.hpp>
-
 #include <string>
 
 using namespace capsweep;
@@ -11,8 +10,8 @@ using namespace capsweep::api;
 
 TEST_CASE("guard: Host must be loopback, localhost, the listen address or a configured name") {
   const std::vector<std::string> names{"capsweep.internal"};
-  for (const char* ok : {"127.0.0.1:8080", "127.1.2.3", "localhost:8080", "LOCALHOST", "[::1]:8080", "[::ffff:127.0.0.1]:80",
-                         "capsweep.internal:8080", "CapSweep.Internal", "10.1.2.3:8080"}) {
+  for (const char* ok : {"127.0.0.1:8080", "127.1.2.3", "localhost:8080", "LOCALHOST", "[::1]:8080",
+                         "[::ffff:127.0.0.1]:80", "capsweep.internal:8080", "CapSweep.Internal", "10.1.2.3:8080"}) {
     INFO(ok);
     CHECK_FALSE(check_host(ok, names, "10.1.2.3").has_value());
   }
@@ -63,7 +62,8 @@ TEST_CASE("guard: nesting deeper than the bound is found before parsing, with it
   REQUIRE(esc.has_value());
   CHECK(*esc == "/a~1b/c~0d/0");
   // A hostile body: 100,000 nested arrays, found at once.
-  std::string hostile = R"({"target": {"extra_body": {"x": )" + std::string(100'000, '[') + std::string(100'000, ']') + "}}}";
+  std::string hostile =
+      R"({"target": {"extra_body": {"x": )" + std::string(100'000, '[') + std::string(100'000, ']') + "}}}";
   auto h = json_too_deep(hostile, 64);
   REQUIRE(h.has_value());
   CHECK(h->rfind("/target/extra_body/x/0/0", 0) == 0);

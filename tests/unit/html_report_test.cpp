@@ -1,7 +1,7 @@
 // The HTML report: chart geometry and a page that needs nothing from elsewhere.
-#include "report/html.hpp"
-
 #include <catch2/catch.hpp>
+
+#include "report/html.hpp"
 
 using namespace capsweep::report;
 using json = nlohmann::json;
@@ -21,9 +21,15 @@ json step(int index, double rate, double p95_ttft, const char* verdict) {
           {"offered_rate_rps", rate},
           {"verdict", verdict},
           {"generator_limited", false},
-          {"summary", {{"p50_ttft_ms", p95_ttft / 2}, {"p95_ttft_ms", p95_ttft}, {"p99_ttft_ms", p95_ttft * 1.5},
-                       {"p95_itl_ms", 20.0}, {"mean_tpot_ms", 15.0}, {"request_throughput", std::min(rate, 30.0)},
-                       {"request_goodput", std::min(rate, 28.0)}, {"failed", 0}}},
+          {"summary",
+           {{"p50_ttft_ms", p95_ttft / 2},
+            {"p95_ttft_ms", p95_ttft},
+            {"p99_ttft_ms", p95_ttft * 1.5},
+            {"p95_itl_ms", 20.0},
+            {"mean_tpot_ms", 15.0},
+            {"request_throughput", std::min(rate, 30.0)},
+            {"request_goodput", std::min(rate, 28.0)},
+            {"failed", 0}}},
           {"evaluation", {{"saturation", {{"saturated", rate > 30}}}}},
           {"server", {{"mean_running", rate}, {"mean_waiting", rate > 30 ? 20.0 : 0.0}, {"mean_kv_cache_usage", 0.5}}}};
 }
@@ -44,7 +50,9 @@ TEST_CASE("report: ticks are 1-2-5 multiples covering the range") {
 }
 
 TEST_CASE("report: a chart draws its series, markers, legend and a log axis") {
-  Chart c{"TTFT <p95>", "offered rate (req/s)", "TTFT (ms)",
+  Chart c{"TTFT <p95>",
+          "offered rate (req/s)",
+          "TTFT (ms)",
           {{"p95", "#bf8700", {{10, 30}, {20, 40}, {30, 3000}}}},
           {{"SLO p95 800 ms", 800, "#cf222e"}},
           {{"knee", 25, "#8250df"}},
@@ -62,16 +70,22 @@ TEST_CASE("report: a chart draws its series, markers, legend and a log axis") {
 }
 
 TEST_CASE("report: the page carries the verdict and charts and fetches nothing") {
-  const json sweep = {{"id", "sw-0123456789abcdef"},
-                      {"name", "demo <&>"},
-                      {"status", "succeeded"},
-                      {"spec", {{"target", {{"base_url", "http://127.0.0.1:8000"}, {"model", "sim-8b"}, {"api", "completions"}}},
-                                {"slo", {{"ttft_ms", {{"p95", 800}}}, {"itl_ms", {{"p95", 50}}}}}}},
-                      {"result", {{"kind", "sweep"}, {"max_slo_rate_rps", 29.5}, {"knee_rate_rps", 27.0},
-                                  {"limiting_metric", "p95_ttft_ms"}, {"saturation_rate_rps", 31.0},
-                                  {"warnings", {"non-monotone: example"}}}}};
-  const json steps = json::array({step(0, 10, 30, "pass"), step(1, 20, 40, "pass"), step(2, 29.5, 300, "pass"),
-                                  step(3, 31, 2500, "fail")});
+  const json sweep = {
+      {"id", "sw-0123456789abcdef"},
+      {"name", "demo <&>"},
+      {"status", "succeeded"},
+      {"spec",
+       {{"target", {{"base_url", "http://127.0.0.1:8000"}, {"model", "sim-8b"}, {"api", "completions"}}},
+        {"slo", {{"ttft_ms", {{"p95", 800}}}, {"itl_ms", {{"p95", 50}}}}}}},
+      {"result",
+       {{"kind", "sweep"},
+        {"max_slo_rate_rps", 29.5},
+        {"knee_rate_rps", 27.0},
+        {"limiting_metric", "p95_ttft_ms"},
+        {"saturation_rate_rps", 31.0},
+        {"warnings", {"non-monotone: example"}}}}};
+  const json steps = json::array(
+      {step(0, 10, 30, "pass"), step(1, 20, 40, "pass"), step(2, 29.5, 300, "pass"), step(3, 31, 2500, "fail")});
   const std::string html = render_report(sweep, steps);
   CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
   CHECK(html.find("Max <b>29.5 req/s</b>") != std::string::npos);

@@ -66,10 +66,17 @@ TEST_CASE("empirical lengths follow their weights") {
   int c10 = 0, c100 = 0, c1000 = 0;
   for (int i = 0; i < 40000; ++i) {
     switch (d.sample(rng)) {
-      case 10: ++c10; break;
-      case 100: ++c100; break;
-      case 1000: ++c1000; break;
-      default: FAIL("value outside the histogram");
+      case 10:
+        ++c10;
+        break;
+      case 100:
+        ++c100;
+        break;
+      case 1000:
+        ++c1000;
+        break;
+      default:
+        FAIL("value outside the histogram");
     }
   }
   CHECK(c10 == Approx(10000).margin(400));
@@ -106,10 +113,15 @@ TEST_CASE("length distributions parse from JSON") {
   CHECK(parse_length_dist(json{{"dist", "fixed"}, {"value", 200}}, "/p").value().nominal_mean() == 200);
   CHECK(parse_length_dist(json(64), "/p").value().nominal_mean() == 64);
   CHECK(parse_length_dist(json{{"dist", "uniform"}, {"min", 10}, {"max", 30}}, "/p").value().nominal_mean() == 20);
-  CHECK(parse_length_dist(json{{"dist", "normal"}, {"mean", 300}, {"stdev", 20}}, "/p").value().kind() == LengthKind::normal);
-  CHECK(parse_length_dist(json{{"dist", "lognormal"}, {"median", 900}, {"p95", 3800}, {"max", 8192}}, "/p").value().kind() == LengthKind::lognormal);
+  CHECK(parse_length_dist(json{{"dist", "normal"}, {"mean", 300}, {"stdev", 20}}, "/p").value().kind() ==
+        LengthKind::normal);
+  CHECK(parse_length_dist(json{{"dist", "lognormal"}, {"median", 900}, {"p95", 3800}, {"max", 8192}}, "/p")
+            .value()
+            .kind() == LengthKind::lognormal);
   CHECK(parse_length_dist(json{{"dist", "empirical"}, {"values", {1, 3}}}, "/p").value().nominal_mean() == 2);
-  CHECK(parse_length_dist(json{{"dist", "empirical"}, {"values", {1, 3}}, {"weights", {3, 1}}}, "/p").value().nominal_mean() == 1.5);
+  CHECK(parse_length_dist(json{{"dist", "empirical"}, {"values", {1, 3}}, {"weights", {3, 1}}}, "/p")
+            .value()
+            .nominal_mean() == 1.5);
   CHECK(parse_length_dist(json{{"dist", "empirical"}, {"csv", "7,1\n"}}, "/p").value().nominal_mean() == 7);
 }
 

@@ -3,12 +3,11 @@
 
 #include "sweep/manager.hpp"
 
+#include <catch2/catch.hpp>
+#include <thread>
+
 #include "support/fake_endpoint.hpp"
 #include "support/temp_db.hpp"
-
-#include <catch2/catch.hpp>
-
-#include <thread>
 
 using namespace capsweep;
 using namespace std::chrono_literals;
@@ -19,13 +18,15 @@ namespace {
 json check_job(double rate, double seconds) {
   // Port 9 on loopback: nothing answers there, so calibration falls back at once and any
   // request that escaped the fake would fail loudly.
-  return {{"name", "t"},
-          {"kind", "check"},
-          {"target", {{"base_url", "http://127.0.0.1:9"}, {"model", "m"}}},
-          {"workload", {{"prompt_tokens", {{"dist", "fixed"}, {"value", 8}}}, {"output_tokens", {{"dist", "fixed"}, {"value", 4}}}}},
-          {"arrival", {{"process", "constant"}}},
-          {"slo", {{"ttft_ms", {{"p95", 800}}}}},
-          {"check", {{"rate_rps", rate}, {"duration_s", seconds}, {"warmup_s", 0}}}};
+  return {
+      {"name", "t"},
+      {"kind", "check"},
+      {"target", {{"base_url", "http://127.0.0.1:9"}, {"model", "m"}}},
+      {"workload",
+       {{"prompt_tokens", {{"dist", "fixed"}, {"value", 8}}}, {"output_tokens", {{"dist", "fixed"}, {"value", 4}}}}},
+      {"arrival", {{"process", "constant"}}},
+      {"slo", {{"ttft_ms", {{"p95", 800}}}}},
+      {"check", {{"rate_rps", rate}, {"duration_s", seconds}, {"warmup_s", 0}}}};
 }
 
 struct Harness {
@@ -109,7 +110,8 @@ TEST_CASE("manager: a stored spec that no longer parses fails the job and names 
 }
 
 TEST_CASE("manager: a target removed from the allow-list since queueing fails the job unsent") {
-  Harness h(testing::FakeModel{}, [](sweep::ManagerOptions& o) { o.allow_host = [](std::string_view) { return false; }; });
+  Harness h(testing::FakeModel{},
+            [](sweep::ManagerOptions& o) { o.allow_host = [](std::string_view) { return false; }; });
   const std::string id = h.queue(check_job(20, 1));
   h.manager->start();
   const auto row = h.wait_end(id);

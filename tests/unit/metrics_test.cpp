@@ -166,9 +166,9 @@ TEST_CASE("summary carries every vLLM key for each latency metric") {
     }
   }
   CHECK_FALSE(s.contains("p95_ttft_ms"));  // only the percentiles asked for
-  for (const char* key : {"request_throughput", "output_throughput", "request_goodput", "completed",
-                          "total_input_tokens", "total_output_tokens", "duration_s",
-                          "offered_rate_rps", "achieved_rate_rps", "p99_schedule_lag_ms"}) {
+  for (const char* key :
+       {"request_throughput", "output_throughput", "request_goodput", "completed", "total_input_tokens",
+        "total_output_tokens", "duration_s", "offered_rate_rps", "achieved_rate_rps", "p99_schedule_lag_ms"}) {
     INFO(key);
     CHECK(s.contains(key));
   }

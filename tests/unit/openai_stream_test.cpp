@@ -6,14 +6,16 @@ using namespace capsweep::llm;
 using Kind = StreamChunk::Kind;
 
 TEST_CASE("openai stream: completion chunks with text are content") {
-  auto c = interpret_chunk(R"({"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":" hello","logprobs":null,"finish_reason":null,"stop_reason":null}]})");
+  auto c = interpret_chunk(
+      R"({"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":" hello","logprobs":null,"finish_reason":null,"stop_reason":null}]})");
   CHECK(c.kind == Kind::content);
   CHECK_FALSE(c.finished);
   CHECK_FALSE(c.completion_tokens.has_value());
 }
 
 TEST_CASE("openai stream: continuous usage and finish reason are read") {
-  auto c = interpret_chunk(R"({"choices":[{"index":0,"text":" a b","finish_reason":"length"}],"usage":{"prompt_tokens":12,"total_tokens":20,"completion_tokens":8}})");
+  auto c = interpret_chunk(
+      R"({"choices":[{"index":0,"text":" a b","finish_reason":"length"}],"usage":{"prompt_tokens":12,"total_tokens":20,"completion_tokens":8}})");
   CHECK(c.kind == Kind::content);
   CHECK(c.finished);
   CHECK(c.completion_tokens == 8u);
@@ -21,7 +23,8 @@ TEST_CASE("openai stream: continuous usage and finish reason are read") {
 }
 
 TEST_CASE("openai stream: chat deltas, role-only and reasoning chunks") {
-  CHECK(interpret_chunk(R"({"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]})").kind == Kind::role_only);
+  CHECK(interpret_chunk(R"({"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]})")
+            .kind == Kind::role_only);
   CHECK(interpret_chunk(R"({"choices":[{"index":0,"delta":{"role":"assistant"}}]})").kind == Kind::role_only);
   CHECK(interpret_chunk(R"({"choices":[{"index":0,"delta":{"content":"Hi"}}]})").kind == Kind::content);
   CHECK(interpret_chunk(R"({"choices":[{"index":0,"delta":{"reasoning_content":"think"}}]})").kind == Kind::content);
@@ -32,7 +35,8 @@ TEST_CASE("openai stream: empty text and usage-only chunks are not tokens") {
   auto fin = interpret_chunk(R"({"choices":[{"index":0,"text":"","finish_reason":"stop"}]})");
   CHECK(fin.kind == Kind::empty);
   CHECK(fin.finished);
-  auto usage = interpret_chunk(R"({"id":"x","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5,"total_tokens":8}})");
+  auto usage =
+      interpret_chunk(R"({"id":"x","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5,"total_tokens":8}})");
   CHECK(usage.kind == Kind::usage_only);
   CHECK(usage.completion_tokens == 5u);
   CHECK(interpret_chunk(R"({"choices":[{"index":0,"text":"x"}],"usage":null})").kind == Kind::content);

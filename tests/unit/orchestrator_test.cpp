@@ -1,7 +1,6 @@
 #include "sweep/orchestrator.hpp"
 
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <functional>
 
@@ -217,7 +216,9 @@ TEST_CASE("orchestrator: a probe no faster than the baseline widens the ladder a
 TEST_CASE("orchestrator: an inconclusive step is re-run once, twice as long, before it counts") {
   const JobSpec spec = sweep_spec();
   // The first attempt at every rate is inconclusive; the re-run decides.
-  auto unsure = [](double rate, bool rerun) { return !rerun ? Verdict::inconclusive : rate <= 20 ? Verdict::pass : Verdict::fail; };
+  auto unsure = [](double rate, bool rerun) {
+    return !rerun ? Verdict::inconclusive : rate <= 20 ? Verdict::pass : Verdict::fail;
+  };
   const Run run = simulate(spec, 2, 30, unsure, 20);
   REQUIRE(run.orders.size() >= 2);
   CHECK(run.orders[1].rerun);
@@ -406,7 +407,8 @@ TEST_CASE("orchestrator: a step hit by an outage is re-run, and the re-run decid
   const JobSpec spec = sweep_spec();
   const double t = 23.3;
   // The target is down during the first ladder step (9 req/s) only.
-  const Run run = simulate_outage(spec, threshold(t), t, [](double rate, bool rerun) { return rate == Approx(9) && !rerun; });
+  const Run run =
+      simulate_outage(spec, threshold(t), t, [](double rate, bool rerun) { return rate == Approx(9) && !rerun; });
   REQUIRE(run.orders.size() >= 2);
   CHECK(run.orders[1].rerun);  // the next step repeats it
   CHECK(run.orders[1].rate_rps == Approx(9));
@@ -442,7 +444,9 @@ TEST_CASE("orchestrator: a failing rate below passing ones is re-run before it m
   const JobSpec spec = sweep_spec();
   const double t = 23.3;
   // The first ladder rate failed once (a noisy neighbour), without the errors of an outage.
-  auto once = [t](double rate, bool rerun) { return rate == Approx(9) && !rerun ? Verdict::fail : rate <= t ? Verdict::pass : Verdict::fail; };
+  auto once = [t](double rate, bool rerun) {
+    return rate == Approx(9) && !rerun ? Verdict::fail : rate <= t ? Verdict::pass : Verdict::fail;
+  };
   const Run run = simulate(spec, 2, 30, once, t);
   bool reran = false;
   for (const auto& o : run.orders) reran |= o.rerun && o.rate_rps == Approx(9);
@@ -477,7 +481,8 @@ TEST_CASE("orchestrator: when no step may hold enough requests the answer says s
   JobSpec spec = spec_with_p95();
   spec.sweep.max_step_duration = std::chrono::seconds(60);
   // Everything passes at rates so low that 55 s hold fewer requests than a p95 needs.
-  const Run run = simulate(spec, 0.2, 0.6, [](double, bool) { return Verdict::pass; }, 10);
+  const Run run = simulate(
+      spec, 0.2, 0.6, [](double, bool) { return Verdict::pass; }, 10);
   const json& r = result_of(run.last);
   bool warned = false;
   for (const auto& w : r["warnings"]) warned |= w.get<std::string>().find("cannot hold") != std::string::npos;

@@ -76,19 +76,11 @@ TEST_CASE("prometheus: label escapes, special values, timestamps, comments") {
 
 TEST_CASE("prometheus: malformed lines are errors naming the line") {
   const std::vector<std::pair<std::string, std::string>> bad{
-      {"ok 1\n9bad 1\n", "line 2"},
-      {"m{a=\"1\" 2\n", "line 1"},
-      {"m{a=1} 2\n", "line 1"},
-      {"m{a=\"x\\q\"} 2\n", "line 1"},
-      {"m{a=\"open} 2\n", "line 1"},
-      {"m\n", "line 1"},
-      {"m abc\n", "line 1"},
-      {"m 1 2 3\n", "line 1"},
-      {"m 1 notatime\n", "line 1"},
+      {"ok 1\n9bad 1\n", "line 2"},    {"m{a=\"1\" 2\n", "line 1"},   {"m{a=1} 2\n", "line 1"},
+      {"m{a=\"x\\q\"} 2\n", "line 1"}, {"m{a=\"open} 2\n", "line 1"}, {"m\n", "line 1"},
+      {"m abc\n", "line 1"},           {"m 1 2 3\n", "line 1"},       {"m 1 notatime\n", "line 1"},
       {"m 1 1.7e58\n", "line 1"},  // found by the fuzzer: a timestamp beyond int64
-      {"# TYPE m banana\n", "line 1"},
-      {"# HELP\n", "line 1"},
-      {"m{=\"x\"} 1\n", "line 1"},
+      {"# TYPE m banana\n", "line 1"}, {"# HELP\n", "line 1"},        {"m{=\"x\"} 1\n", "line 1"},
   };
   for (const auto& [text, where] : bad) {
     INFO(text);

@@ -46,12 +46,14 @@ TEST_CASE("the first draws of a seed are fixed across platforms") {
 TEST_CASE("uniform01 lies in 0 to 1 with mean 1/2 and variance 1/12") {
   Rng r(1);
   double lo = 1, hi = 0;
-  auto m = moments([&] {
-    const double x = r.uniform01();
-    lo = std::min(lo, x);
-    hi = std::max(hi, x);
-    return x;
-  }, 200000);
+  auto m = moments(
+      [&] {
+        const double x = r.uniform01();
+        lo = std::min(lo, x);
+        hi = std::max(hi, x);
+        return x;
+      },
+      200000);
   CHECK(lo >= 0.0);
   CHECK(hi < 1.0);
   CHECK(m.mean == Approx(0.5).margin(0.005));

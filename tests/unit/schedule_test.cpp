@@ -140,8 +140,8 @@ TEST_CASE("bad parameters are errors - not crashes") {
 }
 
 TEST_CASE("arrival process names parse and print") {
-  for (auto p : {ArrivalProcess::constant, ArrivalProcess::poisson, ArrivalProcess::gamma,
-                 ArrivalProcess::all_at_once}) {
+  for (auto p :
+       {ArrivalProcess::constant, ArrivalProcess::poisson, ArrivalProcess::gamma, ArrivalProcess::all_at_once}) {
     CHECK(parse_arrival_process(to_string(p), "/arrival/process").value() == p);
   }
   auto bad = parse_arrival_process("bursty", "/arrival/process");

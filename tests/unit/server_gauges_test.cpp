@@ -1,7 +1,8 @@
 #include "observe/server_gauges.hpp"
 
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+
+#include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 using namespace capsweep;
@@ -10,12 +11,12 @@ using namespace std::chrono_literals;
 
 namespace {
 Exposition scrape(double running, double waiting, double kv, double gen, bool old_name = false) {
-  return parse_prometheus_text(fmt::format(
-                                   "vllm:num_requests_running{{model_name=\"m\"}} {}\n"
-                                   "vllm:num_requests_waiting{{model_name=\"m\"}} {}\n"
-                                   "vllm:{}{{model_name=\"m\"}} {}\n"
-                                   "vllm:generation_tokens_total{{model_name=\"m\"}} {}\n",
-                                   running, waiting, old_name ? "gpu_cache_usage_perc" : "kv_cache_usage_perc", kv, gen))
+  return parse_prometheus_text(fmt::format("vllm:num_requests_running{{model_name=\"m\"}} {}\n"
+                                           "vllm:num_requests_waiting{{model_name=\"m\"}} {}\n"
+                                           "vllm:{}{{model_name=\"m\"}} {}\n"
+                                           "vllm:generation_tokens_total{{model_name=\"m\"}} {}\n",
+                                           running, waiting, old_name ? "gpu_cache_usage_perc" : "kv_cache_usage_perc",
+                                           kv, gen))
       .value();
 }
 }  // namespace

@@ -12,7 +12,8 @@ namespace {
 // A step of n successful requests whose TTFT is `ttft(i)` ms and ITL a fixed 20 ms.
 template <class F>
 StepMetrics step_with_ttfts(int n, F ttft, double duration_s = 100) {
-  StepWindow w{0s, Nanos(static_cast<Nanos::rep>(duration_s * 1e9)), Nanos(static_cast<Nanos::rep>(duration_s * 1e9)), n / duration_s};
+  StepWindow w{0s, Nanos(static_cast<Nanos::rep>(duration_s * 1e9)), Nanos(static_cast<Nanos::rep>(duration_s * 1e9)),
+               n / duration_s};
   StepAccumulator acc(w);
   for (int i = 0; i < n; ++i) {
     RequestRecord r;
@@ -47,12 +48,15 @@ TEST_CASE("the SLO of the design's example parses") {
 
 TEST_CASE("SLO bounds accept mean - median and fractional percentiles") {
   auto slo = parse_slo(json::parse(R"({"e2el_ms": {"mean": 3000, "median": 2500, "p99.9": 9000},
-      "confidence": 0.9})")).value();
+      "confidence": 0.9})"))
+                 .value();
   REQUIRE(slo.latency.size() == 3);
   int means = 0;
   for (const auto& b : slo.latency) {
-    if (!b.percentile) ++means;
-    else CHECK((*b.percentile == 50 || *b.percentile == 99.9));
+    if (!b.percentile)
+      ++means;
+    else
+      CHECK((*b.percentile == 50 || *b.percentile == 99.9));
   }
   CHECK(means == 1);
   CHECK(slo.confidence == 0.9);
@@ -117,8 +121,7 @@ TEST_CASE("few samples make a percentile criterion inconclusive - not a coin tos
   // p95 = 700 + 284.05; bound 985 lies in its interval.
   SloSpec tight;
   tight.latency.push_back({LatencyMetric::ttft, 95.0, 985});
-  CHECK(evaluate_slo(tight, step_with_ttfts(300, [](int i) { return 700.0 + i; })).verdict ==
-        Verdict::inconclusive);
+  CHECK(evaluate_slo(tight, step_with_ttfts(300, [](int i) { return 700.0 + i; })).verdict == Verdict::inconclusive);
   CHECK(near.verdict == Verdict::fail);
 }
 
@@ -126,7 +129,8 @@ TEST_CASE("error rate and goodput floors are judged on their measured values") {
   SloSpec slo;
   slo.max_error_rate = 0.01;
   slo.min_goodput_rps = 5;
-  auto m = step_with_ttfts(1000, [](int) { return 50.0; }, 100);  // 10 good/s over 100 s
+  auto m = step_with_ttfts(
+      1000, [](int) { return 50.0; }, 100);  // 10 good/s over 100 s
   auto ev = evaluate_slo(slo, m);
   CHECK(ev.criteria[0].name == "error_rate");
   CHECK(ev.criteria[0].verdict == Verdict::pass);
@@ -196,7 +200,8 @@ TEST_CASE("an evaluation serialises with verdicts and nulls for infinities") {
   CHECK(j.at("limiting_metric") == "p95_ttft_ms");
   CHECK(j.at("criteria")[0].at("ci_upper").is_null());
   CHECK(j.at("criteria")[0].at("comparison") == "<=");
-  CHECK(evaluate_slo(SloSpec{}, step_with_ttfts(10, [](int) { return 1.0; })).to_json().at("limiting_metric").is_null());
+  CHECK(
+      evaluate_slo(SloSpec{}, step_with_ttfts(10, [](int) { return 1.0; })).to_json().at("limiting_metric").is_null());
 }
 
 TEST_CASE("slo: samples_needed agrees with the interval the verdict uses") {

@@ -1,12 +1,12 @@
 // The job spec: schema validation (valijson) with the failing field named, defaults filled,
 // and the cross-field checks of parse_job_spec.
-#include "api/schema.hpp"
 #include "sweep/spec.hpp"
 
 #include <catch2/catch.hpp>
-
 #include <fstream>
 #include <sstream>
+
+#include "api/schema.hpp"
 
 using namespace capsweep;
 using json = nlohmann::json;
@@ -60,7 +60,8 @@ TEST_CASE("spec: the demo spec is valid and parses to its values") {
 }
 
 TEST_CASE("spec: defaults filled from the schema equal the parser's own defaults") {
-  json minimal = {{"target", {{"base_url", "http://127.0.0.1:8000"}, {"model", "m"}}}, {"slo", {{"ttft_ms", {{"p95", 800}}}}}};
+  json minimal = {{"target", {{"base_url", "http://127.0.0.1:8000"}, {"model", "m"}}},
+                  {"slo", {{"ttft_ms", {{"p95", 800}}}}}};
   REQUIRE(validator().validate(minimal).has_value());
   json filled = minimal;
   validator().apply_defaults(filled);

@@ -28,7 +28,8 @@ TEST_CASE("sse: events end at a blank line and keep their data") {
 }
 
 TEST_CASE("sse: events split across reads at every byte give the same result") {
-  const std::string text = "data: one\r\n\r\n: keep-alive comment\n\ndata:two\ndata: lines\n\nevent: x\nid: 7\ndata: three\r\r";
+  const std::string text =
+      "data: one\r\n\r\n: keep-alive comment\n\ndata:two\ndata: lines\n\nevent: x\nid: 7\ndata: three\r\r";
   const auto whole = parse_all(text);
   REQUIRE(whole == std::vector<std::string>{"one", "two\nlines", "three"});
   for (std::size_t piece : {1u, 2u, 3u, 5u, 7u}) {

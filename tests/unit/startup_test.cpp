@@ -1,11 +1,11 @@
 // capsweepd's start-up settings: flags over the config file, and what refuses to start.
 #include "api/startup.hpp"
 
-#include <catch2/catch.hpp>
+#include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 using namespace capsweep::api;
 
@@ -21,9 +21,11 @@ std::variant<Startup, int> start(std::vector<std::string> args) {
 }  // namespace
 
 TEST_CASE("startup: flags override the config file and defaults fill the rest") {
-  const auto path = std::filesystem::temp_directory_path() / ("capsweepd-startup-" + std::to_string(::getpid()) + ".json");
+  const auto path =
+      std::filesystem::temp_directory_path() / ("capsweepd-startup-" + std::to_string(::getpid()) + ".json");
   std::ofstream(path) << R"({"listen": "127.0.0.1:9001", "db": "from-file.db", "max_concurrent_sweeps": 3})";
-  auto s = start({"--config", path.string(), "--listen", "127.0.0.1:9002", "--allow-targets", "10.0.0.0/8,,llm.internal"});
+  auto s =
+      start({"--config", path.string(), "--listen", "127.0.0.1:9002", "--allow-targets", "10.0.0.0/8,,llm.internal"});
   std::filesystem::remove(path);
   REQUIRE(std::holds_alternative<Startup>(s));
   const auto& st = std::get<Startup>(s);

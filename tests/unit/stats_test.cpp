@@ -1,9 +1,10 @@
-#include "core/random.hpp"
 #include "core/stats.hpp"
 
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+
+#include "core/random.hpp"
 
 using namespace capsweep;
 
@@ -83,7 +84,7 @@ TEST_CASE("SampleSet treats extra_top as samples above all others") {
   SampleSet s;
   for (int i = 1; i <= 9; ++i) s.add(i);
   CHECK(s.percentile(50, 1) == Approx(5.5));  // 1..9 and +inf: h = 4.5
-  CHECK(std::isinf(s.percentile(95, 1)));      // h = 8.55 reaches the +inf sample
+  CHECK(std::isinf(s.percentile(95, 1)));     // h = 8.55 reaches the +inf sample
   CHECK(s.percentile(80, 0) == Approx(7.4));
 }
 

@@ -29,7 +29,8 @@ StepOrder order_at(double rate) {
 
 // `n` requests at `rate` over [0, n / rate) s, each answered with 64 tokens at TTFT `ttft_ms`;
 // those for which `fails(i)` answers an outcome fail with it instead.
-loadgen::StepResult fabricate(int n, double rate, double ttft_ms, const std::function<std::optional<Outcome>(int)>& fails) {
+loadgen::StepResult fabricate(int n, double rate, double ttft_ms,
+                              const std::function<std::optional<Outcome>(int)>& fails) {
   StepWindow w;
   w.end = Nanos(static_cast<Nanos::rep>(n / rate * 1e9));
   w.offered_rate_rps = rate;
@@ -89,7 +90,8 @@ TEST_CASE("step judge: slow answers fail on the latency bound") {
 
 TEST_CASE("step judge: a burst of refused connections is an outage, not saturation") {
   // Requests 100-139 (10 s of 100) hit a target that was down.
-  const auto res = fabricate(400, 4, 100, [](int i) { return i >= 100 && i < 140 ? std::optional(Outcome::connect) : std::nullopt; });
+  const auto res = fabricate(
+      400, 4, 100, [](int i) { return i >= 100 && i < 140 ? std::optional(Outcome::connect) : std::nullopt; });
   const JudgedStep j = judge_step(check_spec(), order_at(4), res);
   CHECK(j.outcome.verdict == Verdict::fail);
   CHECK(j.outcome.unavailable);
@@ -104,11 +106,13 @@ TEST_CASE("step judge: a burst of refused connections is an outage, not saturati
 }
 
 TEST_CASE("step judge: timeouts are load, not an outage, and errors within the bound are neither") {
-  const auto slow = fabricate(400, 4, 100, [](int i) { return i % 10 == 0 ? std::optional(Outcome::timeout) : std::nullopt; });
+  const auto slow =
+      fabricate(400, 4, 100, [](int i) { return i % 10 == 0 ? std::optional(Outcome::timeout) : std::nullopt; });
   CHECK_FALSE(judge_step(check_spec(), order_at(4), slow).outcome.unavailable);
   JobSpec lenient = check_spec();
   lenient.slo.max_error_rate = 0.05;
-  const auto few = fabricate(400, 4, 100, [](int i) { return i == 7 ? std::optional(Outcome::http_5xx) : std::nullopt; });
+  const auto few =
+      fabricate(400, 4, 100, [](int i) { return i == 7 ? std::optional(Outcome::http_5xx) : std::nullopt; });
   const JudgedStep j = judge_step(lenient, order_at(4), few);
   CHECK_FALSE(j.outcome.unavailable);
   CHECK(j.outcome.verdict == Verdict::pass);

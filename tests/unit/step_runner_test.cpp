@@ -4,12 +4,11 @@
 
 #include "loadgen/step_runner.hpp"
 
+#include <catch2/catch.hpp>
+#include <thread>
+
 #include "support/fake_endpoint.hpp"
 #include "support/llm_fixtures.hpp"
-
-#include <catch2/catch.hpp>
-
-#include <thread>
 
 using namespace capsweep;
 using namespace std::chrono_literals;
@@ -37,7 +36,8 @@ struct Run {
 };
 
 std::size_t count(const loadgen::StepResult& r, Outcome o) {
-  return static_cast<std::size_t>(std::count_if(r.requests.begin(), r.requests.end(), [o](const auto& row) { return row.outcome == o; }));
+  return static_cast<std::size_t>(
+      std::count_if(r.requests.begin(), r.requests.end(), [o](const auto& row) { return row.outcome == o; }));
 }
 
 }  // namespace

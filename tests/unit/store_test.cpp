@@ -1,13 +1,13 @@
 // The SQLite store on a real temporary file: migrations, sweeps, one-transaction steps.
 #include "store/store.hpp"
 
-#include "support/temp_db.hpp"
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <thread>
-#include <unistd.h>
+
+#include "support/temp_db.hpp"
 
 using namespace capsweep::store;
 using json = nlohmann::json;
@@ -177,7 +177,8 @@ TEST_CASE("store: the database and its WAL are readable by their owner only") {
     std::FILE* f = std::fopen(db.path.c_str(), "w");
     REQUIRE(f);
     std::fclose(f);
-    fs::permissions(db.path, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read);
+    fs::permissions(db.path,
+                    fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read);
   }
   Store s(db.path.string());
   s.insert_sweep(sweep_row("a"));
@@ -264,7 +265,7 @@ TEST_CASE("store: a write that finds the disk full makes the database not ready 
   }
   REQUIRE(full);
   CHECK_FALSE(s.writable());
-  CHECK_FALSE(api.writable());  // the API learns of it through the shared flag
+  CHECK_FALSE(api.writable());      // the API learns of it through the shared flag
   CHECK(s.sweep("a").has_value());  // what was stored before stays readable
   // Space again: after the retry interval the next real write decides.
   s.limit_pages_for_test(1'000'000);

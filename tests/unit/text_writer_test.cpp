@@ -1,9 +1,10 @@
 // The one Prometheus text writer (capsweepd's and llmsim's /metrics): exact lines, label
 // escaping, and a round trip through our own parser.
-#include "observe/prometheus.hpp"
 #include "observe/text_writer.hpp"
 
 #include <catch2/catch.hpp>
+
+#include "observe/prometheus.hpp"
 
 using namespace capsweep::observe;
 
@@ -23,8 +24,9 @@ TEST_CASE("text writer: histograms render cumulative buckets, sum and count") {
   CHECK(out.find("vllm:e2e_request_latency_seconds_count{model_name=\"m\"} 4\n") != std::string::npos);
   std::string g;
   render_sample(g, "vllm:num_requests_running", "gauge", "h", "model_name=\"m\"", 3);
-  CHECK(g == "# HELP vllm:num_requests_running h\n# TYPE vllm:num_requests_running gauge\n"
-             "vllm:num_requests_running{model_name=\"m\"} 3\n");
+  CHECK(g ==
+        "# HELP vllm:num_requests_running h\n# TYPE vllm:num_requests_running gauge\n"
+        "vllm:num_requests_running{model_name=\"m\"} 3\n");
   std::string plain;
   render_sample(plain, "capsweepd_steps_run_total", "counter", "h", "", 7);
   CHECK(plain.find("\ncapsweepd_steps_run_total 7\n") != std::string::npos);  // no empty braces

@@ -1,16 +1,19 @@
-#include "core/text.hpp"
 #include "llm/workload.hpp"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/text.hpp"
+
 using namespace capsweep;
 using namespace capsweep::llm;
 using json = nlohmann::json;
 
 namespace {
-std::uint32_t words(const std::string& s) { return count_words(s); }
+std::uint32_t words(const std::string& s) {
+  return count_words(s);
+}
 }  // namespace
 
 TEST_CASE("workload: synthesised prompts hit the token count through the calibration") {
@@ -60,12 +63,14 @@ TEST_CASE("workload: items follow the length distributions and the seed") {
 
 TEST_CASE("workload: the spec's workload object parses, and its errors name the field") {
   auto w = parse_workload(json::parse(R"({"prompt_tokens": {"dist": "fixed", "value": 200},
-      "output_tokens": {"dist": "lognormal", "median": 100, "p95": 400}, "seed": 42, "shared_prefix_tokens": 64})")).value();
+      "output_tokens": {"dist": "lognormal", "median": 100, "p95": 400}, "seed": 42, "shared_prefix_tokens": 64})"))
+               .value();
   CHECK(w.prompt_tokens.nominal_mean() == 200);
   CHECK(w.seed == 42);
   CHECK(w.shared_prefix_tokens == 64);
   CHECK(parse_workload(json::parse(R"({"seed": -1})")).error().field == "/workload/seed");
-  CHECK(parse_workload(json::parse(R"({"prompt_tokens": {"dist": "zipf"}})")).error().field == "/workload/prompt_tokens/dist");
+  CHECK(parse_workload(json::parse(R"({"prompt_tokens": {"dist": "zipf"}})")).error().field ==
+        "/workload/prompt_tokens/dist");
   CHECK(parse_workload(json::parse(R"({"prompt": 3})")).error().field == "/workload/prompt");
   CHECK(parse_workload(json::array()).error().field == "/workload");
 }
@@ -75,7 +80,8 @@ TEST_CASE("workload: ShareGPT files give prompts and answer lengths") {
     {"id": "a", "conversations": [{"from": "human", "value": "what is a queue"}, {"from": "gpt", "value": "a line of waiting things"}]},
     {"id": "b", "conversations": [{"from": "human", "value": "only one turn"}]},
     {"id": "c", "conversations": [{"from": "human", "value": "x y"}, {"from": "gpt", "value": "z"}, {"from": "human", "value": "more"}]}
-  ])").value();
+  ])")
+               .value();
   REQUIRE(d.size() == 2);
   CHECK(d[0].prompt == "what is a queue");
   CHECK(d[0].reference_output_words == 5);
@@ -93,7 +99,8 @@ TEST_CASE("workload: malformed ShareGPT files are errors naming the entry") {
   CHECK(parse_sharegpt("{").error().code == errc::parse_error);
   CHECK(parse_sharegpt("{}").error().message.find("array") != std::string::npos);
   CHECK(parse_sharegpt(R"([{"x": 1}])").error().field == "/0/conversations");
-  CHECK(parse_sharegpt(R"([{"conversations": [{"value": "a"}, {"from": "gpt"}]}])").error().field == "/0/conversations/1/value");
+  CHECK(parse_sharegpt(R"([{"conversations": [{"value": "a"}, {"from": "gpt"}]}])").error().field ==
+        "/0/conversations/1/value");
   CHECK_FALSE(parse_sharegpt("[]").has_value());
 }
 
@@ -104,7 +111,8 @@ TEST_CASE("workload: JSONL prompts parse, and errors name the line") {
   CHECK_FALSE(d[1].max_tokens.has_value());
   CHECK(parse_jsonl("{\"prompt\": \"ok\"}\n{bad\n").error().message.find("line 2") != std::string::npos);
   CHECK(parse_jsonl("{\"text\": \"x\"}\n").error().message.find("line 1") != std::string::npos);
-  CHECK(parse_jsonl("{\"prompt\": \"x\", \"max_tokens\": 0}\n").error().message.find("max_tokens") != std::string::npos);
+  CHECK(parse_jsonl("{\"prompt\": \"x\", \"max_tokens\": 0}\n").error().message.find("max_tokens") !=
+        std::string::npos);
   CHECK(parse_jsonl("{\"prompt\": \"\"}\n").error().message.find("empty") != std::string::npos);
   CHECK_FALSE(parse_jsonl("\n\n").has_value());
 }

@@ -8,7 +8,8 @@ using json = nlohmann::json;
 
 TEST_CASE("llmsim config: JSON keys apply onto the defaults") {
   auto cfg = apply_json(SimConfig{}, json::parse(R"({"model": "m", "max_num_seqs": 8,
-      "decode_base_ms": 5.5, "cold_start_mode": "503", "ready_lies": true, "error_rate": 0.1})")).value();
+      "decode_base_ms": 5.5, "cold_start_mode": "503", "ready_lies": true, "error_rate": 0.1})"))
+                 .value();
   CHECK(cfg.model == "m");
   CHECK(cfg.engine.max_num_seqs == 8);
   CHECK(cfg.engine.decode_base_ms == 5.5);
@@ -35,12 +36,9 @@ TEST_CASE("llmsim config: bad settings name the key") {
   }
   CHECK_FALSE(apply_json(SimConfig{}, json::array()).has_value());
   const std::vector<std::pair<std::string, std::string>> ranges{
-      {R"({"error_rate": 1.5})", "/error_rate"},
-      {R"({"disconnect_rate": -0.1})", "/disconnect_rate"},
-      {R"({"events_per_write": 0})", "/events_per_write"},
-      {R"({"tokens_per_chunk": 0})", "/tokens_per_chunk"},
-      {R"({"max_num_seqs": 0})", "/max_num_seqs"},
-      {R"({"stall_ms": -5})", "/stall_ms"},
+      {R"({"error_rate": 1.5})", "/error_rate"},           {R"({"disconnect_rate": -0.1})", "/disconnect_rate"},
+      {R"({"events_per_write": 0})", "/events_per_write"}, {R"({"tokens_per_chunk": 0})", "/tokens_per_chunk"},
+      {R"({"max_num_seqs": 0})", "/max_num_seqs"},         {R"({"stall_ms": -5})", "/stall_ms"},
   };
   for (const auto& [text, field] : ranges) {
     INFO(text);

@@ -1,8 +1,9 @@
-#include "core/text.hpp"
 #include "llmsim/openai.hpp"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+
+#include "core/text.hpp"
 
 using namespace capsweep::llmsim;
 using capsweep::count_words;
@@ -60,7 +61,8 @@ TEST_CASE("llmsim openai: completion requests parse with their options") {
 TEST_CASE("llmsim openai: chat requests count every message and honour max_completion_tokens") {
   auto r = parse_ok(R"({"model": "sim-8b", "messages": [{"role": "system", "content": "be brief"},
       {"role": "user", "content": [{"type": "text", "text": "three more words"}]}],
-      "max_completion_tokens": 7, "max_tokens": 99})", Api::chat);
+      "max_completion_tokens": 7, "max_tokens": 99})",
+                    Api::chat);
   CHECK(r.prompt_tokens == 5);
   CHECK(r.max_tokens == 7);
 }
@@ -130,7 +132,8 @@ TEST_CASE("llmsim openai: SSE chunks carry text, continuous usage, finish reason
 }
 
 TEST_CASE("llmsim openai: chat chunks use deltas and a role-only first chunk") {
-  auto r = parse_ok(R"({"model": "sim-8b", "messages": [{"role": "user", "content": "hi"}], "stream": true})", Api::chat);
+  auto r =
+      parse_ok(R"({"model": "sim-8b", "messages": [{"role": "user", "content": "hi"}], "stream": true})", Api::chat);
   ChunkFormatter f(r, "chatcmpl-1", 1);
   std::string sse;
   f.append_role(sse);
