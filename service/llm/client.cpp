@@ -49,6 +49,63 @@ bool is_timeout(const beast::error_code& ec) {
 
 }  // namespace
 
+// What one streamed answer has said so far: its content chunks with their token counts, the
+// end marker, a failure (an error event, a malformed one), and the server's usage figures.
+struct StreamTally {
+  std::uint64_t last_completion_tokens = 0;
+  std::optional<std::uint64_t> usage_completion, usage_prompt;
+  bool saw_done = false, failed = false;
+
+  // One SSE data payload that arrived at `now`.
+  void on_event(std::string_view data, Nanos now, RequestRecord& rec) {
+    if (failed || saw_done) return;
+    const StreamChunk sc = interpret_chunk(data);
+    switch (sc.kind) {
+      case StreamChunk::Kind::content: {
+        std::uint32_t tokens = 1;
+        if (sc.completion_tokens) {
+          tokens = static_cast<std::uint32_t>(std::max<std::uint64_t>(
+              1, *sc.completion_tokens > last_completion_tokens ? *sc.completion_tokens - last_completion_tokens : 1));
+          last_completion_tokens = *sc.completion_tokens;
+        }
+        rec.chunks.push_back({now, tokens});
+        break;
+      }
+      case StreamChunk::Kind::done:
+        saw_done = true;
+        break;
+      case StreamChunk::Kind::error:
+      case StreamChunk::Kind::malformed:
+        failed = true;
+        break;
+      default:
+        break;
+    }
+    if (sc.completion_tokens) usage_completion = sc.completion_tokens;
+    if (sc.prompt_tokens) usage_prompt = sc.prompt_tokens;
+  }
+
+  // The record's outcome and token counts once a 2xx answer's body has ended: the server's
+  // usage when it sent one, else the chunks counted (and marked as estimated).
+  void settle(RequestRecord& rec) const {
+    if (failed) {
+      rec.outcome = Outcome::stream_error;
+      return;
+    }
+    if (usage_prompt) rec.input_tokens = static_cast<std::uint32_t>(*usage_prompt);
+    if (usage_completion) {
+      rec.output_tokens = static_cast<std::uint32_t>(*usage_completion);
+      rec.output_tokens_estimated = false;
+    } else {
+      std::uint64_t counted = 0;
+      for (const auto& ch : rec.chunks) counted += ch.tokens;
+      rec.output_tokens = static_cast<std::uint32_t>(counted);
+      rec.output_tokens_estimated = true;
+    }
+    rec.outcome = rec.chunks.empty() ? Outcome::empty_stream : Outcome::ok;
+  }
+};
+
 struct Client::Impl : std::enable_shared_from_this<Impl> {
   // The outcome of a request whose I/O failed with `ec` before an answer was complete.
   Outcome io_failure(const beast::error_code& ec, Outcome otherwise = Outcome::connect) const {
@@ -84,35 +141,7 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
       idle.pop_back();
       co_return c;
     }
-    if (endpoints.empty()) {
-      // An IP literal needs no resolver; a name is resolved by the first requests (several
-      // may resolve at once when a step starts: the first answer is kept, never appended to).
-      beast::error_code aec;
-      const auto address = asio::ip::make_address(target.host, aec);
-      if (!aec) {
-        endpoints.assign(1, asio::ip::tcp::endpoint(address, target.port));
-      } else {
-        asio::ip::tcp::resolver resolver(executor);
-        auto [ec, results] = co_await resolver.async_resolve(target.host, std::to_string(target.port), use_tuple);
-        if (ec) {
-          failure = Outcome::connect;
-          co_return nullptr;
-        }
-        if (endpoints.empty()) {
-          for (const auto& r : results) endpoints.push_back(r.endpoint());
-        }
-      }
-      // Every address we would connect to must pass the service's allow-list, so a name
-      // cannot be pointed (or rebound) past it.
-      if (target.allow_address) {
-        std::erase_if(endpoints,
-                      [&](const asio::ip::tcp::endpoint& e) { return !target.allow_address(e.address().to_string()); });
-        if (endpoints.empty()) {
-          failure = Outcome::connect;
-          co_return nullptr;
-        }
-      }
-    }
+    if (endpoints.empty() && !co_await resolve(failure)) co_return nullptr;
     auto c = std::make_unique<Connection>();
     if (target.tls()) {
       c->tls = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(executor, tls_context);
@@ -133,21 +162,55 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
       co_return nullptr;
     }
     tcp.socket().set_option(asio::ip::tcp::no_delay(true), ec);
-    if (c->tls) {
-      // SNI and host name verification.
-      if (!SSL_set_tlsext_host_name(c->tls->native_handle(), target.host.c_str())) {
-        failure = Outcome::tls;
-        co_return nullptr;
+    if (c->tls && !co_await handshake(*c, failure)) co_return nullptr;
+    co_return c;
+  }
+
+  // Resolves the target's host once (an IP literal needs no resolver; when several requests
+  // resolve at once as a step starts, the first answer is kept, never appended to) and keeps
+  // only the addresses the service's allow-list admits, so a name cannot be pointed (or
+  // rebound) past it. False, with the outcome to record, when none is left.
+  asio::awaitable<bool> resolve(Outcome& failure) {
+    beast::error_code aec;
+    const auto address = asio::ip::make_address(target.host, aec);
+    if (!aec) {
+      endpoints.assign(1, asio::ip::tcp::endpoint(address, target.port));
+    } else {
+      asio::ip::tcp::resolver resolver(executor);
+      auto [ec, results] = co_await resolver.async_resolve(target.host, std::to_string(target.port), use_tuple);
+      if (ec) {
+        failure = Outcome::connect;
+        co_return false;
       }
-      if (target.verify_tls) c->tls->set_verify_callback(ssl::host_name_verification(target.host));
-      tcp.expires_after(target.connect_timeout);
-      auto [hec] = co_await c->tls->async_handshake(ssl::stream_base::client, use_tuple);
-      if (hec) {
-        failure = io_failure(hec, Outcome::tls);
-        co_return nullptr;
+      if (endpoints.empty()) {
+        for (const auto& r : results) endpoints.push_back(r.endpoint());
       }
     }
-    co_return c;
+    if (target.allow_address) {
+      std::erase_if(endpoints,
+                    [&](const asio::ip::tcp::endpoint& e) { return !target.allow_address(e.address().to_string()); });
+      if (endpoints.empty()) {
+        failure = Outcome::connect;
+        co_return false;
+      }
+    }
+    co_return true;
+  }
+
+  // TLS on a connected stream: SNI, host name verification, the handshake.
+  asio::awaitable<bool> handshake(Connection& c, Outcome& failure) {
+    if (!SSL_set_tlsext_host_name(c.tls->native_handle(), target.host.c_str())) {
+      failure = Outcome::tls;
+      co_return false;
+    }
+    if (target.verify_tls) c.tls->set_verify_callback(ssl::host_name_verification(target.host));
+    c.lowest().expires_after(target.connect_timeout);
+    auto [hec] = co_await c.tls->async_handshake(ssl::stream_base::client, use_tuple);
+    if (hec) {
+      failure = io_failure(hec, Outcome::tls);
+      co_return false;
+    }
+    co_return true;
   }
 
   void release(std::unique_ptr<Connection> c, bool reusable) {
@@ -210,9 +273,7 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
 
     SseParser sse(target.max_sse_event_bytes);
     std::uint64_t body_bytes = 0;  // a hostile target may not stream without end
-    std::uint64_t last_completion_tokens = 0;
-    std::optional<std::uint64_t> usage_completion, usage_prompt;
-    bool saw_done = false, stream_failed = false;
+    StreamTally tally;
     std::string error_body;
     char chunk[4096];  // parsed body bytes, fed to the SSE parser as they arrive
     while (!parser.is_done()) {
@@ -231,65 +292,24 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
       if (got > 0) {
         if (!ok_status) {
           if (error_body.size() < 4096) error_body.append(chunk, std::min(got, 4096 - error_body.size()));
-        } else if (!sse.feed(std::string_view(chunk, got), [&](std::string_view data) {
-                     if (stream_failed || saw_done) return;
-                     const StreamChunk sc = interpret_chunk(data);
-                     switch (sc.kind) {
-                       case StreamChunk::Kind::content: {
-                         std::uint32_t tokens = 1;
-                         if (sc.completion_tokens) {
-                           tokens = static_cast<std::uint32_t>(
-                               std::max<std::uint64_t>(1, *sc.completion_tokens > last_completion_tokens
-                                                              ? *sc.completion_tokens - last_completion_tokens
-                                                              : 1));
-                           last_completion_tokens = *sc.completion_tokens;
-                         }
-                         rec.chunks.push_back({now, tokens});
-                         break;
-                       }
-                       case StreamChunk::Kind::done:
-                         saw_done = true;
-                         break;
-                       case StreamChunk::Kind::error:
-                       case StreamChunk::Kind::malformed:
-                         stream_failed = true;
-                         break;
-                       default:
-                         break;
-                     }
-                     if (sc.completion_tokens) usage_completion = sc.completion_tokens;
-                     if (sc.prompt_tokens) usage_prompt = sc.prompt_tokens;
-                   })) {
-          stream_failed = true;
+        } else if (!sse.feed(std::string_view(chunk, got),
+                             [&](std::string_view data) { tally.on_event(data, now, rec); })) {
+          tally.failed = true;
         }
       }
       if (rec_ec) {
         rec.outcome = io_failure(rec_ec, ok_status ? Outcome::stream_error : status_outcome(status));
         co_return;
       }
-      if (stream_failed) break;
+      if (tally.failed) break;
     }
     if (!ok_status) {
       rec.outcome = status_outcome(status);
       reusable = parser.is_done() && parser.keep_alive();
       co_return;
     }
-    if (stream_failed) {
-      rec.outcome = Outcome::stream_error;
-      co_return;
-    }
-    if (usage_prompt) rec.input_tokens = static_cast<std::uint32_t>(*usage_prompt);
-    if (usage_completion) {
-      rec.output_tokens = static_cast<std::uint32_t>(*usage_completion);
-      rec.output_tokens_estimated = false;
-    } else {
-      std::uint64_t counted = 0;
-      for (const auto& ch : rec.chunks) counted += ch.tokens;
-      rec.output_tokens = static_cast<std::uint32_t>(counted);
-      rec.output_tokens_estimated = true;
-    }
-    rec.outcome = rec.chunks.empty() ? Outcome::empty_stream : Outcome::ok;
-    reusable = parser.keep_alive();
+    tally.settle(rec);
+    reusable = !tally.failed && parser.keep_alive();
   }
 
   // Non-streaming completion: the answer arrives whole; its arrival is both first and last token.

@@ -248,7 +248,7 @@ std::size_t quiet_rss_kib(pid_t pid) {
 // daemon after one step of its own (a short check, so the database, the pools and the first
 // step's allocations exist); the figure is the daemon after the sweep ended, both at rest.
 // Samples taken while the sweep runs are printed too: each includes the step then running.
-void part_c(const fs::path& dir, double minutes) {
+void part_c(const fs::path& dir, double minutes, double first_step_s) {
   fmt::print("(c) capsweepd resident memory over one sweep of about {:.1f} minutes\n", minutes);
   const std::uint16_t sp = free_port(), ap = free_port();
   Child sim({CAPSWEEP_LLMSIM_PATH, "--listen", fmt::format("127.0.0.1:{}", sp)}, dir / "sim-c.log", sp, "/health");
@@ -256,10 +256,10 @@ void part_c(const fs::path& dir, double minutes) {
           ap, "/healthz");
   json first_job = job(sp, "first-step");
   first_job["kind"] = "check";
-  first_job["check"] = {{"rate_rps", 10}, {"duration_s", 20}, {"warmup_s", 1}};
+  first_job["check"] = {{"rate_rps", 10}, {"duration_s", first_step_s}, {"warmup_s", 1}};
   wait_done(ap, submit(ap, first_job), std::chrono::seconds(200));
   const std::size_t first = quiet_rss_kib(d.pid());
-  fmt::print("    after one 20 s step, at rest: RSS {:>7} KiB\n", first);
+  fmt::print("    after one {:.0f} s step, at rest: RSS {:>7} KiB\n", first_step_s, first);
   // About ten ladder steps and a few refinement steps share the time.
   const double step_s = std::clamp(minutes * 60 / 12, 2.0, 3600.0);
   json spec = job(sp, "long-sweep");
@@ -267,6 +267,12 @@ void part_c(const fs::path& dir, double minutes) {
                    {"step_duration_s", step_s},
                    {"warmup_s", std::min(10.0, step_s / 4)},
                    {"max_step_duration_s", step_s + 10}};
+  if (minutes < 1) {
+    // A smoke run: steps this short cannot decide a p95, so the sweep is held to a few
+    // fixed-rate steps instead of halving its way down.
+    spec["sweep"]["steps"] = 2;
+    spec["sweep"]["max_steps"] = 3;
+  }
   const std::string id = submit(ap, spec);
   const auto started = std::chrono::steady_clock::now();
   const auto limit = started + std::chrono::duration<double>(minutes * 60 * 3 + 300);
@@ -333,7 +339,7 @@ int main(int argc, char** argv) {
   try {
     if (parts.find('a') != std::string::npos) part_a(dir, rate, seconds);
     if (parts.find('b') != std::string::npos) part_b(dir, minutes, quick ? 10 : 20);
-    if (parts.find('c') != std::string::npos) part_c(dir, minutes);
+    if (parts.find('c') != std::string::npos) part_c(dir, minutes, quick ? 3 : 20);
   } catch (const std::exception& e) {
     fmt::print(stderr, "capsweep-bench-service: {}\n", e.what());
     fs::remove_all(dir);
