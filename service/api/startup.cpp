@@ -1,6 +1,7 @@
 #include "api/startup.hpp"
 
 #include <fmt/format.h>
+#include <malloc.h>
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
@@ -86,7 +87,15 @@ std::variant<Startup, int> startup_from_command_line(int argc, char** argv) {
     return 2;
   }
   fit_descriptor_limit(*config);
+  tune_allocator();
   return Startup{std::move(*config), *endpoint};
+}
+
+void tune_allocator() {
+#if defined(__GLIBC__)
+  mallopt(M_MMAP_THRESHOLD, 256 * 1024);   // blocks this large are mapped alone and unmapped when freed
+  mallopt(M_TRIM_THRESHOLD, 1024 * 1024);  // a heap top larger than this is handed back on free
+#endif
 }
 
 void fit_descriptor_limit(const ServiceConfig& c) {

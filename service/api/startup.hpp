@@ -25,6 +25,12 @@ std::variant<Startup, int> startup_from_command_line(int argc, char** argv);
 // plus every sweep's target connections); prints a notice when the hard limit is lower.
 void fit_descriptor_limit(const ServiceConfig& c);
 
+// Fixes glibc's allocator thresholds so that memory freed after a step goes back to the system:
+// left dynamic, the first large block freed (a step's rows) raises the mmap and trim thresholds
+// to its size, after which large blocks live in thread arenas whose tops malloc_trim does not
+// shrink, and resident memory keeps the high-water mark of the largest step. No-op elsewhere.
+void tune_allocator();
+
 // The options of the parts, from the settings.
 sweep::ManagerOptions manager_options(const ServiceConfig& c);
 http::ServerOptions server_options(const ServiceConfig& c);

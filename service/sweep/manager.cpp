@@ -99,6 +99,13 @@ struct SweepManager::Active {
   }
 };
 
+// Hands the allocator's free pages (of every thread's arena) back to the system.
+void return_free_memory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
 // A stored step's rows are not needed any more: free them (and the page cache they were
 // written through) now and hand the freed pages back to the system, so a long run's resident
 // memory reflects what is live, not its largest step.
@@ -108,9 +115,7 @@ void release_step_memory(JudgedStep&& judged, loadgen::StepResult&& result, stor
     const JudgedStep gone = std::move(judged);
     const loadgen::StepResult also_gone = std::move(result);
   }  // freed here
-#if defined(__GLIBC__)
-  malloc_trim(0);
-#endif
+  return_free_memory();
 }
 
 // The total time limit holds inside a step too: while a step runs, a watch thread cancels its
@@ -374,6 +379,8 @@ void SweepManager::worker_loop() {
       busy_targets_.erase(active->target_key);
       active_.erase(id);
     }
+    active.reset();
+    return_free_memory();  // the job's runner, workload and connections are gone too
     wake_.notify_all();
   }
   --workers_running_;

@@ -86,13 +86,18 @@ class Child {
   pid_t pid_ = -1;
 };
 
-std::size_t rss_kib(pid_t pid) {
+// A field of /proc/PID/status in KiB ("VmRSS", "RssAnon", "RssFile"); 0 when absent.
+std::size_t status_kib(pid_t pid, const std::string& field) {
   std::ifstream in(fmt::format("/proc/{}/status", pid));
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoul(line.substr(6));
+    if (line.rfind(field + ":", 0) == 0) return std::stoul(line.substr(field.size() + 1));
   }
   return 0;
+}
+
+std::size_t rss_kib(pid_t pid) {
+  return status_kib(pid, "VmRSS");
 }
 
 json get_json(std::uint16_t port, const std::string& path) {
@@ -259,7 +264,11 @@ void part_c(const fs::path& dir, double minutes, double first_step_s) {
   first_job["check"] = {{"rate_rps", 10}, {"duration_s", first_step_s}, {"warmup_s", 1}};
   wait_done(ap, submit(ap, first_job), std::chrono::seconds(200));
   const std::size_t first = quiet_rss_kib(d.pid());
-  fmt::print("    after one {:.0f} s step, at rest: RSS {:>7} KiB\n", first_step_s, first);
+  const std::size_t first_anon = status_kib(d.pid(), "RssAnon"), first_file = status_kib(d.pid(), "RssFile");
+  fmt::print(
+      "    after one {:.0f} s step, at rest: RSS {:>7} KiB (heap and stacks {} KiB, program and library pages {} "
+      "KiB)\n",
+      first_step_s, first, first_anon, first_file);
   // About ten ladder steps and a few refinement steps share the time.
   const double step_s = std::clamp(minutes * 60 / 12, 2.0, 3600.0);
   json spec = job(sp, "long-sweep");
@@ -295,6 +304,7 @@ void part_c(const fs::path& dir, double minutes, double first_step_s) {
   }
   const double ran_min = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() / 60;
   const std::size_t last = quiet_rss_kib(d.pid());
+  const std::size_t last_anon = status_kib(d.pid(), "RssAnon"), last_file = status_kib(d.pid(), "RssFile");
   fmt::print("    sweep ended {} after {} steps and {:.1f} minutes\n",
              state.is_object() ? state.value("status", "?") : "?", seen, ran_min);
   fmt::print(
@@ -303,6 +313,8 @@ void part_c(const fs::path& dir, double minutes, double first_step_s) {
       first, last, peak,
       100.0 * (static_cast<double>(last) - static_cast<double>(first)) /
           static_cast<double>(std::max<std::size_t>(first, 1)));
+  fmt::print("    of which heap and stacks {} -> {} KiB, program and library pages {} -> {} KiB\n", first_anon,
+             last_anon, first_file, last_file);
 }
 
 }  // namespace
