@@ -51,52 +51,50 @@ double expected_requests(double rate_rps, double length_s) {
 }
 
 // The service's limits, on the parsed spec; may fill limits into the stored document.
-std::optional<ApiError> check_limits(const Limits& l, const sweep::JobSpec& spec, json& doc) {
-  if (auto e = bound_lengths(spec.workload.prompt_tokens, doc["workload"], "prompt_tokens", l.max_prompt_tokens))
-    return e;
-  if (auto e = bound_lengths(spec.workload.output_tokens, doc["workload"], "output_tokens", l.max_output_tokens))
-    return e;
+// A sweep's steps against the service's limits; fills in the limits the spec leaves open.
+std::optional<ApiError> check_sweep_limits(const Limits& l, const sweep::SweepSettings& s, json& doc) {
   const auto max_requests = static_cast<double>(l.max_requests_per_step);
-  if (spec.kind == sweep::JobKind::sweep) {
-    const auto& s = spec.sweep;
-    const double step_s = to_s(s.warmup + s.step_duration);
-    if (step_s > l.max_step_duration_s) {
-      return over("/sweep/step_duration_s",
-                  fmt::format("warm-up + step exceed the service's limit of {} s per step", l.max_step_duration_s));
-    }
-    if (s.max_rate_rps && *s.max_rate_rps > l.max_rate_rps) {
-      return over("/sweep/max_rate_rps", fmt::format("exceeds the service's limit of {} req/s", l.max_rate_rps));
-    }
-    const double top = s.max_rate_rps.value_or(l.max_rate_rps);
-    if (expected_requests(top, step_s) > max_requests) {
-      return over(
-          s.max_rate_rps ? "/sweep/max_rate_rps" : "/sweep/step_duration_s",
-          fmt::format("a step at {} req/s for {} s would send {:.0f} requests; the service's limit is {} per step", top,
-                      step_s, expected_requests(top, step_s), l.max_requests_per_step));
-    }
-    if (!s.max_rate_rps) doc["sweep"]["max_rate_rps"] = l.max_rate_rps;  // escalation stops there
-    if (to_s(s.max_step_duration) > l.max_step_duration_s) {
-      if (doc["sweep"].contains("max_step_duration_s")) {
-        return over("/sweep/max_step_duration_s",
-                    fmt::format("exceeds the service's limit of {} s per step", l.max_step_duration_s));
-      }
-      doc["sweep"]["max_step_duration_s"] = l.max_step_duration_s;  // steps stretch up to the limit
-    }
-    if (s.probe_requests > l.max_requests_per_step) {
-      return over("/sweep/probe_requests",
-                  fmt::format("exceeds the service's limit of {} requests per step", l.max_requests_per_step));
-    }
-    if (s.probe_concurrency > l.max_connections_per_sweep) {
-      return over("/sweep/probe_concurrency",
-                  fmt::format("exceeds the service's limit of {} connections", l.max_connections_per_sweep));
-    }
-    if (s.max_concurrency > l.max_connections_per_sweep) {
-      return over("/sweep/max_concurrency",
-                  fmt::format("exceeds the service's limit of {} connections", l.max_connections_per_sweep));
-    }
-    return std::nullopt;
+  const double step_s = to_s(s.warmup + s.step_duration);
+  if (step_s > l.max_step_duration_s) {
+    return over("/sweep/step_duration_s",
+                fmt::format("warm-up + step exceed the service's limit of {} s per step", l.max_step_duration_s));
   }
-  const auto& k = spec.check;
+  if (s.max_rate_rps && *s.max_rate_rps > l.max_rate_rps) {
+    return over("/sweep/max_rate_rps", fmt::format("exceeds the service's limit of {} req/s", l.max_rate_rps));
+  }
+  const double top = s.max_rate_rps.value_or(l.max_rate_rps);
+  if (expected_requests(top, step_s) > max_requests) {
+    return over(
+        s.max_rate_rps ? "/sweep/max_rate_rps" : "/sweep/step_duration_s",
+        fmt::format("a step at {} req/s for {} s would send {:.0f} requests; the service's limit is {} per step", top,
+                    step_s, expected_requests(top, step_s), l.max_requests_per_step));
+  }
+  if (!s.max_rate_rps) doc["sweep"]["max_rate_rps"] = l.max_rate_rps;  // escalation stops there
+  if (to_s(s.max_step_duration) > l.max_step_duration_s) {
+    if (doc["sweep"].contains("max_step_duration_s")) {
+      return over("/sweep/max_step_duration_s",
+                  fmt::format("exceeds the service's limit of {} s per step", l.max_step_duration_s));
+    }
+    doc["sweep"]["max_step_duration_s"] = l.max_step_duration_s;  // steps stretch up to the limit
+  }
+  if (s.probe_requests > l.max_requests_per_step) {
+    return over("/sweep/probe_requests",
+                fmt::format("exceeds the service's limit of {} requests per step", l.max_requests_per_step));
+  }
+  if (s.probe_concurrency > l.max_connections_per_sweep) {
+    return over("/sweep/probe_concurrency",
+                fmt::format("exceeds the service's limit of {} connections", l.max_connections_per_sweep));
+  }
+  if (s.max_concurrency > l.max_connections_per_sweep) {
+    return over("/sweep/max_concurrency",
+                fmt::format("exceeds the service's limit of {} connections", l.max_connections_per_sweep));
+  }
+  return std::nullopt;
+}
+
+// A check's one step against the service's limits.
+std::optional<ApiError> check_check_limits(const Limits& l, const sweep::CheckSettings& k) {
+  const auto max_requests = static_cast<double>(l.max_requests_per_step);
   if (std::isfinite(k.rate_rps) && k.rate_rps > l.max_rate_rps) {
     return over("/check/rate_rps", fmt::format("exceeds the service's limit of {} req/s", l.max_rate_rps));
   }
@@ -119,6 +117,15 @@ std::optional<ApiError> check_limits(const Limits& l, const sweep::JobSpec& spec
                 fmt::format("exceeds the service's limit of {} connections", l.max_connections_per_sweep));
   }
   return std::nullopt;
+}
+
+std::optional<ApiError> check_limits(const Limits& l, const sweep::JobSpec& spec, json& doc) {
+  if (auto e = bound_lengths(spec.workload.prompt_tokens, doc["workload"], "prompt_tokens", l.max_prompt_tokens))
+    return e;
+  if (auto e = bound_lengths(spec.workload.output_tokens, doc["workload"], "output_tokens", l.max_output_tokens))
+    return e;
+  return spec.kind == sweep::JobKind::sweep ? check_sweep_limits(l, spec.sweep, doc)
+                                            : check_check_limits(l, spec.check);
 }
 
 // target.tls.ca_file must be a file inside the configured CA directory (symbolic links and

@@ -63,28 +63,10 @@ Result<Target> parse_base_url(Target t, std::string_view url, const std::string&
   return t;
 }
 
-Result<Target> parse_target(const nlohmann::json& j, const std::string& field) {
-  if (!j.is_object()) return invalid(field, "must be an object");
-  Target t;
-  auto url = j.find("base_url");
-  if (url == j.end() || !url->is_string())
-    return invalid(field + "/base_url", "is required: a URL like http://127.0.0.1:8000");
-  auto parsed = parse_base_url(t, url->get<std::string>(), field + "/base_url");
-  if (!parsed) return parsed.error();
-  t = std::move(*parsed);
-  if (auto api = j.find("api"); api != j.end()) {
-    if (*api == "completions")
-      t.api = Api::completions;
-    else if (*api == "chat")
-      t.api = Api::chat;
-    else
-      return invalid(field + "/api", "must be \"completions\" or \"chat\"");
-  }
-  auto model = j.find("model");
-  if (model == j.end() || !model->is_string() || model->get<std::string>().empty()) {
-    return invalid(field + "/model", "is required: the served model name");
-  }
-  t.model = model->get<std::string>();
+namespace {
+
+// target.headers: names without separators, values without line breaks.
+std::optional<Error> parse_headers(const nlohmann::json& j, const std::string& field, Target& t) {
   if (auto h = j.find("headers"); h != j.end()) {
     if (!h->is_object()) return invalid(field + "/headers", "must be an object of header names to strings");
     for (const auto& [k, v] : h->items()) {
@@ -97,6 +79,11 @@ Result<Target> parse_target(const nlohmann::json& j, const std::string& field) {
       t.headers.emplace_back(k, s);
     }
   }
+  return std::nullopt;
+}
+
+// target.extra_body: merged into every request body, but never over a field that defines the load.
+std::optional<Error> parse_extra_body(const nlohmann::json& j, const std::string& field, Target& t) {
   if (auto e = j.find("extra_body"); e != j.end()) {
     if (!e->is_object()) return invalid(field + "/extra_body", "must be an object");
     // Fields that define the load (how many answers, how long, to what, in which form) are
@@ -113,12 +100,11 @@ Result<Target> parse_target(const nlohmann::json& j, const std::string& field) {
     }
     t.extra_body = *e;
   }
-  for (const char* key : {"stream", "ignore_eos"}) {
-    if (auto b = j.find(key); b != j.end()) {
-      if (!b->is_boolean()) return invalid(field + "/" + key, "must be true or false");
-      (std::string_view(key) == "stream" ? t.stream : t.ignore_eos) = b->get<bool>();
-    }
-  }
+  return std::nullopt;
+}
+
+// target.tls and target.timeouts.
+std::optional<Error> parse_connection(const nlohmann::json& j, const std::string& field, Target& t) {
   if (auto tls = j.find("tls"); tls != j.end()) {
     if (!tls->is_object()) return invalid(field + "/tls", "must be an object");
     if (auto v = tls->find("verify"); v != tls->end()) {
@@ -142,6 +128,42 @@ Result<Target> parse_target(const nlohmann::json& j, const std::string& field) {
     t.read_timeout = *r;
     t.request_timeout = *q;
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<Target> parse_target(const nlohmann::json& j, const std::string& field) {
+  if (!j.is_object()) return invalid(field, "must be an object");
+  Target t;
+  auto url = j.find("base_url");
+  if (url == j.end() || !url->is_string())
+    return invalid(field + "/base_url", "is required: a URL like http://127.0.0.1:8000");
+  auto parsed = parse_base_url(t, url->get<std::string>(), field + "/base_url");
+  if (!parsed) return parsed.error();
+  t = std::move(*parsed);
+  if (auto api = j.find("api"); api != j.end()) {
+    if (*api == "completions")
+      t.api = Api::completions;
+    else if (*api == "chat")
+      t.api = Api::chat;
+    else
+      return invalid(field + "/api", "must be \"completions\" or \"chat\"");
+  }
+  auto model = j.find("model");
+  if (model == j.end() || !model->is_string() || model->get<std::string>().empty()) {
+    return invalid(field + "/model", "is required: the served model name");
+  }
+  t.model = model->get<std::string>();
+  if (auto e = parse_headers(j, field, t)) return *e;
+  if (auto e = parse_extra_body(j, field, t)) return *e;
+  for (const char* key : {"stream", "ignore_eos"}) {
+    if (auto b = j.find(key); b != j.end()) {
+      if (!b->is_boolean()) return invalid(field + "/" + key, "must be true or false");
+      (std::string_view(key) == "stream" ? t.stream : t.ignore_eos) = b->get<bool>();
+    }
+  }
+  if (auto e = parse_connection(j, field, t)) return *e;
   return t;
 }
 
