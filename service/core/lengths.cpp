@@ -244,6 +244,41 @@ Result<LengthDist> rebase(Result<LengthDist> r, const std::string& field) {
 
 }  // namespace
 
+namespace {
+
+// {"dist": "empirical", "values": [...], "weights": [...]} or {"dist": "empirical", "csv": "..."}.
+Result<LengthDist> parse_empirical(const nlohmann::json& j, const std::string& field) {
+  if (auto csv = j.find("csv"); csv != j.end()) {
+    if (!csv->is_string()) return invalid(field + "/csv", "must be the CSV text");
+    return parse_length_histogram_csv(csv->get<std::string>(), field + "/csv");
+  }
+  auto values_it = j.find("values");
+  if (values_it == j.end() || !values_it->is_array()) {
+    return invalid(field + "/values", "is required: an array of token counts (or give csv)");
+  }
+  std::vector<std::uint32_t> values;
+  for (std::size_t i = 0; i < values_it->size(); ++i) {
+    const auto& v = (*values_it)[i];
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > std::int64_t{UINT32_MAX}) {
+      return invalid(fmt::format("{}/values/{}", field, i), "must be an integer >= 1");
+    }
+    values.push_back(static_cast<std::uint32_t>(v.get<std::int64_t>()));
+  }
+  std::vector<double> weights;
+  if (auto w = j.find("weights"); w != j.end()) {
+    if (!w->is_array()) return invalid(field + "/weights", "must be an array of numbers");
+    for (std::size_t i = 0; i < w->size(); ++i) {
+      if (!(*w)[i].is_number()) {
+        return invalid(fmt::format("{}/weights/{}", field, i), "must be a number");
+      }
+      weights.push_back((*w)[i].get<double>());
+    }
+  }
+  return rebase(LengthDist::empirical(std::move(values), std::move(weights)), field);
+}
+
+}  // namespace
+
 Result<LengthDist> parse_length_dist(const nlohmann::json& j, const std::string& field) {
   if (j.is_number_integer()) {  // shorthand: a bare number is a fixed length
     auto v = j.get<std::int64_t>();
@@ -286,35 +321,7 @@ Result<LengthDist> parse_length_dist(const nlohmann::json& j, const std::string&
     if (!p95) return p95.error();
     return rebase(LengthDist::lognormal(*median, *p95, *lo, *hi), field);
   }
-  if (dist == "empirical") {
-    if (auto csv = j.find("csv"); csv != j.end()) {
-      if (!csv->is_string()) return invalid(field + "/csv", "must be the CSV text");
-      return parse_length_histogram_csv(csv->get<std::string>(), field + "/csv");
-    }
-    auto values_it = j.find("values");
-    if (values_it == j.end() || !values_it->is_array()) {
-      return invalid(field + "/values", "is required: an array of token counts (or give csv)");
-    }
-    std::vector<std::uint32_t> values;
-    for (std::size_t i = 0; i < values_it->size(); ++i) {
-      const auto& v = (*values_it)[i];
-      if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > std::int64_t{UINT32_MAX}) {
-        return invalid(fmt::format("{}/values/{}", field, i), "must be an integer >= 1");
-      }
-      values.push_back(static_cast<std::uint32_t>(v.get<std::int64_t>()));
-    }
-    std::vector<double> weights;
-    if (auto w = j.find("weights"); w != j.end()) {
-      if (!w->is_array()) return invalid(field + "/weights", "must be an array of numbers");
-      for (std::size_t i = 0; i < w->size(); ++i) {
-        if (!(*w)[i].is_number()) {
-          return invalid(fmt::format("{}/weights/{}", field, i), "must be a number");
-        }
-        weights.push_back((*w)[i].get<double>());
-      }
-    }
-    return rebase(LengthDist::empirical(std::move(values), std::move(weights)), field);
-  }
+  if (dist == "empirical") return parse_empirical(j, field);
   return invalid(field + "/dist", fmt::format("unknown distribution '{}' (expected fixed, "
                                               "uniform, normal, lognormal or empirical)",
                                               dist));
