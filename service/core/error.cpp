@@ -1,5 +1,7 @@
 #include "core/error.hpp"
 
+#include <fmt/format.h>
+
 #include <utility>
 
 namespace capsweep {
@@ -42,6 +44,17 @@ ErrorException::ErrorException(Error e) : error_(std::move(e)) {
 
 void throw_exception_from_error(const Error& e, const boost::source_location&) {
   throw ErrorException(e);
+}
+
+void log_escaped(const char* who, std::exception_ptr e) {
+  if (!e) return;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    fmt::print(stderr, "{}: {}\n", who, ex.what());
+  } catch (...) {
+    fmt::print(stderr, "{}: unknown exception\n", who);
+  }
 }
 
 }  // namespace capsweep

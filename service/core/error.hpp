@@ -4,6 +4,7 @@
 // as a JSON pointer so the API can answer {"error": {"code", "message", "field"}}.
 
 #include <boost/system/result.hpp>
+#include <exception>
 #include <string>
 #include <string_view>
 
@@ -53,5 +54,9 @@ class ErrorException : public std::exception {
 
 template <class T>
 using Result = boost::system::result<T, Error>;
+
+// The completion of a detached coroutine (co_spawn): prints "who: what" to stderr when it
+// ended with an exception, so nothing escapes unseen.
+void log_escaped(const char* who, std::exception_ptr e);
 
 }  // namespace capsweep

@@ -33,14 +33,8 @@ double thread_cpu_seconds() {
          static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
-void log_exception(std::exception_ptr e) {
-  if (!e) return;
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& ex) {
-    fmt::print(stderr, "loadgen: request coroutine failed: {}\n", ex.what());
-  }
-}
+// Every co_spawn here completes through this.
+constexpr auto log_exception = [](std::exception_ptr e) { log_escaped("loadgen: request coroutine failed", e); };
 
 }  // namespace
 

@@ -23,14 +23,8 @@ std::string parse_failure(const std::string& message) {
   return fmt::format("not Prometheus text ({})", printable_ascii(message.substr(0, message.find(':')), 40));
 }
 
-void log_exception(std::exception_ptr e) {
-  if (!e) return;
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& ex) {
-    fmt::print(stderr, "scraper: {}\n", ex.what());
-  }
-}
+// Every co_spawn here completes through this.
+constexpr auto log_exception = [](std::exception_ptr e) { log_escaped("scraper", e); };
 
 }  // namespace
 
