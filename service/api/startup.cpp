@@ -95,6 +95,11 @@ void tune_allocator() {
 #if defined(__GLIBC__)
   mallopt(M_MMAP_THRESHOLD, 256 * 1024);   // blocks this large are mapped alone and unmapped when freed
   mallopt(M_TRIM_THRESHOLD, 1024 * 1024);  // a heap top larger than this is handed back on free
+  // One arena for every thread: malloc_trim shrinks only the main arena's top, so the top of a
+  // step's generator-thread arena kept up to the trim threshold (and its scattered free pages)
+  // after every step. The step's hot path is one thread, and tcache serves most allocations
+  // without the arena lock, so sharing it costs little.
+  mallopt(M_ARENA_MAX, 1);
 #endif
 }
 
