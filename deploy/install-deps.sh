@@ -10,6 +10,7 @@ packages=(
   libvalijson-dev libssl-dev libcli11-dev libyaml-cpp-dev
   clang libclang-rt-14-dev clang-format
   curl procps wrk
+  debootstrap systemd iproute2 util-linux
   chromium fonts-dejavu-core prometheus
 )
 

@@ -1,6 +1,7 @@
 // capsweepd: the capsweep service. Only wiring here: settings (api/startup), the daemon lock
 // and the store, the sweep workers, the HTTP API, and SIGINT/SIGTERM (finish API requests,
-// stop the steps in flight, leave running sweeps resumable, exit 0 within 10 s).
+// stop the steps in flight, leave running sweeps resumable, exit 0 within 10 s). Under
+// systemd (Type=notify) it reports ready once it listens, and stopping on a signal.
 
 #include <fmt/format.h>
 
@@ -13,6 +14,7 @@
 
 #include "api/api.hpp"
 #include "api/startup.hpp"
+#include "api/systemd_notify.hpp"
 #include "http/server.hpp"
 #include "store/store.hpp"
 #include "sweep/manager.hpp"
@@ -56,12 +58,14 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "{} capsweepd: listening on {} (database {}, schema v{}, {} worker(s){})\n", store::utc_now(),
                config.listen, config.db, store.schema_version(), config.max_concurrent_sweeps,
                config.tokens.empty() ? ", no tokens: open to anyone who can connect" : "");
+    api::notify_systemd("READY=1");
 
     boost::asio::signal_set signals(io, SIGINT, SIGTERM);
     std::thread stopper;
     signals.async_wait([&](const boost::system::error_code& ec, int sig) {
       if (ec) return;
       fmt::print(stderr, "{} capsweepd: signal {}: stopping; running sweeps stay resumable\n", store::utc_now(), sig);
+      api::notify_systemd("STOPPING=1");
       server.shutdown();
       stopper = stop_with_deadline(manager);
     });

@@ -1,6 +1,6 @@
 #pragma once
 // capsweepd's settings: the config file (validated by schema/config.schema.json, defaults
-// filled in), then command-line flags over it. The target allow-list lives here too.
+// filled in), then command-line flags over it.
 
 #include <array>
 #include <cstdint>
@@ -9,31 +9,10 @@
 #include <string_view>
 #include <vector>
 
+#include "api/allow_list.hpp"
 #include "core/error.hpp"
 
 namespace capsweep::api {
-
-// Hosts a sweep may target: IPv4/IPv6 addresses, CIDR blocks, or exact host names (compared
-// case-insensitively; names are never resolved, so a name maps to nothing but itself).
-class AllowList {
- public:
-  // Errors name the entry ("/allow_targets/2").
-  static Result<AllowList> parse(const std::vector<std::string>& entries, const std::string& field = "/allow_targets");
-  // `host` as in a URL: a name, an IPv4 address or an IPv6 address with or without brackets.
-  // An IPv4-mapped IPv6 address (::ffff:127.0.0.1) is matched as the IPv4 address it holds.
-  bool allows(std::string_view host) const;
-  const std::vector<std::string>& entries() const noexcept { return text_; }
-
- private:
-  struct Block {
-    bool v6 = false;
-    std::array<std::uint8_t, 16> addr{};
-    int prefix = 0;
-  };
-  std::vector<Block> blocks_;
-  std::vector<std::string> names_;  // lower-case
-  std::vector<std::string> text_;
-};
 
 struct Limits {
   double max_rate_rps = 2000;
@@ -72,9 +51,11 @@ struct ServiceConfig {
   AllowList allow;
   int max_concurrent_sweeps = 1;
   Limits limits;
-  std::vector<std::string> allowed_hosts;  // Host names the API answers besides loopback
-  std::string tls_ca_dir;                  // target.tls.ca_file must lie in it ("" = refused)
-  bool insecure_no_auth = false;           // allow a non-loopback listen address without tokens
+  // Host headers the API answers besides loopback: names, addresses or CIDR blocks (in a
+  // cluster, probes and Prometheus send the pod's address as Host).
+  AllowList allowed_hosts;
+  std::string tls_ca_dir;         // target.tls.ca_file must lie in it ("" = refused)
+  bool insecure_no_auth = false;  // allow a non-loopback listen address without tokens
   Retention retention;
 };
 

@@ -56,24 +56,20 @@ std::string host_of(std::string_view authority) {
   return std::string(authority.substr(0, colon));
 }
 
-std::optional<Error> check_host(std::string_view host_header, const std::vector<std::string>& names,
-                                std::string_view listen_host) {
+std::optional<Error> check_host(std::string_view host_header, const AllowList& names, std::string_view listen_host) {
   const std::string host = host_of(host_header);
   if (host.empty()) return Error{errc::forbidden, "a Host header is required", "Host"};
   if (is_loopback_literal(host) || iequals(host, "localhost") || (!listen_host.empty() && iequals(host, listen_host))) {
     return std::nullopt;
   }
-  for (const auto& n : names) {
-    if (iequals(host, n)) return std::nullopt;
-  }
+  if (names.allows(host)) return std::nullopt;
   return Error{errc::forbidden,
                fmt::format("Host '{}' is not served here; add it to the service's allowed_hosts to use that name",
                            host.substr(0, 200)),
                "Host"};
 }
 
-std::optional<Error> check_origin(std::string_view origin, const std::vector<std::string>& names,
-                                  std::string_view listen_host) {
+std::optional<Error> check_origin(std::string_view origin, const AllowList& names, std::string_view listen_host) {
   if (origin.empty()) return std::nullopt;
   const auto scheme = origin.find("://");
   if (scheme == std::string_view::npos) {

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "api/allow_list.hpp"
 #include "core/error.hpp"
 
 namespace capsweep::api {
@@ -20,15 +21,13 @@ namespace capsweep::api {
 std::string host_of(std::string_view authority);
 
 // A Host header this service answers: a loopback address (127.0.0.0/8, ::1, v4-mapped
-// loopback), "localhost", the address it listens on, or one of `names` (case-insensitive).
-// Errors are errc::forbidden with field "Host".
-std::optional<Error> check_host(std::string_view host_header, const std::vector<std::string>& names,
-                                std::string_view listen_host);
+// loopback), "localhost", the address it listens on, or one `names` allows (a name,
+// case-insensitive, an address or a CIDR block). Errors are errc::forbidden with field "Host".
+std::optional<Error> check_host(std::string_view host_header, const AllowList& names, std::string_view listen_host);
 
 // An Origin header (absent = empty) that may call the API: empty, or "scheme://host[:port]"
 // whose host passes check_host. Errors are errc::forbidden with field "Origin".
-std::optional<Error> check_origin(std::string_view origin, const std::vector<std::string>& names,
-                                  std::string_view listen_host);
+std::optional<Error> check_origin(std::string_view origin, const AllowList& names, std::string_view listen_host);
 
 // A body (non-empty) must be sent as application/json (parameters allowed). Errors are
 // errc::invalid_argument with field "Content-Type".

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <malloc.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -23,12 +24,12 @@ std::vector<std::string> split_commas(const std::string& csv) {
   return entries;
 }
 
-// The config file's document ({} without a file); nullopt after printing why it is unusable.
-std::optional<nlohmann::json> read_config_file(const std::string& path) {
+// A settings file's document ({} without a file); nullopt after printing why it is unusable.
+std::optional<nlohmann::json> read_json_file(const std::string& path, const char* what) {
   if (path.empty()) return nlohmann::json::object();
   std::ifstream in(path);
   if (!in) {
-    fmt::print(stderr, "capsweepd: cannot read config file {}\n", path);
+    fmt::print(stderr, "capsweepd: cannot read {} {}\n", what, path);
     return std::nullopt;
   }
   std::stringstream text;
@@ -45,7 +46,7 @@ std::optional<nlohmann::json> read_config_file(const std::string& path) {
 
 std::variant<Startup, int> startup_from_command_line(int argc, char** argv) {
   CLI::App app{"capsweepd: finds the highest request rate an LLM endpoint serves within its SLO"};
-  std::string config_path, listen, db, allow_csv;
+  std::string config_path, tokens_path, listen, db, allow_csv;
   int max_concurrent = 0;
   bool insecure_no_auth = false;
   app.add_option("--config", config_path, "JSON settings file (schema/config.schema.json); flags override it");
@@ -54,6 +55,8 @@ std::variant<Startup, int> startup_from_command_line(int argc, char** argv) {
   app.add_option("--max-concurrent-sweeps", max_concurrent, "sweeps running at once (each on its own target)")
       ->check(CLI::Range(1, 64));
   app.add_option("--allow-targets", allow_csv, "comma-separated hosts/CIDRs sweeps may target (default loopback)");
+  app.add_option("--tokens-file", tokens_path,
+                 "JSON file holding the tokens array (e.g. a mounted Secret); replaces the config file's tokens");
   app.add_flag("--insecure-no-auth", insecure_no_auth,
                "serve a non-loopback address without bearer tokens (refused otherwise)");
   try {
@@ -62,8 +65,18 @@ std::variant<Startup, int> startup_from_command_line(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;
   }
-  auto doc = read_config_file(config_path);
+  auto doc = read_json_file(config_path, "config file");
   if (!doc) return 2;
+  if (!tokens_path.empty()) {
+    auto tokens = read_json_file(tokens_path, "tokens file");
+    if (!tokens) return 2;
+    if (!tokens->is_array()) {
+      fmt::print(stderr, "capsweepd: tokens file {}: must hold a JSON array of {{\"token\", \"role\", \"name\"}}\n",
+                 tokens_path);
+      return 2;
+    }
+    (*doc)["tokens"] = std::move(*tokens);
+  }
   if (!listen.empty()) (*doc)["listen"] = listen;
   if (insecure_no_auth) (*doc)["insecure_no_auth"] = true;
   if (!db.empty()) (*doc)["db"] = db;
@@ -88,6 +101,9 @@ std::variant<Startup, int> startup_from_command_line(int argc, char** argv) {
   }
   fit_descriptor_limit(*config);
   tune_allocator();
+  // The database (job specs, target URLs and their results) is the service user's alone:
+  // files it creates are 0600 whatever umask it was started with.
+  umask(S_IRWXG | S_IRWXO);
   return Startup{std::move(*config), *endpoint};
 }
 

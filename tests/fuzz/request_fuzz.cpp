@@ -21,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
   }
   parts.resize(4);
-  const std::vector<std::string> names{"capsweep.example"};
+  static const capsweep::api::AllowList names = capsweep::api::AllowList::parse({"capsweep.example"}).value();
   if (auto url = boost::urls::parse_origin_form(parts[0])) {
     std::size_t bytes = 0;
     for (auto seg : url->segments()) bytes += seg.size();

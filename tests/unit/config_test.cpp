@@ -64,7 +64,7 @@ TEST_CASE("config: hardening settings have safe defaults and are read from the f
   const ServiceConfig d = default_config();
   CHECK(d.limits.max_json_depth == 64);
   CHECK(d.limits.max_requests_per_step == 1'000'000);
-  CHECK(d.allowed_hosts.empty());
+  CHECK(d.allowed_hosts.entries().empty());
   CHECK(d.tls_ca_dir.empty());
   CHECK_FALSE(d.insecure_no_auth);
   CHECK(d.retention.max_age_days == 0);
@@ -72,7 +72,7 @@ TEST_CASE("config: hardening settings have safe defaults and are read from the f
                                             {"retention", {{"max_sweeps", 100}}},
                                             {"limits", {{"max_json_depth", 16}, {"max_prompt_tokens", 4096}}}})
                               .value();
-  CHECK(c.allowed_hosts == std::vector<std::string>{"capsweep.example"});
+  CHECK(c.allowed_hosts.entries() == std::vector<std::string>{"capsweep.example"});
   CHECK(c.retention.max_sweeps == 100);
   CHECK(c.limits.max_json_depth == 16);
   CHECK(c.limits.max_prompt_tokens == 4096);
@@ -88,6 +88,8 @@ TEST_CASE("config: errors name the field") {
         "/tokens/0/role");
   CHECK(parse_config({{"allow_targets", {"10.0.0.0/40"}}}).error().field == "/allow_targets/0");
   CHECK(parse_config({{"allow_targets", {"ok.host", "bad host"}}}).error().field == "/allow_targets/1");
+  CHECK(parse_config({{"allowed_hosts", {"capsweep.example", "10.0.0.0/33"}}}).error().field == "/allowed_hosts/1");
+  CHECK(parse_config({{"allowed_hosts", {"evil.example/8"}}}).error().field == "/allowed_hosts/0");
   CHECK(parse_config({{"limits", {{"max_rate_rps", -1}}}}).error().field == "/limits/max_rate_rps");
   CHECK(parse_config({{"max_concurrent_sweeps", 0}}).error().field == "/max_concurrent_sweeps");
 }

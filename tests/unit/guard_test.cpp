@@ -9,7 +9,7 @@ using namespace capsweep;
 using namespace capsweep::api;
 
 TEST_CASE("guard: Host must be loopback, localhost, the listen address or a configured name") {
-  const std::vector<std::string> names{"capsweep.internal"};
+  const AllowList names = AllowList::parse({"capsweep.internal"}).value();
   for (const char* ok : {"127.0.0.1:8080", "127.1.2.3", "localhost:8080", "LOCALHOST", "[::1]:8080",
                          "[::ffff:127.0.0.1]:80", "capsweep.internal:8080", "CapSweep.Internal", "10.1.2.3:8080"}) {
     INFO(ok);
@@ -22,6 +22,18 @@ TEST_CASE("guard: Host must be loopback, localhost, the listen address or a conf
     REQUIRE(e.has_value());
     CHECK(e->code == errc::forbidden);
     CHECK(e->field == "Host");
+  }
+}
+
+TEST_CASE("guard: allowed_hosts may name address blocks (a cluster's pod network)") {
+  const AllowList pods = AllowList::parse({"10.42.0.0/16", "fd00::/8", "capsweepd.capsweep.svc"}).value();
+  for (const char* ok : {"10.42.7.9:8080", "10.42.0.1", "[fd00::5]:8080", "capsweepd.capsweep.svc:8080"}) {
+    INFO(ok);
+    CHECK_FALSE(check_host(ok, pods, "0.0.0.0").has_value());
+  }
+  for (const char* bad : {"10.43.0.1:8080", "[fe80::1]:8080", "rebind.evil.example", "10.42.7.9.evil.example"}) {
+    INFO(bad);
+    CHECK(check_host(bad, pods, "0.0.0.0").has_value());
   }
 }
 

@@ -44,6 +44,24 @@ TEST_CASE("startup: flags override the config file and defaults fill the rest") 
   CHECK(so.header_timeout == std::chrono::seconds(10));
 }
 
+TEST_CASE("startup: --tokens-file replaces the config file's tokens, and a bad one refuses to start") {
+  const auto dir = std::filesystem::temp_directory_path();
+  const auto tokens = dir / ("capsweepd-tokens-" + std::to_string(::getpid()) + ".json");
+  std::ofstream(tokens) << R"([{"token": "0123456789abcdef0123", "role": "submit", "name": "ci"}])";
+  auto s = start({"--listen", "0.0.0.0:8080", "--tokens-file", tokens.string()});
+  REQUIRE(std::holds_alternative<Startup>(s));
+  const auto& c = std::get<Startup>(s).config;
+  REQUIRE(c.tokens.size() == 1);
+  CHECK(c.tokens[0].token == "0123456789abcdef0123");
+  CHECK(c.tokens[0].name == "ci");
+  std::ofstream(tokens) << R"({"token": "0123456789abcdef0123"})";  // not an array
+  CHECK(std::get<int>(start({"--tokens-file", tokens.string()})) == 2);
+  std::ofstream(tokens) << R"([{"token": "short", "role": "read"}])";  // fails the schema
+  CHECK(std::get<int>(start({"--tokens-file", tokens.string()})) == 2);
+  std::filesystem::remove(tokens);
+  CHECK(std::get<int>(start({"--tokens-file", tokens.string()})) == 2);  // missing
+}
+
 TEST_CASE("startup: what refuses to start, with the exit code") {
   CHECK(std::get<int>(start({"--bogus"})) == 2);
   CHECK(std::get<int>(start({"--config", "/nonexistent/capsweepd.json"})) == 2);
