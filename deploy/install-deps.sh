@@ -14,6 +14,9 @@ packages=(
   chromium fonts-dejavu-core prometheus
 )
 
+# Node.js runs the Kubernetes schema check of the deploy tests; most machines have it already.
+command -v npm >/dev/null || packages+=(nodejs npm)
+
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
@@ -21,7 +24,20 @@ for p in "${packages[@]}"; do
   fi
 done
 
+# The Kubernetes and KEDA schema packages (versions pinned by the lock file), for the deploy
+# tests; installed into tests/deploy/k8s/node_modules (ignored by git).
+install_schema_packages() {
+  local dir
+  dir="$(dirname "$0")/../tests/deploy/k8s"
+  [ -d "$dir/node_modules/kubernetes-models" ] && return 0
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) || {
+    echo "install-deps: npm ci in tests/deploy/k8s failed" >&2
+    exit 1
+  }
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
+  install_schema_packages
   exit 0
 fi
 
@@ -46,3 +62,5 @@ fi
 if printf '%s\n' "${missing[@]}" | grep -qx prometheus && command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
   "${sudo_cmd[@]}" systemctl disable --now prometheus >/dev/null 2>&1 || true
 fi
+
+install_schema_packages

@@ -185,7 +185,7 @@ const std::vector<Route>& route_table() {
       {bhttp::verb::get, "/v1/sweeps/{id}/report", Role::read, &get_report},
       {bhttp::verb::get, "/v1/sweeps/{id}/steps.csv", Role::read, &get_steps_csv},
       {bhttp::verb::get, "/healthz", Role::none, &healthz, false},
-      {bhttp::verb::get, "/readyz", Role::read, &readyz},
+      {bhttp::verb::get, "/readyz", Role::none, &readyz},  // probes carry no token
       {bhttp::verb::get, "/metrics", Role::read, &metrics},
   };
   return routes;

@@ -318,6 +318,7 @@ TEST_CASE("capsweepd: with tokens every endpoint but /healthz needs one - read t
   const std::map<std::string, std::string> reader{{"Authorization", "Bearer reader-0123456789abcdef"}};
   const std::map<std::string, std::string> submitter{{"Authorization", "Bearer submitter-0123456789abcdef"}};
   CHECK(d.get("/healthz").status == 200);
+  CHECK(d.get("/readyz").status == 200);  // probes (kubelet, systemd) carry no token
   auto anonymous = d.get("/v1/sweeps");
   CHECK(anonymous.status == 401);
   CHECK(anonymous.headers["www-authenticate"] == "Bearer");
