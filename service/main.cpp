@@ -15,6 +15,7 @@
 #include "api/api.hpp"
 #include "api/startup.hpp"
 #include "api/systemd_notify.hpp"
+#include "core/log.hpp"
 #include "http/server.hpp"
 #include "store/store.hpp"
 #include "sweep/manager.hpp"
@@ -29,8 +30,7 @@ std::thread stop_with_deadline(sweep::SweepManager& manager) {
   return std::thread([&manager] {
     std::thread watchdog([] {
       std::this_thread::sleep_for(std::chrono::seconds(10));
-      fmt::print(stderr, "{} capsweepd: workers did not stop within 10 s; exiting now\n", store::utc_now());
-      std::fflush(stderr);
+      log::error("workers did not stop within 10 s; exiting now");
       std::_Exit(0);
     });
     watchdog.detach();
@@ -55,16 +55,16 @@ int main(int argc, char** argv) {
     server.bind(s.endpoint);
     manager.start();
     server.start();
-    fmt::print(stderr, "{} capsweepd: listening on {} (database {}, schema v{}, {} worker(s){})\n", store::utc_now(),
-               config.listen, config.db, store.schema_version(), config.max_concurrent_sweeps,
-               config.tokens.empty() ? ", no tokens: open to anyone who can connect" : "");
+    log::info(fmt::format("listening on {} (database {}, schema v{}, {} worker(s){})", config.listen, config.db,
+                          store.schema_version(), config.max_concurrent_sweeps,
+                          config.tokens.empty() ? ", no tokens: open to anyone who can connect" : ""));
     api::notify_systemd("READY=1");
 
     boost::asio::signal_set signals(io, SIGINT, SIGTERM);
     std::thread stopper;
     signals.async_wait([&](const boost::system::error_code& ec, int sig) {
       if (ec) return;
-      fmt::print(stderr, "{} capsweepd: signal {}: stopping; running sweeps stay resumable\n", store::utc_now(), sig);
+      log::info(fmt::format("signal {}: stopping; running sweeps stay resumable", sig));
       api::notify_systemd("STOPPING=1");
       server.shutdown();
       stopper = stop_with_deadline(manager);
@@ -74,9 +74,9 @@ int main(int argc, char** argv) {
     second.join();
     if (stopper.joinable()) stopper.join();
     manager.stop();
-    fmt::print(stderr, "{} capsweepd: stopped\n", store::utc_now());
+    log::info("stopped");
   } catch (const std::exception& e) {
-    fmt::print(stderr, "capsweepd: {}\n", e.what());
+    log::error(e.what());
     return 1;
   }
   return 0;

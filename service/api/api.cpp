@@ -1,12 +1,50 @@
 #include "api/api.hpp"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <cctype>
+#include <chrono>
+#include <random>
 
 #include "api/router.hpp"
+#include "core/log.hpp"
+#include "core/text.hpp"
 
 namespace capsweep::api {
+
+namespace {
+
+// The client's X-Request-Id when it is a sane token (1-64 of [A-Za-z0-9._-]), else a new one.
+std::string request_id_of(const Request& req) {
+  const auto given = req["X-Request-Id"];
+  const bool sane = !given.empty() && given.size() <= 64 && std::all_of(given.begin(), given.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  });
+  if (sane) return std::string(given);
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return fmt::format("{:016x}", rng());
+}
+
+// One line for each request that changes something (not GET/HEAD) and each answered 5xx:
+// what a dashboard polls stays out of the log.
+void log_request(const Request& req, const Response& res, const std::string& id,
+                 std::chrono::steady_clock::time_point started) {
+  const unsigned status = res.result_int();
+  const bool reads = req.method() == bhttp::verb::get || req.method() == bhttp::verb::head;
+  if (reads && status < 500) return;
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  const auto location = res[bhttp::field::location];
+  log::info(fmt::format("{} {} {}", req.method_string(), printable_ascii(req.target(), 200), status),
+            {{"request_id", id},
+             {"ms", fmt::format("{:.1f}", ms)},
+             {"location", printable_ascii(location.empty() ? "-" : location, 200)}});
+}
+
+}  // namespace
 
 struct Api::Impl {
   explicit Impl(ApiContext c) : env(c), pool(static_cast<std::size_t>(std::max(c.workers, 1))) {}
@@ -28,6 +66,8 @@ http::Handler Api::handler() {
   return [impl = impl_.get()](Request& req, boost::beast::tcp_stream& stream) -> boost::asio::awaitable<http::Reply> {
     namespace asio = boost::asio;
     Env& env = impl->env;
+    const auto started = std::chrono::steady_clock::now();
+    const std::string request_id = request_id_of(req);
     http::Reply reply;
     const Placement where = placement_of(req);
     if (where == Placement::io_thread) {
@@ -38,7 +78,6 @@ http::Handler Api::handler() {
           impl->pool.get_executor(), [&env, &req]() -> asio::awaitable<Response> { co_return dispatch(env, req); },
           asio::use_awaitable);
     } else {
-      const auto started = std::chrono::steady_clock::now();
       Resolved r = co_await asio::co_spawn(
           impl->pool.get_executor(), [&env, &req]() -> asio::awaitable<Resolved> { co_return resolve(env, req); },
           asio::use_awaitable);
@@ -54,6 +93,8 @@ http::Handler Api::handler() {
         co_return reply;
       }
     }
+    reply.response->set("X-Request-Id", request_id);
+    log_request(req, *reply.response, request_id, started);
     reply.keep_alive = reply.response->keep_alive();
     co_return reply;
   };

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/log.hpp"
+
 namespace capsweep::api {
 
 namespace {
@@ -46,7 +48,7 @@ std::optional<nlohmann::json> read_json_file(const std::string& path, const char
 
 std::variant<Startup, int> startup_from_command_line(int argc, char** argv) {
   CLI::App app{"capsweepd: finds the highest request rate an LLM endpoint serves within its SLO"};
-  std::string config_path, tokens_path, listen, db, allow_csv;
+  std::string config_path, tokens_path, listen, db, allow_csv, log_format = "text";
   int max_concurrent = 0;
   bool insecure_no_auth = false;
   app.add_option("--config", config_path, "JSON settings file (schema/config.schema.json); flags override it");
@@ -57,6 +59,8 @@ std::variant<Startup, int> startup_from_command_line(int argc, char** argv) {
   app.add_option("--allow-targets", allow_csv, "comma-separated hosts/CIDRs sweeps may target (default loopback)");
   app.add_option("--tokens-file", tokens_path,
                  "JSON file holding the tokens array (e.g. a mounted Secret); replaces the config file's tokens");
+  app.add_option("--log-format", log_format, "log lines as text, logfmt or json")
+      ->check(CLI::IsMember({"text", "logfmt", "json"}));
   app.add_flag("--insecure-no-auth", insecure_no_auth,
                "serve a non-loopback address without bearer tokens (refused otherwise)");
   try {
@@ -65,6 +69,7 @@ std::variant<Startup, int> startup_from_command_line(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;
   }
+  log::set_format(*log::parse_format(log_format));
   auto doc = read_json_file(config_path, "config file");
   if (!doc) return 2;
   if (!tokens_path.empty()) {

@@ -4,6 +4,8 @@
 
 #include <utility>
 
+#include "core/log.hpp"
+
 namespace capsweep {
 
 std::string_view to_string(errc code) noexcept {
@@ -51,9 +53,9 @@ void log_escaped(const char* who, std::exception_ptr e) {
   try {
     std::rethrow_exception(e);
   } catch (const std::exception& ex) {
-    fmt::print(stderr, "{}: {}\n", who, ex.what());
+    log::error(fmt::format("{}: {}", who, ex.what()));
   } catch (...) {
-    fmt::print(stderr, "{}: unknown exception\n", who);
+    log::error(fmt::format("{}: unknown exception", who));
   }
 }
 

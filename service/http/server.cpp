@@ -22,6 +22,8 @@
 #include <mutex>
 #include <vector>
 
+#include "core/log.hpp"
+
 namespace capsweep::http {
 
 namespace {
@@ -32,7 +34,7 @@ void log_failure(std::exception_ptr e) {
   try {
     std::rethrow_exception(e);
   } catch (const std::exception& ex) {
-    fmt::print(stderr, "http: connection failed: {}\n", ex.what());
+    log::error(fmt::format("http: connection failed: {}", ex.what()));
   }
 }
 

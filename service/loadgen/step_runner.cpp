@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "core/log.hpp"
 #include "llm/client.hpp"
 #include "loadgen/endpoint.hpp"
 #include "observe/scraper.hpp"
@@ -141,7 +142,7 @@ struct StepState {
       rec.chunks.clear();
       if (!client_error_logged) {
         client_error_logged = true;
-        fmt::print(stderr, "loadgen: request {} failed in the generator: {}\n", index, e.what());
+        log::error(fmt::format("loadgen: request {} failed in the generator: {}", index, e.what()));
       }
     }
     finish(rec, index);
@@ -262,8 +263,9 @@ struct StepState {
       }
       if (in_flight > 0) {
         unsettled = true;
-        fmt::print(stderr, "loadgen: {} requests did not settle {} s after being aborted; the step ends without them\n",
-                   in_flight, std::chrono::duration_cast<std::chrono::seconds>(kSettleBound).count());
+        log::error(
+            fmt::format("loadgen: {} requests did not settle {} s after being aborted; the step ends without them",
+                        in_flight, std::chrono::duration_cast<std::chrono::seconds>(kSettleBound).count()));
         io.stop();
         co_return;
       }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/log.hpp"
 #include "loadgen/step_runner.hpp"
 #include "sweep/orchestrator.hpp"
 #include "sweep/spec.hpp"
@@ -20,8 +21,7 @@ using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 void log_line(const std::string& text) {
-  fmt::print(stderr, "{} capsweepd: {}\n", store::utc_now(), text);
-  std::fflush(stderr);
+  log::info(text);
 }
 
 loadgen::StepSpec step_spec(const JobSpec& spec, const StepOrder& order, int index) {

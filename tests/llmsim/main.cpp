@@ -6,6 +6,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 
+#include "core/log.hpp"
 #include "llmsim/options.hpp"
 #include "llmsim/sim_server.hpp"
 
@@ -15,6 +16,7 @@ int main(int argc, char** argv) {
   auto parsed = parse_options(argc, argv);
   if (const int* code = std::get_if<int>(&parsed)) return *code;
   const SimConfig cfg = std::get<SimConfig>(parsed);
+  capsweep::log::set_program("capsweep-llmsim");
   boost::asio::io_context io(1);
   SimServer server(io, cfg);
   try {

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "api/schema.hpp"
@@ -302,6 +303,44 @@ TEST_CASE("capsweepd: routes answer 404 and 405, and unknown ids name the id") {
   CHECK(expo->types.at("capsweepd_sweeps") == "gauge");
   CHECK(expo->types.at("capsweepd_steps_run_total") == "counter");
   CHECK(expo->types.at("capsweepd_api_request_duration_seconds") == "histogram");
+}
+
+TEST_CASE("capsweepd: --log-format json - every answer carries a request id - changes are logged with it") {
+  TempDir dir;
+  Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"), {"--log-format", "json"});
+  auto given = d.get("/v1/sweeps", {{"X-Request-Id", "trace-42.a_b"}});
+  CHECK(given.headers["x-request-id"] == "trace-42.a_b");
+  auto made = d.get("/healthz", {{"X-Request-Id", "bad id with spaces"}});
+  const std::string generated = made.headers["x-request-id"];
+  CHECK(generated.size() == 16);
+  CHECK(generated.find(' ') == std::string::npos);
+  CHECK(d.get("/healthz").headers["x-request-id"] != generated);
+  auto refused = d.post("/v1/sweeps", "{\"name\": 5}", {{"X-Request-Id", "post-1"}});
+  CHECK(refused.status == 400);
+  // Every line of the log is a JSON object; the POST's line has its id, status and path.
+  std::istringstream lines(d.log_text());
+  bool saw_post = false, saw_listening = false;
+  int n = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty()) continue;
+    ++n;
+    auto j = json::parse(line, nullptr, false);
+    INFO(line);
+    REQUIRE(j.is_object());
+    CHECK(j.contains("ts"));
+    CHECK(j.contains("level"));
+    const std::string msg = j.value("msg", "");
+    if (msg.rfind("listening on", 0) == 0) saw_listening = true;
+    if (j.value("request_id", "") == "post-1") {
+      saw_post = true;
+      CHECK(msg == "POST /v1/sweeps 400");
+    }
+  }
+  CHECK(n >= 2);
+  CHECK(saw_listening);
+  CHECK(saw_post);
+  // GETs that succeed are not logged (a dashboard polling stays out of the log).
+  CHECK(d.log_text().find("trace-42") == std::string::npos);
 }
 
 TEST_CASE("capsweepd: with tokens every endpoint but /healthz needs one - read tokens cannot submit") {

@@ -67,6 +67,7 @@ TEST_CASE("startup: what refuses to start, with the exit code") {
   CHECK(std::get<int>(start({"--config", "/nonexistent/capsweepd.json"})) == 2);
   CHECK(std::get<int>(start({"--listen", "not-an-address"})) == 2);
   CHECK(std::get<int>(start({"--max-concurrent-sweeps", "0"})) == 2);
+  CHECK(std::get<int>(start({"--log-format", "xml"})) == 2);
   // A non-loopback address without tokens needs the explicit flag.
   CHECK(std::get<int>(start({"--listen", "0.0.0.0:8080"})) == 2);
   auto open = start({"--listen", "0.0.0.0:8080", "--insecure-no-auth"});
