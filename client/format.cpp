@@ -95,9 +95,14 @@ std::string verdict_text(const json& sweep) {
     std::string v = text_of(r, "verdict", "inconclusive");
     for (char& c : v) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     const json& c = at(r, "conditions");
-    std::string out = fmt::format("{}: {} at {} req/s ({} arrivals, {} s measured) against {}", v, slo_text(slo),
-                                  num(at(c, "rate_rps"), "{:g}"), text_of(c, "arrival", ""),
-                                  num(at(c, "duration_s"), "{:g}"), text_of(at(r, "target"), "base_url", ""));
+    std::string out =
+        text_of(c, "mode", "rate") == "concurrency"
+            ? fmt::format("{}: {} with {} users in a closed loop ({} req/s achieved, {} s measured) against {}", v,
+                          slo_text(slo), num(at(c, "concurrency"), "{:g}"), num(at(c, "achieved_rate_rps"), "{:.2f}"),
+                          num(at(c, "duration_s"), "{:g}"), text_of(at(r, "target"), "base_url", ""))
+            : fmt::format("{}: {} at {} req/s ({} arrivals, {} s measured) against {}", v, slo_text(slo),
+                          num(at(c, "rate_rps"), "{:g}"), text_of(c, "arrival", ""), num(at(c, "duration_s"), "{:g}"),
+                          text_of(at(r, "target"), "base_url", ""));
     for (const auto& k : at(r, "criteria")) {
       out += fmt::format("\n  {:<22} measured {:>10}  bound {:>10}  {}", criterion_name(text_of(k, "name", "")),
                          num(at(k, "measured"), "{:.3f}"), num(at(k, "bound"), "{:g}"), text_of(k, "verdict", ""));

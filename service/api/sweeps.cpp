@@ -116,6 +116,10 @@ std::optional<ApiError> check_check_limits(const Limits& l, const sweep::CheckSe
     return over("/check/max_concurrency",
                 fmt::format("exceeds the service's limit of {} connections", l.max_connections_per_sweep));
   }
+  if (k.concurrency > l.max_connections_per_sweep) {
+    return over("/check/concurrency", fmt::format("{} users need {} connections; the service's limit is {}",
+                                                  k.concurrency, k.concurrency, l.max_connections_per_sweep));
+  }
   return std::nullopt;
 }
 

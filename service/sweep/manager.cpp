@@ -50,7 +50,11 @@ loadgen::StepSpec step_spec(const JobSpec& spec, const StepOrder& order, int ind
       s.arrival = spec.arrival;
       s.concurrency = order.concurrency;
       s.warmup = order.warmup;
-      if (spec.arrival.process == ArrivalProcess::all_at_once) {
+      if (order.closed_loop) {
+        s.mode = loadgen::Mode::concurrency;
+        s.duration = order.warmup + order.duration;
+        s.requests = order.requests;
+      } else if (spec.arrival.process == ArrivalProcess::all_at_once) {
         s.requests = order.requests;
         s.duration = bound;
       } else {

@@ -323,8 +323,18 @@ json check_result(const JobSpec& spec, const StepOutcome& s) {
                  {"model", spec.target.model},
                  {"api", spec.target.api == llm::Api::chat ? "chat" : "completions"}};
   json cond;
-  cond["arrival"] = to_string(spec.arrival.process);
-  cond["rate_rps"] = std::isfinite(spec.check.rate_rps) ? json(spec.check.rate_rps) : json("inf");
+  const bool closed_loop = spec.check.concurrency > 0;
+  cond["mode"] = closed_loop ? "concurrency" : "rate";
+  cond["arrival"] = closed_loop ? "closed_loop" : to_string(spec.arrival.process);
+  cond["rate_rps"] = closed_loop                          ? json(nullptr)
+                     : std::isfinite(spec.check.rate_rps) ? json(spec.check.rate_rps)
+                                                          : json("inf");
+  if (closed_loop) {
+    cond["concurrency"] = spec.check.concurrency;
+    // What N users achieved, and how long each waited per request (the mean E2EL).
+    cond["achieved_rate_rps"] = s.summary.value("achieved_rate_rps", json(nullptr));
+    cond["mean_wait_per_request_ms"] = s.summary.value("mean_e2el_ms", json(nullptr));
+  }
   cond["duration_s"] = to_s(spec.check.duration);
   cond["warmup_s"] = to_s(spec.check.warmup);
   cond["max_concurrency"] = spec.check.max_concurrency;
@@ -447,6 +457,11 @@ StepOrder check_order(const JobSpec& spec) {
   o.warmup = spec.check.warmup;
   o.requests = spec.check.requests;
   o.concurrency = spec.check.max_concurrency;
+  if (spec.check.concurrency > 0) {
+    o.closed_loop = true;
+    o.concurrency = spec.check.concurrency;
+    o.rate_rps = 0;
+  }
   return o;
 }
 

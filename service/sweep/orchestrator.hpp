@@ -61,7 +61,8 @@ struct StepOrder {
   Nanos duration{0};    // measured part (0: count-based)
   Nanos warmup{0};
   std::optional<std::uint64_t> requests;  // count-based steps
-  std::uint32_t concurrency = 0;          // baseline: 1 (closed loop); else a cap (0: none)
+  std::uint32_t concurrency = 0;          // baseline and closed loops: users; else a cap (0: none)
+  bool closed_loop = false;               // a check of N users (concurrency), not a rate
   bool rerun = false;
 };
 

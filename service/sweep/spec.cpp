@@ -52,15 +52,30 @@ Result<CheckSettings> parse_check(const json& j, ArrivalProcess process) {
   const std::string f = "/check";
   CheckSettings c;
   if (!j.is_object()) return invalid(f, "must be an object");
-  if (process == ArrivalProcess::all_at_once) {
+  const bool closed_loop = j.contains("concurrency");
+  if (closed_loop) {
+    if (j.contains("rate_rps")) {
+      return invalid(f + "/concurrency", "a check runs at a rate (rate_rps) or with N users (concurrency), not both");
+    }
+    if (process == ArrivalProcess::all_at_once) {
+      return invalid(f + "/concurrency", "a closed loop has no arrival process: leave arrival.process unset");
+    }
+    if (j.contains("max_concurrency") && j.at("max_concurrency") != 0) {
+      return invalid(f + "/max_concurrency", "a closed loop of N users has N in flight: use concurrency alone");
+    }
+    c.rate_rps = 0;
+  } else if (process == ArrivalProcess::all_at_once) {
     c.rate_rps = std::numeric_limits<double>::infinity();
     if (j.contains("rate_rps"))
       return invalid(f + "/rate_rps", "must be absent with all_at_once arrivals (the rate is infinite)");
   } else if (!j.contains("rate_rps")) {
-    return invalid(f + "/rate_rps", "is required: the fixed request rate of the check");
+    return invalid(f + "/rate_rps", "is required: the fixed request rate of the check (or concurrency: N users)");
   }
   fields::Reader r(j, f);
-  if (process != ArrivalProcess::all_at_once) r.positive("rate_rps", c.rate_rps);
+  if (closed_loop)
+    r.integer("concurrency", c.concurrency, 1, 100'000);
+  else if (process != ArrivalProcess::all_at_once)
+    r.positive("rate_rps", c.rate_rps);
   r.seconds("duration_s", c.duration)
       .seconds("warmup_s", c.warmup, true)
       .integer("max_concurrency", c.max_concurrency, 0, 100'000)

@@ -42,7 +42,8 @@ struct SweepSettings {
 };
 
 struct CheckSettings {
-  double rate_rps = 1;                         // +inf for all_at_once
+  double rate_rps = 1;                         // +inf for all_at_once; 0 for a closed loop
+  std::uint32_t concurrency = 0;               // closed loop: N users, each waits for its answer (0: rate)
   Nanos duration = std::chrono::seconds(600);  // the schema's defaults: what parse_check fills in
   Nanos warmup{0};
   std::uint32_t max_concurrency = 0;

@@ -214,6 +214,31 @@ TEST_CASE("capsweepd: check jobs pass below capacity and fail above it, recordin
   CHECK(fail["result"]["saturated"] == true);
 }
 
+TEST_CASE("capsweepd: a closed-loop check keeps N users in flight and reports what they achieved") {
+  SimFixture sim(default_sim());
+  TempDir dir;
+  Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
+  json spec = check_spec(sim, 1, 8);
+  spec["check"] = {{"concurrency", 4}, {"duration_s", 8}, {"warmup_s", 1}};
+  const std::string id = submit(d, spec);
+  const json v = d.wait_for(id, ended, 60s);
+  INFO(v.dump(1));
+  REQUIRE(v["status"] == "succeeded");
+  validate_result(v);
+  const json& r = v["result"];
+  const json& c = r["conditions"];
+  CHECK(c["mode"] == "concurrency");
+  CHECK(c["concurrency"] == 4);
+  CHECK(c["rate_rps"].is_null());
+  CHECK(r["observations"]["peak_in_flight"] == 4);  // never more than N users
+  // Little's law for a closed loop without think time: N = rate x time in the system.
+  const double rate = c["achieved_rate_rps"].get<double>();
+  const double wait_s = c["mean_wait_per_request_ms"].get<double>() / 1000;
+  REQUIRE(rate > 0);
+  CHECK(rate * wait_s == Approx(4.0).epsilon(0.2));
+  CHECK(r["observations"]["measured"].get<int>() > 20);
+}
+
 TEST_CASE("capsweepd: malformed specs get a 4xx naming the field - nothing is stored - it keeps serving") {
   SimFixture sim(default_sim());
   TempDir dir;
@@ -343,7 +368,7 @@ TEST_CASE("capsweepd: --log-format json - every answer carries a request id - ch
   CHECK(d.log_text().find("trace-42") == std::string::npos);
 }
 
-TEST_CASE("capsweepd: with tokens every endpoint but /healthz needs one - read tokens cannot submit") {
+TEST_CASE("capsweepd: with tokens every endpoint but /healthz and /readyz needs one - read tokens cannot submit") {
   SimFixture sim(default_sim());
   TempDir dir;
   {

@@ -146,6 +146,25 @@ TEST_CASE("spec: check jobs need a rate, or a count with all_at_once") {
   CHECK(first_error(with(offline, "/check/rate_rps", 5)) == "/check/rate_rps");
 }
 
+TEST_CASE("spec: a closed-loop check takes concurrency instead of a rate") {
+  json c = without(demo(), "", "sweep");
+  c["kind"] = "check";
+  c["check"] = {{"concurrency", 8}, {"duration_s", 30}, {"warmup_s", 5}};
+  CHECK(first_error(c).empty());
+  json filled = c;
+  validator().apply_defaults(filled);
+  const auto js = sweep::parse_job_spec(filled).value();
+  CHECK(js.check.concurrency == 8);
+  CHECK(js.check.rate_rps == 0);
+  CHECK(js.check.duration == std::chrono::seconds(30));
+  CHECK(first_error(with(c, "/check/rate_rps", 5)) == "/check/concurrency");  // one or the other
+  CHECK(first_error(with(c, "/check/concurrency", 0)) == "/check/concurrency");
+  CHECK(first_error(with(c, "/check/concurrency", 2.5)) == "/check/concurrency");
+  CHECK(first_error(with(c, "/check/max_concurrency", 4)) == "/check/max_concurrency");
+  CHECK(first_error(with(c, "/arrival/process", "all_at_once")) == "/check/concurrency");
+  CHECK(first_error(with(c, "/check/warmup_s", 30)) == "/check/warmup_s");
+}
+
 TEST_CASE("spec: header values are split off and never part of the visible spec") {
   json d = with(demo(), "/target/headers", json{{"Authorization", "Bearer s3cret"}});
   auto split = sweep::split_secrets(d);
