@@ -84,6 +84,29 @@ std::string slo_text(const json& slo) {
   return describe_slo(slo);
 }
 
+namespace {
+
+// A concurrency sweep: the most users within the SLO and one line per level.
+std::string concurrency_verdict(const json& r, const json& slo) {
+  std::string out = at(r, "max_slo_concurrency").is_number()
+                        ? fmt::format("max {} users within SLO ({}), {} req/s achieved there",
+                                      num(at(r, "max_slo_concurrency"), "{:g}"), slo_text(slo),
+                                      num(at(r, "rate_at_max_slo_concurrency_rps"), "{:.2f}"))
+                        : fmt::format("no number of users met the SLO ({})", slo_text(slo));
+  if (at(r, "limiting_metric").is_string())
+    out += "; limited by " + criterion_name(at(r, "limiting_metric").get<std::string>());
+  out += "\n   users  achieved req/s  TTFT p50 ms  TTFT p95 ms  ITL p95 ms  E2EL mean ms  verdict";
+  for (const auto& l : at(r, "levels")) {
+    out += fmt::format("\n  {:>6}  {:>14}  {:>11}  {:>11}  {:>10}  {:>12}  {}", num(at(l, "users"), "{:g}"),
+                       num(at(l, "achieved_rate_rps"), "{:.2f}"), num(at(l, "p50_ttft_ms")), num(at(l, "p95_ttft_ms")),
+                       num(at(l, "p95_itl_ms")), num(at(l, "mean_e2el_ms")), text_of(l, "verdict", ""));
+  }
+  for (const auto& w : r.value("warnings", json::array())) out += "\n  warning: " + w.get<std::string>();
+  return out;
+}
+
+}  // namespace
+
 std::string verdict_text(const json& sweep) {
   const std::string status = text_of(sweep, "status", "");
   if (status == "failed") return "FAILED: " + text_of(sweep, "error", "(no reason recorded)");
@@ -110,6 +133,7 @@ std::string verdict_text(const json& sweep) {
     if (r.value("saturated", false)) out += "\n  saturated: the completions fell behind the offered rate";
     return out;
   }
+  if (text_of(r, "mode", "rate") == "concurrency") return concurrency_verdict(r, slo);
   std::string out;
   if (at(r, "max_slo_rate_rps").is_number()) {
     out = fmt::format("max {:.1f} req/s within SLO ({})", at(r, "max_slo_rate_rps").get<double>(), slo_text(slo));

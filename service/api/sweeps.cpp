@@ -85,6 +85,13 @@ std::optional<ApiError> check_sweep_limits(const Limits& l, const sweep::SweepSe
     return over("/sweep/probe_concurrency",
                 fmt::format("exceeds the service's limit of {} connections", l.max_connections_per_sweep));
   }
+  for (std::size_t i = 0; s.mode == sweep::SweepMode::concurrency && i < s.levels.size(); ++i) {
+    if (s.levels[i] > l.max_connections_per_sweep) {
+      return over(fmt::format("/sweep/levels/{}", i),
+                  fmt::format("{} users need {} connections; the service's limit is {}", s.levels[i], s.levels[i],
+                              l.max_connections_per_sweep));
+    }
+  }
   if (s.max_concurrency > l.max_connections_per_sweep) {
     return over("/sweep/max_concurrency",
                 fmt::format("exceeds the service's limit of {} connections", l.max_connections_per_sweep));

@@ -100,6 +100,11 @@ Result<AutoscalePlan> plan_autoscale(const json& sweep, const AutoscaleOptions& 
     return Error{errc::conflict, "autoscale thresholds need a succeeded sweep (not a check, not unfinished)", "id"};
   }
   const json& r = sweep["result"];
+  if (at(r, "mode") == "concurrency") {
+    return Error{errc::conflict,
+                 "autoscale thresholds need a rate sweep's capacity; this is a concurrency sweep (users, not a rate)",
+                 "id"};
+  }
   if (!at(r, "max_slo_rate_rps").is_number() || !(r["max_slo_rate_rps"].get<double>() > 0)) {
     return Error{errc::conflict, "no rate met the SLO in this sweep: there is no capacity to scale on", "id"};
   }

@@ -257,16 +257,22 @@ dd{margin:0;overflow-wrap:anywhere;font-family:ui-monospace,monospace;font-size:
   if (at(spec, "check").is_object()) h += fmt::format("<dt>check</dt><dd>{}</dd>", esc(spec["check"].dump()));
   h += fmt::format("<dt>SLO</dt><dd>{}</dd></dl>\n", esc(describe_slo(slo)));
 
-  // Charts from the fixed-rate steps.
+  // Charts from the fixed-rate steps, or in a concurrency sweep from its levels (x: users).
+  const bool by_users = text(r, "mode") == "concurrency";
+  const auto x_of = [by_users](const json& s) {
+    return by_users ? at(at(s, "summary"), "users") : at(s, "offered_rate_rps");
+  };
+  const std::string x_name = by_users ? "users (closed loop)" : "offered rate (req/s)";
+  const std::string against = by_users ? "against users" : "against offered rate";
   std::vector<const json*> fixed;
   for (const auto& s : steps) {
-    if (at(s, "offered_rate_rps").is_number()) fixed.push_back(&s);
+    if (x_of(s).is_number() && (!by_users || x_of(s).get<double>() > 0)) fixed.push_back(&s);
   }
   auto series = [&](const std::string& name, const std::string& color, const std::function<json(const json&)>& y) {
     Series out{name, color, {}};
     for (const json* s : fixed) {
       const json v = y(*s);
-      if (v.is_number()) out.points.emplace_back((*s)["offered_rate_rps"].get<double>(), v.get<double>());
+      if (v.is_number()) out.points.emplace_back(x_of(*s).get<double>(), v.get<double>());
     }
     return out;
   };
@@ -275,15 +281,17 @@ dd{margin:0;overflow-wrap:anywhere;font-family:ui-monospace,monospace;font-size:
   if (at(r, "knee_rate_rps").is_number()) rate_markers.push_back({"knee", r["knee_rate_rps"].get<double>(), "#8250df"});
   if (at(r, "max_slo_rate_rps").is_number())
     rate_markers.push_back({"max SLO rate", r["max_slo_rate_rps"].get<double>(), "#1a7f37"});
+  if (at(r, "max_slo_concurrency").is_number())
+    rate_markers.push_back({"max SLO users", r["max_slo_concurrency"].get<double>(), "#1a7f37"});
   auto bound = [&](const char* metric, const char* stat) -> std::vector<Marker> {
     const json& b = at(at(slo, metric), stat);
     if (!b.is_number()) return {};
     return {{fmt::format("SLO {} {} ms", stat, b.get<double>()), b.get<double>(), "#cf222e"}};
   };
-  h += "<h2>Latency and throughput against offered rate</h2><div class=\"charts\">";
+  h += "<h2>Latency and throughput " + against + "</h2><div class=\"charts\">";
   Chart ttft{
-      "TTFT against offered rate",
-      "offered rate (req/s)",
+      "TTFT " + against,
+      x_name,
       "TTFT (ms)",
       {series("p50", "#0969da", summary_key("p50_ttft_ms")), series("p95", "#bf8700", summary_key("p95_ttft_ms")),
        series("p99", "#cf222e", summary_key("p99_ttft_ms"))},
@@ -298,27 +306,28 @@ dd{margin:0;overflow-wrap:anywhere;font-family:ui-monospace,monospace;font-size:
   }
   ttft.log_y = hi > 0 && lo > 0 && hi / lo > 30;  // latency spans decades past the knee
   h += render_chart(ttft);
-  h += render_chart(Chart{"ITL p95 against offered rate",
-                          "offered rate (req/s)",
+  h += render_chart(Chart{"ITL p95 " + against,
+                          x_name,
                           "ITL p95 (ms)",
                           {series("ITL p95", "#bf8700", summary_key("p95_itl_ms")),
                            series("TPOT mean", "#0969da", summary_key("mean_tpot_ms"))},
                           bound("itl_ms", "p95"),
                           rate_markers,
                           false});
-  Chart thr{"Achieved throughput and goodput",
-            "offered rate (req/s)",
-            "req/s",
-            {series("offered", "#8c959f", [](const json& s) { return s["offered_rate_rps"]; }),
-             series("completed", "#0969da", summary_key("request_throughput")),
-             series("goodput", "#1a7f37", summary_key("request_goodput"))},
-            {},
-            rate_markers,
-            false};
+  Chart thr{
+      "Achieved throughput and goodput",
+      x_name,
+      "req/s",
+      {series("offered", "#8c959f", [by_users](const json& s) { return by_users ? json() : s["offered_rate_rps"]; }),
+       series("completed", "#0969da", summary_key("request_throughput")),
+       series("goodput", "#1a7f37", summary_key("request_goodput"))},
+      {},
+      rate_markers,
+      false};
   h += render_chart(thr);
   auto server_key = [](const char* key) { return [key](const json& s) { return at(at(s, "server"), key); }; };
   Chart gauges{"Target's queue and KV cache (scraped)",
-               "offered rate (req/s)",
+               x_name,
                "mean per step",
                {series("running", "#0969da", server_key("mean_running")),
                 series("waiting", "#cf222e", server_key("mean_waiting")),

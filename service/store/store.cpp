@@ -230,12 +230,14 @@ Store::Store(const std::string& path) : path_(path), write_failure_(failure_reco
   try {
     exec("PRAGMA journal_mode=WAL");
     exec("PRAGMA synchronous=NORMAL");
-    exec("PRAGMA foreign_keys=ON");
     // Rows are written once and read back rarely (exports page through them once): a large
     // page cache would only hold memory that grows with the database, up to 2 MiB a
     // connection by default. The operating system's file cache still serves re-reads.
     exec("PRAGMA cache_size=-512");
+    // Migrations run before foreign keys are enforced: a table rebuild (new table, copy, drop,
+    // rename) must not cascade the drop into the rows that reference it.
     migrate();
+    exec("PRAGMA foreign_keys=ON");
   } catch (...) {
     sqlite3_close(db_);
     db_ = nullptr;

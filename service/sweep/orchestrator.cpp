@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 
+#include "sweep/levels.hpp"
+
 namespace capsweep::sweep {
 
 namespace {
@@ -362,12 +364,15 @@ std::string_view to_string(StepKind k) noexcept {
       return "refine";
     case StepKind::check:
       return "check";
+    case StepKind::level:
+      return "level";
   }
   return "ladder";
 }
 
 std::optional<StepKind> parse_step_kind(std::string_view s) noexcept {
-  for (StepKind k : {StepKind::baseline, StepKind::probe, StepKind::ladder, StepKind::refine, StepKind::check}) {
+  for (StepKind k :
+       {StepKind::baseline, StepKind::probe, StepKind::ladder, StepKind::refine, StepKind::check, StepKind::level}) {
     if (to_string(k) == s) return k;
   }
   return std::nullopt;
@@ -382,6 +387,7 @@ json StepOutcome::to_json() const {
           {"unavailable", unavailable},
           {"generator_limited", generator_limited},
           {"measured_rate_rps", measured_rate_rps},
+          {"users", users},
           {"completion_ratio", completion_ratio},
           {"completed", completed},
           {"measured", measured},
@@ -408,6 +414,7 @@ std::optional<StepOutcome> StepOutcome::from_json(const json& j) {
     s.unavailable = j.value("unavailable", false);
     s.generator_limited = j.value("generator_limited", false);
     s.measured_rate_rps = j.value("measured_rate_rps", 0.0);
+    s.users = j.value("users", std::uint32_t{0});
     s.completion_ratio = j.value("completion_ratio", 1.0);
     s.completed = j.value("completed", std::uint64_t{0});
     s.measured = j.value("measured", std::uint64_t{0});
@@ -533,6 +540,7 @@ Action after_ladder(const JobSpec& spec, const Analysis& a, std::vector<std::str
 }  // namespace
 
 Action next_action(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
+  if (spec.kind == JobKind::sweep && spec.sweep.mode == SweepMode::concurrency) return next_level_action(spec, steps);
   const Analysis a = analyse(spec, steps);
   if (spec.kind == JobKind::check) {
     if (a.check) return Finish{check_result(spec, *a.check)};
@@ -562,6 +570,7 @@ Plan plan_progress(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
     p.phase = done ? "done" : "check";
     return p;
   }
+  if (spec.sweep.mode == SweepMode::concurrency) return level_progress(spec, steps);
   const Analysis a = analyse(spec, steps);
   const SweepSettings& s = spec.sweep;
   const auto action = next_action(spec, steps);

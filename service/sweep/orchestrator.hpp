@@ -24,7 +24,7 @@
 
 namespace capsweep::sweep {
 
-enum class StepKind { baseline, probe, ladder, refine, check };
+enum class StepKind { baseline, probe, ladder, refine, check, level };
 std::string_view to_string(StepKind k) noexcept;
 std::optional<StepKind> parse_step_kind(std::string_view s) noexcept;
 
@@ -38,6 +38,7 @@ struct StepOutcome {
   bool unavailable = false;  // failed on connection/5xx/cut-stream errors: availability, not capacity
   bool generator_limited = false;
   double measured_rate_rps = 0;  // baseline: r_sync; probe: r_max; else completions per second
+  std::uint32_t users = 0;       // closed-loop steps (level): the users kept in flight
   double completion_ratio = 1;   // completions / scheduled in the window
   std::uint64_t completed = 0;
   std::uint64_t measured = 0;
@@ -56,7 +57,7 @@ struct StepOutcome {
 // One step to run.
 struct StepOrder {
   StepKind kind = StepKind::ladder;
-  std::string phase;    // "baseline", "probe", "ladder", "escalate", "refine", "check"
+  std::string phase;    // "baseline", "probe", "ladder", "escalate", "refine", "check", "level"
   double rate_rps = 0;  // fixed-rate steps and check (inf for all_at_once)
   Nanos duration{0};    // measured part (0: count-based)
   Nanos warmup{0};

@@ -31,6 +31,29 @@ Result<SweepSettings> parse_sweep(const json& j) {
       .seconds("drain_timeout_s", s.drain_timeout)
       .seconds("max_step_duration_s", s.max_step_duration);
   if (r.error()) return *r.error();
+  if (auto m = j.find("mode"); m != j.end()) {
+    if (*m == "rate")
+      s.mode = SweepMode::rate;
+    else if (*m == "concurrency")
+      s.mode = SweepMode::concurrency;
+    else
+      return invalid(f + "/mode", "must be \"rate\" or \"concurrency\"");
+  }
+  if (auto lv = j.find("levels"); lv != j.end()) {
+    if (s.mode != SweepMode::concurrency) return invalid(f + "/levels", "applies to \"mode\": \"concurrency\" only");
+    if (!lv->is_array() || lv->empty() || lv->size() > 64)
+      return invalid(f + "/levels", "must list 1 to 64 user counts");
+    s.levels.clear();
+    for (std::size_t i = 0; i < lv->size(); ++i) {
+      const json& v = (*lv)[i];
+      const std::string fi = f + "/levels/" + std::to_string(i);
+      if (!v.is_number_integer() || v.get<long long>() < 1 || v.get<long long>() > 100'000)
+        return invalid(fi, "must be a whole number of users in 1..100000");
+      const auto users = v.get<std::uint32_t>();
+      if (!s.levels.empty() && users <= s.levels.back()) return invalid(fi, "levels must be strictly increasing");
+      s.levels.push_back(users);
+    }
+  }
   if (auto sp = j.find("spacing"); sp != j.end()) {
     if (*sp == "linear")
       s.spacing = Spacing::linear;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core/plan.hpp"
@@ -20,11 +21,16 @@
 namespace capsweep::sweep {
 
 enum class JobKind { sweep, check };
+// A rate sweep finds the highest request rate within the SLO; a concurrency sweep runs one
+// closed-loop step per number of users and finds the most users within the SLO.
+enum class SweepMode { rate, concurrency };
 
 struct SweepSettings {
-  int steps = 6;                                   // ladder rates K
-  Nanos step_duration = std::chrono::seconds(60);  // measured part of a fixed-rate step
-  Nanos warmup = std::chrono::seconds(10);         // before it, not measured
+  SweepMode mode = SweepMode::rate;
+  std::vector<std::uint32_t> levels{1, 2, 4, 8, 16, 32, 64};  // concurrency mode: users per step
+  int steps = 6;                                              // ladder rates K
+  Nanos step_duration = std::chrono::seconds(60);             // measured part of a fixed-rate step
+  Nanos warmup = std::chrono::seconds(10);                    // before it, not measured
   Spacing spacing = Spacing::linear;
   int stop_after_failures = 2;  // consecutive failing ladder steps that end escalation
   double tolerance = 0.05;      // bisection stops when (fail - pass) / pass <= tolerance

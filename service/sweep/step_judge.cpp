@@ -193,6 +193,10 @@ JudgedStep judge_step(const JobSpec& spec, const StepOrder& order, const loadgen
   summary["generator_limited"] = generator_limited;
   summary["step_kind"] = to_string(order.kind);
   summary["phase"] = order.phase;
+  if (order.closed_loop) {
+    o.users = order.concurrency;
+    summary["users"] = order.concurrency;
+  }
   measure_rate(order, result, o, summary);
 
   const bool fixed_rate = std::isfinite(order.rate_rps) && order.rate_rps > 0 && order.kind != StepKind::baseline &&

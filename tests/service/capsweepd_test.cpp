@@ -239,6 +239,42 @@ TEST_CASE("capsweepd: a closed-loop check keeps N users in flight and reports wh
   CHECK(r["observations"]["measured"].get<int>() > 20);
 }
 
+TEST_CASE("capsweepd: a concurrency sweep runs one closed-loop step per level and reports the curve") {
+  SimFixture sim(default_sim());
+  TempDir dir;
+  Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
+  json spec = sweep_spec(sim, 1, 6, 1);
+  spec["sweep"] = {{"mode", "concurrency"}, {"levels", {4, 8, 16}}, {"step_duration_s", 6}, {"warmup_s", 1}};
+  spec["workload"]["output_tokens"] = {{"dist", "fixed"}, {"value", 16}};
+  spec["slo"] = {{"ttft_ms", {{"p95", 800}}}, {"max_error_rate", 0.01}};
+  const std::string id = submit(d, spec);
+  const json v = d.wait_for(id, ended, 120s);
+  INFO(v.dump(1));
+  REQUIRE(v["status"] == "succeeded");
+  validate_result(v);
+  const json& r = v["result"];
+  CHECK(r["mode"] == "concurrency");
+  REQUIRE(r["levels"].size() == 3);
+  std::vector<double> rates;
+  for (const auto& l : r["levels"]) rates.push_back(l["achieved_rate_rps"].get<double>());
+  CHECK(r["levels"][0]["users"] == 4);
+  CHECK(r["levels"][2]["users"] == 16);
+  CHECK(rates[2] > rates[0] * 1.5);  // more users, more throughput, well below llmsim's capacity
+  CHECK(r["max_slo_concurrency"].is_number());
+  // Each stored step says how many users it kept in flight, and the report draws against users.
+  const json steps = d.get_json("/v1/sweeps/" + id + "/steps")["steps"];
+  REQUIRE(steps.size() == 3);
+  CHECK(steps[1]["summary"]["users"] == 8);
+  CHECK(steps[1]["summary"]["peak_in_flight"].get<int>() <= 8);
+  const auto report = d.get("/v1/sweeps/" + id + "/report");
+  CHECK(report.status == 200);
+  CHECK(report.body.find("against users") != std::string::npos);
+  // Autoscaling needs a rate: a concurrency sweep is refused with the reason.
+  const auto autoscale = d.get("/v1/sweeps/" + id + "/autoscale");
+  CHECK(autoscale.status == 409);
+  CHECK(autoscale.body.find("concurrency sweep") != std::string::npos);
+}
+
 TEST_CASE("capsweepd: malformed specs get a 4xx naming the field - nothing is stored - it keeps serving") {
   SimFixture sim(default_sim());
   TempDir dir;

@@ -165,6 +165,27 @@ TEST_CASE("spec: a closed-loop check takes concurrency instead of a rate") {
   CHECK(first_error(with(c, "/check/warmup_s", 30)) == "/check/warmup_s");
 }
 
+TEST_CASE("spec: a concurrency sweep lists its levels") {
+  json c = demo();
+  c["sweep"] = {{"mode", "concurrency"}, {"levels", {1, 2, 4, 8}}, {"step_duration_s", 20}, {"warmup_s", 2}};
+  CHECK(first_error(c).empty());
+  json filled = c;
+  validator().apply_defaults(filled);
+  const auto js = sweep::parse_job_spec(filled).value();
+  CHECK(js.sweep.mode == sweep::SweepMode::concurrency);
+  CHECK(js.sweep.levels == std::vector<std::uint32_t>{1, 2, 4, 8});
+  json defaults = c;
+  defaults["sweep"].erase("levels");
+  validator().apply_defaults(defaults);
+  CHECK(sweep::parse_job_spec(defaults).value().sweep.levels.front() == 1);
+  CHECK(first_error(with(c, "/sweep/levels", json::array({1, 4, 4}))) == "/sweep/levels/2");
+  CHECK(first_error(with(c, "/sweep/levels", json::array({0}))) == "/sweep/levels/0");
+  CHECK(first_error(with(c, "/sweep/levels", json::array())) == "/sweep/levels");
+  CHECK(first_error(with(c, "/sweep/mode", "users")) == "/sweep/mode");
+  json rate_levels = with(c, "/sweep/mode", "rate");
+  CHECK(first_error(rate_levels) == "/sweep/levels");
+}
+
 TEST_CASE("spec: header values are split off and never part of the visible spec") {
   json d = with(demo(), "/target/headers", json{{"Authorization", "Bearer s3cret"}});
   auto split = sweep::split_secrets(d);

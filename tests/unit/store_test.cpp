@@ -1,6 +1,7 @@
 // The SQLite store on a real temporary file: migrations, sweeps, one-transaction steps.
 #include "store/store.hpp"
 
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -73,14 +74,44 @@ TEST_CASE("store: migrations apply once and the version is recorded - WAL is on"
   TempDb db;
   {
     Store s(db.path.string());
-    CHECK(s.schema_version() == 3);
+    CHECK(s.schema_version() == 4);
     s.insert_sweep(sweep_row("a"));
     CHECK(fs::exists(db.path.string() + "-wal"));
   }
   Store again(db.path.string());  // reopening applies nothing twice and keeps the data
-  CHECK(again.schema_version() == 3);
+  CHECK(again.schema_version() == 4);
   CHECK(again.sweep("a").has_value());
   CHECK(again.writable());
+}
+
+TEST_CASE("store: the steps table rebuild (version 4) keeps every step and request row") {
+  TempDb db;
+  {
+    Store s(db.path.string());
+    s.insert_sweep(sweep_row("a"));
+    s.append_step("a", step_row(0), requests(5));
+    StepRow level = step_row(1);
+    level.kind = "level";  // a concurrency sweep's step: accepted from version 4
+    level.phase = "level";
+    s.append_step("a", level, requests(3));
+  }
+  // Run the rebuild again on a database full of rows, as an upgrade from version 3 would:
+  // the drop of the old table must not cascade into the requests that reference it.
+  {
+    sqlite3* raw = nullptr;
+    REQUIRE(sqlite3_open(db.path.string().c_str(), &raw) == SQLITE_OK);
+    CHECK(sqlite3_exec(raw, "DELETE FROM schema_version WHERE version = 4", nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(raw);
+  }
+  Store again(db.path.string());
+  CHECK(again.schema_version() == 4);
+  auto steps = again.steps("a");
+  REQUIRE(steps.size() == 2);
+  CHECK(steps[1].kind == "level");
+  CHECK(again.requests_page("a", std::nullopt, 100).size() == 8);
+  StepRow bogus = step_row(2);
+  bogus.kind = "bogus";
+  CHECK_THROWS_AS(again.append_step("a", bogus, requests(1)), StoreError);  // the CHECK still holds
 }
 
 TEST_CASE("store: sweeps list newest first, filter by status, and move by compare-and-set") {
