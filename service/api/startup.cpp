@@ -114,13 +114,11 @@ std::variant<Startup, int> startup_from_command_line(int argc, char** argv) {
 
 void tune_allocator() {
 #if defined(__GLIBC__)
-  mallopt(M_MMAP_THRESHOLD, 256 * 1024);   // blocks this large are mapped alone and unmapped when freed
-  mallopt(M_TRIM_THRESHOLD, 1024 * 1024);  // a heap top larger than this is handed back on free
-  // One arena for every thread: malloc_trim shrinks only the main arena's top, so the top of a
-  // step's generator-thread arena kept up to the trim threshold (and its scattered free pages)
-  // after every step. The step's hot path is one thread, and tcache serves most allocations
-  // without the arena lock, so sharing it costs little.
-  mallopt(M_ARENA_MAX, 1);
+  mallopt(M_MMAP_THRESHOLD, 256 * 1024);  // blocks this large are mapped alone and unmapped when freed
+  // A heap top larger than this is handed back on a large free; the step runner frees one
+  // large block on its thread at the end of a step, so its arena's top shrinks to this.
+  mallopt(M_TRIM_THRESHOLD, 128 * 1024);
+  mallopt(M_TOP_PAD, 64 * 1024);
 #endif
 }
 

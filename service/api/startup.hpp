@@ -28,8 +28,7 @@ void fit_descriptor_limit(const ServiceConfig& c);
 // Fixes glibc's allocator thresholds so that memory freed after a step goes back to the system:
 // left dynamic, the first large block freed (a step's rows) raises the mmap and trim thresholds
 // to its size, after which large blocks live in thread arenas whose tops malloc_trim does not
-// shrink, and resident memory keeps the high-water mark of the largest step. It also keeps
-// every thread in one arena, whose free pages malloc_trim can hand back. No-op elsewhere.
+// shrink, and resident memory keeps the high-water mark of the largest step. No-op elsewhere.
 void tune_allocator();
 
 // The options of the parts, from the settings.
