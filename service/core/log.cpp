@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/text.hpp"
+#include "core/time.hpp"
 
 namespace capsweep::log {
 
@@ -18,13 +19,7 @@ std::atomic<Format> g_format{Format::text};
 std::string g_program = "capsweepd";
 
 std::string utc_timestamp() {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t secs = std::chrono::system_clock::to_time_t(now);
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                     tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+  return utc_text(std::chrono::system_clock::now());
 }
 
 // logfmt: bare when the value has no space, quote, '=' or control character; quoted (with

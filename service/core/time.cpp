@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <ctime>
 
 namespace capsweep {
 namespace {
@@ -31,6 +32,15 @@ Result<Nanos> duration_from_ms(double ms, const std::string& field) {
 
 Result<Nanos> duration_from_s(double s, const std::string& field) {
   return from_seconds(s, s, "s", field);
+}
+
+std::string utc_text(std::chrono::system_clock::time_point when) {
+  const std::time_t t = std::chrono::system_clock::to_time_t(when);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(when.time_since_epoch()).count() % 1000;
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                     tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
 }
 
 }  // namespace capsweep

@@ -28,4 +28,8 @@ constexpr double to_s(Nanos d) noexcept {
   return static_cast<double>(d.count()) / 1e9;
 }
 
+// "2026-12-01T08:00:00.123Z": UTC with milliseconds, the one time stamp format of logs and
+// the store.
+std::string utc_text(std::chrono::system_clock::time_point when);
+
 }  // namespace capsweep

@@ -17,6 +17,8 @@
 #include <string_view>
 #include <utility>
 
+#include "core/time.hpp"
+
 namespace capsweep::store {
 
 // The migrations compiled in from schema/sql (cmake/embed.cmake).
@@ -173,12 +175,7 @@ bool terminal(std::string_view status) {
 }  // namespace
 
 std::string format_utc(std::chrono::system_clock::time_point when) {
-  const std::time_t t = std::chrono::system_clock::to_time_t(when);
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(when.time_since_epoch()).count() % 1000;
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                     tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+  return utc_text(when);
 }
 
 std::string utc_now() {
