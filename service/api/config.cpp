@@ -38,6 +38,7 @@ Result<ServiceConfig> parse_config(const nlohmann::json& input) {
   c.limits.max_connections_per_sweep = l.at("max_connections_per_sweep").get<std::uint32_t>();
   c.limits.max_queued_sweeps = l.at("max_queued_sweeps").get<std::uint64_t>();
   c.limits.max_body_bytes = l.at("max_body_bytes").get<std::size_t>();
+  c.limits.max_dataset_bytes = l.at("max_dataset_bytes").get<std::size_t>();
   c.limits.max_json_depth = l.at("max_json_depth").get<int>();
   c.limits.max_requests_per_step = l.at("max_requests_per_step").get<std::uint64_t>();
   c.limits.max_prompt_tokens = l.at("max_prompt_tokens").get<std::uint32_t>();

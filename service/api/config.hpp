@@ -21,6 +21,7 @@ struct Limits {
   std::uint32_t max_connections_per_sweep = 1024;
   std::uint64_t max_queued_sweeps = 100;
   std::size_t max_body_bytes = 1 << 20;
+  std::size_t max_dataset_bytes = 64 << 20;         // a dataset upload's body
   int max_json_depth = 64;                          // nesting of a request body
   std::uint64_t max_requests_per_step = 1'000'000;  // requests (and stored rows) of one step
   std::uint32_t max_prompt_tokens = 131'072;        // largest prompt a workload may ask for

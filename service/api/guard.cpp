@@ -82,13 +82,20 @@ std::optional<Error> check_origin(std::string_view origin, const AllowList& name
   return std::nullopt;
 }
 
-std::optional<Error> check_json_content_type(std::string_view content_type, std::size_t body_size) {
+std::optional<Error> check_json_content_type(std::string_view content_type, std::size_t body_size, bool json_lines) {
   if (body_size == 0) return std::nullopt;
   const std::string_view media = content_type.substr(0, content_type.find(';'));
   std::string_view trimmed = media;
   while (!trimmed.empty() && trimmed.back() == ' ') trimmed.remove_suffix(1);
   while (!trimmed.empty() && trimmed.front() == ' ') trimmed.remove_prefix(1);
   if (iequals(trimmed, "application/json")) return std::nullopt;
+  if (json_lines) {
+    for (std::string_view t : {"application/x-ndjson", "application/jsonl", "application/x-jsonlines"}) {
+      if (iequals(trimmed, t)) return std::nullopt;
+    }
+    return Error{errc::invalid_argument,
+                 "the file must be sent with Content-Type: application/json or application/x-ndjson", "Content-Type"};
+  }
   return Error{errc::invalid_argument, "the body must be sent with Content-Type: application/json", "Content-Type"};
 }
 

@@ -29,9 +29,11 @@ std::optional<Error> check_host(std::string_view host_header, const AllowList& n
 // whose host passes check_host. Errors are errc::forbidden with field "Origin".
 std::optional<Error> check_origin(std::string_view origin, const AllowList& names, std::string_view listen_host);
 
-// A body (non-empty) must be sent as application/json (parameters allowed). Errors are
-// errc::invalid_argument with field "Content-Type".
-std::optional<Error> check_json_content_type(std::string_view content_type, std::size_t body_size);
+// A body (non-empty) must be sent as application/json (parameters allowed), or, when
+// `json_lines` (file uploads), also application/x-ndjson, application/jsonl or
+// application/x-jsonlines. Errors are errc::invalid_argument with field "Content-Type".
+std::optional<Error> check_json_content_type(std::string_view content_type, std::size_t body_size,
+                                             bool json_lines = false);
 
 // The JSON pointer of the first container nested deeper than `max_depth` in `text`, or
 // nullopt when none is. Reads bytes only (strings and escapes are skipped); it does not

@@ -85,6 +85,10 @@ boost::asio::awaitable<http::Reply> stream_requests_csv(Env& env, boost::asio::a
                                                         boost::beast::tcp_stream& stream);
 Answer get_report(Env& env, const Call& c);
 Answer get_autoscale(Env& env, const Call& c);
+Answer create_dataset(Env& env, const Call& c);
+Answer list_datasets(Env& env, const Call& c);
+Answer get_dataset(Env& env, const Call& c);
+Answer delete_dataset(Env& env, const Call& c);
 Answer healthz(Env& env, const Call& c);
 Answer readyz(Env& env, const Call& c);
 Answer metrics(Env& env, const Call& c);

@@ -67,13 +67,12 @@ std::string_view header(const Request& req, bhttp::field f) {
   return it == req.end() ? std::string_view() : std::string_view(it->value().data(), it->value().size());
 }
 
-// Host, Origin and Content-Type, before routing.
+// Host and Origin, before routing (Content-Type once the route is known).
 std::optional<Error> guard(const Env& env, const Request& req) {
   const ServiceConfig& config = *env.ctx.config;
   const std::string listen_host = host_of(config.listen);
   if (auto e = check_host(header(req, bhttp::field::host), config.allowed_hosts, listen_host)) return e;
-  if (auto e = check_origin(header(req, bhttp::field::origin), config.allowed_hosts, listen_host)) return e;
-  return check_json_content_type(header(req, bhttp::field::content_type), req.body().size());
+  return check_origin(header(req, bhttp::field::origin), config.allowed_hosts, listen_host);
 }
 
 struct Match {
@@ -121,6 +120,13 @@ Resolved resolve(Env& env, const Request& req) {
     return out;
   }
   Match m = match(target->segments, req.method());
+  // A body is JSON (or, for uploads, JSON Lines), never a "simple" type a cross-site form can send.
+  if (auto e = check_json_content_type(header(req, bhttp::field::content_type), req.body().size(),
+                                       m.route && m.route->upload)) {
+    ++env.requests_refused;
+    out.answer = from_error(*e);
+    return out;
+  }
   if (!m.route) {
     if (m.allow.empty()) {
       out.answer = api_error(errc::not_found, fmt::format("no endpoint {}", std::string(req.target()).substr(0, 200)));
@@ -184,6 +190,10 @@ const std::vector<Route>& route_table() {
       {bhttp::verb::get, "/v1/sweeps/{id}/autoscale", Role::read, &get_autoscale},
       {bhttp::verb::get, "/v1/sweeps/{id}/report", Role::read, &get_report},
       {bhttp::verb::get, "/v1/sweeps/{id}/steps.csv", Role::read, &get_steps_csv},
+      {bhttp::verb::post, "/v1/datasets", Role::submit, &create_dataset, true, nullptr, true},
+      {bhttp::verb::get, "/v1/datasets", Role::read, &list_datasets},
+      {bhttp::verb::get, "/v1/datasets/{id}", Role::read, &get_dataset},
+      {bhttp::verb::delete_, "/v1/datasets/{id}", Role::submit, &delete_dataset},
       {bhttp::verb::get, "/healthz", Role::none, &healthz, false},
       {bhttp::verb::get, "/readyz", Role::none, &readyz},  // probes carry no token
       {bhttp::verb::get, "/metrics", Role::read, &metrics},
@@ -198,6 +208,13 @@ Placement placement_of(const Request& req) {
   if (!m.route) return Placement::io_thread;  // a 404 or 405: nothing to look up
   if (m.route->stream) return Placement::stream;
   return m.route->blocking ? Placement::worker : Placement::io_thread;
+}
+
+bool is_upload(const Request& req) {
+  auto target = parse_target(req.target());
+  if (!target) return false;
+  Match m = match(target->segments, req.method());
+  return m.route && m.route->upload;
 }
 
 Response respond(Env& env, const Request& req, Answer answer, const std::string& route_name,

@@ -31,6 +31,7 @@ struct Route {
   Answer (*handle)(Env&, const Call&);
   bool blocking = true;            // touches the store: run on the worker pool, not the I/O thread
   StreamHandler stream = nullptr;  // when set, used instead of `handle` once the route is resolved
+  bool upload = false;             // takes a file: the dataset size limit, JSONL content types
 };
 
 // A request resolved: either its final answer (refused by a guard, unknown route, no auth),
@@ -54,6 +55,10 @@ const std::vector<Route>& route_table();
 // pool (anything that may touch the store), or by a streaming route on the connection.
 enum class Placement { io_thread, worker, stream };
 Placement placement_of(const Request& req);
+
+// Whether the request (its header is enough) is a file upload: its body may be as large as
+// limits.max_dataset_bytes rather than limits.max_body_bytes.
+bool is_upload(const Request& req);
 
 // Answers one request: guards, route, auth, handler; never throws (a 500 says nothing more).
 Response dispatch(Env& env, const Request& req);

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "api/router.hpp"
 #include "core/log.hpp"
 
 namespace capsweep::api {
@@ -158,6 +159,9 @@ sweep::ManagerOptions manager_options(const ServiceConfig& c) {
 http::ServerOptions server_options(const ServiceConfig& c) {
   http::ServerOptions so;
   so.body_limit = c.limits.max_body_bytes;
+  so.body_limit_for = [spec = c.limits.max_body_bytes, upload = c.limits.max_dataset_bytes](const http::Request& h) {
+    return is_upload(h) ? upload : spec;
+  };
   so.server_name = "capsweepd";
   so.max_connections = c.limits.max_api_connections;
   so.max_connections_per_client = c.limits.max_api_connections_per_client;

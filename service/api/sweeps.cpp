@@ -33,8 +33,8 @@ ApiError over(std::string field, std::string what) {
 
 // A length distribution without an upper bound gets the service's limit as its max (shown
 // in the stored spec); one that can exceed the limit is refused.
-std::optional<ApiError> bound_lengths(const LengthDist& dist, json& workload, const char* key, std::uint32_t limit) {
-  const std::string field = fmt::format("/workload/{}", key);
+std::optional<ApiError> bound_lengths(const LengthDist& dist, json& workload, const char* key, std::uint32_t limit,
+                                      const std::string& field) {
   if (dist.upper_bound() <= limit) return std::nullopt;
   json& d = workload[key];
   const std::string kind = d.value("dist", "");
@@ -131,9 +131,18 @@ std::optional<ApiError> check_check_limits(const Limits& l, const sweep::CheckSe
 }
 
 std::optional<ApiError> check_limits(const Limits& l, const sweep::JobSpec& spec, json& doc) {
-  if (auto e = bound_lengths(spec.workload.prompt_tokens, doc["workload"], "prompt_tokens", l.max_prompt_tokens))
-    return e;
-  if (auto e = bound_lengths(spec.workload.output_tokens, doc["workload"], "output_tokens", l.max_output_tokens))
+  const auto& dataset = spec.workload.dataset;
+  if (!dataset) {
+    if (auto e = bound_lengths(spec.workload.prompt_tokens, doc["workload"], "prompt_tokens", l.max_prompt_tokens,
+                               "/workload/prompt_tokens"))
+      return e;
+  }
+  // With a dataset, a distribution of output lengths sits in workload.dataset.output_tokens.
+  const bool in_dataset = dataset && !dataset->output_from_dataset && doc["workload"].contains("dataset") &&
+                          doc["workload"]["dataset"].value("output_tokens", json()).is_object();
+  json& holder = in_dataset ? doc["workload"]["dataset"] : doc["workload"];
+  if (auto e = bound_lengths(spec.workload.output_tokens, holder, "output_tokens", l.max_output_tokens,
+                             in_dataset ? "/workload/dataset/output_tokens" : "/workload/output_tokens"))
     return e;
   return spec.kind == sweep::JobKind::sweep ? check_sweep_limits(l, spec.sweep, doc)
                                             : check_check_limits(l, spec.check);
@@ -190,6 +199,35 @@ Result<sweep::JobSpec> accepted_spec(Env& env, json& doc) {
     doc["slo"]["max_error_rate"] = 0.001;
   }
   return sweep::parse_job_spec(doc);
+}
+
+// A dataset the spec names: stored, matching a pinned sha256, within the service's length
+// limits. Records its sha256 in the stored spec, so the job's record names the exact content.
+std::optional<ApiError> check_dataset(Env& env, const sweep::JobSpec& spec, json& doc) {
+  if (!spec.workload.dataset) return std::nullopt;
+  const llm::DatasetRef& ref = *spec.workload.dataset;
+  auto row = env.ctx.store->dataset(ref.id);
+  if (!row) {
+    return over("/workload/dataset/id", fmt::format("no dataset {} is stored (POST /v1/datasets first)", ref.id));
+  }
+  if (!ref.sha256.empty() && ref.sha256 != row->sha256) {
+    return over("/workload/dataset/sha256", fmt::format("dataset {} has sha256 {}", ref.id, row->sha256));
+  }
+  const Limits& l = env.ctx.config->limits;
+  const double prompt_max = row->stats.value("/prompt_tokens/max"_json_pointer, 0.0);
+  if (prompt_max > l.max_prompt_tokens) {
+    return over("/workload/dataset/id",
+                fmt::format("the dataset has prompts of {} words; the service's limit is {} tokens", prompt_max,
+                            l.max_prompt_tokens));
+  }
+  const json out_max = row->stats.value("/output_tokens/max"_json_pointer, json(nullptr));
+  if (ref.output_from_dataset && out_max.is_number() && out_max.get<double>() > l.max_output_tokens) {
+    return over("/workload/dataset/output_tokens",
+                fmt::format("the dataset asks for up to {} output tokens; the service's limit is {}",
+                            out_max.get<double>(), l.max_output_tokens));
+  }
+  doc["workload"]["dataset"]["sha256"] = row->sha256;
+  return std::nullopt;
 }
 
 }  // namespace
@@ -269,6 +307,7 @@ Answer create_sweep(Env& env, const Call& c) {
   if (auto e = check_allow_list(config, *spec)) return reject(*e);
   if (auto e = check_ca_file(config, *spec)) return reject(*e);
   if (auto e = check_limits(config.limits, *spec, doc)) return reject(*e);
+  if (auto e = check_dataset(env, *spec, doc)) return reject(*e);
   if (env.ctx.store->count_status("queued") >= config.limits.max_queued_sweeps) {
     return reject(api_error(
         errc::too_many_requests,

@@ -84,7 +84,7 @@ struct Server::State : std::enable_shared_from_this<State> {
   asio::awaitable<void> refuse(asio::ip::tcp::socket socket, std::string message);
   asio::awaitable<bool> read_request(Connection& conn, beast::flat_buffer& buffer,
                                      bhttp::request_parser<bhttp::string_body>& parser, beast::error_code& ec);
-  asio::awaitable<void> answer_too_large(beast::tcp_stream& stream);
+  asio::awaitable<void> answer_too_large(beast::tcp_stream& stream, std::uint64_t limit);
   // Admits a new connection from `peer`, or says why not.
   std::optional<std::string> admit(const asio::ip::address& peer, std::uint64_t& id);
   // At a cap: closes the longest-held idle connection (of `peer` when `same_client`) so that
@@ -213,6 +213,7 @@ asio::awaitable<bool> Server::State::read_request(Connection& conn, beast::flat_
   stream.expires_after(options.header_timeout);
   auto [hec, hn] = co_await bhttp::async_read_header(stream, buffer, parser, use_tuple);
   ec = hec;
+  if (!ec && options.body_limit_for) parser.body_limit(options.body_limit_for(parser.get()));
   if (!ec && !parser.is_done()) {
     stream.expires_after(options.read_timeout);
     std::tie(ec, hn) = co_await bhttp::async_read(stream, buffer, parser, use_tuple);
@@ -223,9 +224,9 @@ asio::awaitable<bool> Server::State::read_request(Connection& conn, beast::flat_
 // 413 with a lingering close: the client may still be sending the body; closing at once would
 // reset the connection and lose the answer. Stop sending, read and drop what comes (bounded
 // in time and size), then close.
-asio::awaitable<void> Server::State::answer_too_large(beast::tcp_stream& stream) {
+asio::awaitable<void> Server::State::answer_too_large(beast::tcp_stream& stream, std::uint64_t limit) {
   Response res = server_error(bhttp::status::payload_too_large, "payload_too_large",
-                              fmt::format("request body exceeds {} bytes", options.body_limit), options);
+                              fmt::format("request body exceeds {} bytes", limit), options);
   stream.expires_after(options.read_timeout);
   co_await bhttp::async_write(stream, res, use_tuple);
   beast::error_code ignored;
@@ -251,7 +252,8 @@ asio::awaitable<void> Server::State::serve(std::shared_ptr<Connection> conn, std
     beast::error_code ec;
     const bool got = co_await read_request(*conn, buffer, parser, ec);
     if (ec == bhttp::error::body_limit) {
-      co_await answer_too_large(stream);
+      co_await answer_too_large(stream,
+                                options.body_limit_for ? options.body_limit_for(parser.get()) : options.body_limit);
       break;
     }
     if (!got) break;  // EOF, timeout, reset, shutdown or a malformed request: close quietly

@@ -43,6 +43,8 @@ struct ServerOptions {
   std::uint32_t header_limit = 16 * 1024;            // header bytes; more closes the connection
   std::size_t max_connections = 0;                   // open at once; 0 = no cap
   std::size_t max_connections_per_client = 0;        // open at once from one address; 0 = no cap
+  // When set, the body limit of a request, chosen from its header (e.g. a larger one for uploads).
+  std::function<std::size_t(const Request& header)> body_limit_for = {};
 };
 
 // What a handler did with a request. Either it returns a response for the server to write,

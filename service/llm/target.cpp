@@ -167,11 +167,13 @@ Result<Target> parse_target(const nlohmann::json& j, const std::string& field) {
   return t;
 }
 
-std::string completion_body(const Target& t, std::string_view prompt, std::uint32_t max_tokens) {
+std::string completion_body(const Target& t, std::string_view prompt, std::uint32_t max_tokens,
+                            std::string_view messages) {
   nlohmann::json j = t.extra_body;
   j["model"] = t.model;
   if (t.api == Api::chat) {
-    j["messages"] = nlohmann::json::array({{{"role", "user"}, {"content", prompt}}});
+    j["messages"] = messages.empty() ? nlohmann::json::array({{{"role", "user"}, {"content", prompt}}})
+                                     : nlohmann::json::parse(messages);
     j["max_completion_tokens"] = max_tokens;
   } else {
     j["prompt"] = prompt;

@@ -55,7 +55,9 @@ Result<Target> parse_base_url(Target t, std::string_view url, const std::string&
 Result<Target> parse_target(const nlohmann::json& j, const std::string& field = "/target");
 
 // The JSON body of one completion request for `prompt` (completions) or a single user
-// message (chat), with streaming, usage options, ignore_eos and extra_body merged.
-std::string completion_body(const Target& t, std::string_view prompt, std::uint32_t max_tokens);
+// message (chat), with streaming, usage options, ignore_eos and extra_body merged. A chat
+// target given `messages` (a JSON array text from a dataset) sends those messages instead.
+std::string completion_body(const Target& t, std::string_view prompt, std::uint32_t max_tokens,
+                            std::string_view messages = {});
 
 }  // namespace capsweep::llm

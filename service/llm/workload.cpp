@@ -47,66 +47,40 @@ std::uint32_t words_for(double tokens, double tokens_per_word) {
   return static_cast<std::uint32_t>(std::max(0.0, std::round(tokens / tokens_per_word)));
 }
 
-}  // namespace
-
-Result<std::vector<DatasetEntry>> parse_sharegpt(std::string_view text) {
-  auto j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded()) return Error{errc::parse_error, "the ShareGPT file is not valid JSON", ""};
-  if (!j.is_array()) return Error{errc::parse_error, "a ShareGPT file is a JSON array of conversations", ""};
-  std::vector<DatasetEntry> out;
-  for (std::size_t i = 0; i < j.size(); ++i) {
-    const auto& e = j[i];
-    const std::string where = fmt::format("/{}/conversations", i);
-    if (!e.is_object() || !e.contains("conversations") || !e["conversations"].is_array()) {
-      return Error{errc::parse_error, fmt::format("entry {} has no 'conversations' array", i), where};
-    }
-    const auto& turns = e["conversations"];
-    if (turns.size() < 2) continue;
-    for (std::size_t t = 0; t < 2; ++t) {
-      if (!turns[t].is_object() || !turns[t].contains("value") || !turns[t]["value"].is_string()) {
-        return Error{errc::parse_error, fmt::format("entry {} turn {} has no string 'value'", i, t),
-                     fmt::format("{}/{}/value", where, t)};
+Result<DatasetRef> parse_dataset_ref(const nlohmann::json& j, const std::string& field) {
+  if (!j.is_object()) return invalid(field, "must be an object {\"id\": \"ds-...\"}");
+  DatasetRef d;
+  for (const auto& [key, value] : j.items()) {
+    const std::string f = field + "/" + key;
+    if (key == "id") {
+      if (!value.is_string() || !is_dataset_id(value.get_ref<const std::string&>())) {
+        return invalid(f, "must be a dataset id (\"ds-\" and 16 hex digits) from POST /v1/datasets");
       }
+      d.id = value.get<std::string>();
+    } else if (key == "sha256") {
+      const bool hex = value.is_string() && value.get_ref<const std::string&>().size() == 64 &&
+                       value.get_ref<const std::string&>().find_first_not_of("0123456789abcdef") == std::string::npos;
+      if (!hex) return invalid(f, "must be 64 lowercase hex digits");
+      d.sha256 = value.get<std::string>();
+    } else if (key == "order") {
+      if (value != "sequential" && value != "shuffled") return invalid(f, "must be \"sequential\" or \"shuffled\"");
+      d.shuffled = value == "shuffled";
+    } else if (key == "output_tokens") {
+      if (value == "from_dataset") continue;
+      if (!value.is_object()) return invalid(f, "must be \"from_dataset\" or a length distribution");
+      auto dist = parse_length_dist(value, f);
+      if (!dist) return dist.error();
+      d.output_from_dataset = false;
+    } else {
+      return invalid(f, "unknown dataset field (expected id, sha256, order or output_tokens)");
     }
-    DatasetEntry d;
-    d.prompt = turns[0]["value"].get<std::string>();
-    d.reference_output_words = count_words(turns[1]["value"].get_ref<const std::string&>());
-    if (d.prompt.empty() || d.reference_output_words == 0) continue;
-    out.push_back(std::move(d));
   }
-  if (out.empty()) return Error{errc::parse_error, "the ShareGPT file has no usable conversation", ""};
-  return out;
+  if (d.id.empty()) return invalid(field + "/id", "is required");
+  if (!d.sha256.empty() && dataset_id(d.sha256) != d.id) return invalid(field + "/sha256", "does not match the id");
+  return d;
 }
 
-Result<std::vector<DatasetEntry>> parse_jsonl(std::string_view text) {
-  std::vector<DatasetEntry> out;
-  std::optional<Error> failure;
-  for_each_line(text, [&](std::string_view line, std::size_t line_no) {
-    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.remove_suffix(1);
-    if (line.empty()) return true;
-    auto fail = [&](const std::string& what) {
-      failure = Error{errc::parse_error, fmt::format("JSONL line {}: {}", line_no, what), ""};
-      return false;
-    };
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded()) return fail("not valid JSON");
-    if (!j.is_object() || !j.contains("prompt") || !j["prompt"].is_string()) return fail("needs a string \"prompt\"");
-    DatasetEntry d;
-    d.prompt = j["prompt"].get<std::string>();
-    if (d.prompt.empty()) return fail("the prompt is empty");
-    if (auto m = j.find("max_tokens"); m != j.end()) {
-      if (!m->is_number_integer() || m->get<std::int64_t>() < 1 || m->get<std::int64_t>() > 1'000'000) {
-        return fail("\"max_tokens\" must be an integer in [1, 1000000]");
-      }
-      d.max_tokens = static_cast<std::uint32_t>(m->get<std::int64_t>());
-    }
-    out.push_back(std::move(d));
-    return true;
-  });
-  if (failure) return *failure;
-  if (out.empty()) return Error{errc::parse_error, "the JSONL file has no prompt", ""};
-  return out;
-}
+}  // namespace
 
 PromptSynth::PromptSynth(double tokens_per_word, std::uint32_t shared_prefix_tokens, std::uint64_t seed)
     : tokens_per_word_(tokens_per_word > 0 && std::isfinite(tokens_per_word) ? tokens_per_word : 1.0), seed_(seed) {
@@ -150,28 +124,60 @@ Result<WorkloadSpec> parse_workload(const nlohmann::json& j, const std::string& 
       if (!n) return n.error();
       w.shared_prefix_tokens = *n;
     } else if (key == "dataset") {
-      continue;  // read by the caller
+      auto d = parse_dataset_ref(value, f);
+      if (!d) return d.error();
+      w.dataset = std::move(*d);
     } else {
       return invalid(f,
                      "unknown workload field (expected prompt_tokens, output_tokens, seed, "
                      "shared_prefix_tokens or dataset)");
     }
   }
+  if (w.dataset) {
+    if (j.contains("prompt_tokens")) return invalid(field + "/prompt_tokens", "the dataset gives the prompts");
+    if (j.contains("shared_prefix_tokens")) {
+      return invalid(field + "/shared_prefix_tokens", "the dataset gives the prompts");
+    }
+    if (auto o = j.at("dataset").find("output_tokens"); o != j.at("dataset").end() && o->is_object()) {
+      if (j.contains("output_tokens")) {
+        return invalid(field + "/output_tokens", "give the output lengths once: here or in dataset.output_tokens");
+      }
+      w.output_tokens = *parse_length_dist(*o, field + "/dataset/output_tokens");
+    }
+  }
   return w;
 }
 
 Workload::Workload(WorkloadSpec spec, PromptSynth synth, std::vector<DatasetEntry> dataset)
-    : spec_(std::move(spec)), synth_(std::move(synth)), dataset_(std::move(dataset)) {}
+    : spec_(std::move(spec)), synth_(std::move(synth)), dataset_(std::move(dataset)) {
+  if (spec_.dataset && spec_.dataset->shuffled && !dataset_.empty()) {
+    order_.resize(dataset_.size());
+    for (std::size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<std::uint32_t>(i);
+    Rng rng(mix(spec_.seed ^ 0x5f1e));
+    for (std::size_t i = order_.size() - 1; i > 0; --i) std::swap(order_[i], order_[rng.uniform_int(0, i)]);
+  }
+}
+
+std::size_t Workload::entry_of(std::uint64_t index) const {
+  const std::size_t at = static_cast<std::size_t>(index % dataset_.size());
+  return order_.empty() ? at : order_[at];
+}
 
 WorkItem Workload::item(std::uint64_t index) const {
   Rng rng(mix(spec_.seed ^ mix(index ^ 0xabcdef)));
   WorkItem w;
   if (!dataset_.empty()) {
-    const auto& d = dataset_[rng.uniform_int(0, dataset_.size() - 1)];
+    const auto& d = dataset_[entry_of(index)];
     w.prompt = d.prompt;
+    w.messages = d.messages;
     w.input_tokens = std::max<std::uint32_t>(
         1, static_cast<std::uint32_t>(std::round(count_words(d.prompt) * synth_.tokens_per_word())));
-    if (d.max_tokens)
+    const bool from_dataset = !spec_.dataset || spec_.dataset->output_from_dataset;
+    if (!from_dataset)
+      w.max_tokens = spec_.output_tokens.sample(rng);
+    else if (d.output_tokens)
+      w.max_tokens = *d.output_tokens;
+    else if (d.max_tokens)
       w.max_tokens = *d.max_tokens;
     else if (d.reference_output_words)
       w.max_tokens = std::max<std::uint32_t>(

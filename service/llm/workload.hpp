@@ -13,28 +13,17 @@
 #include "core/error.hpp"
 #include "core/lengths.hpp"
 #include "core/random.hpp"
+#include "llm/dataset.hpp"
 
 namespace capsweep::llm {
 
 // One request's content.
 struct WorkItem {
   std::string prompt;
+  std::string messages;            // a dataset's chat messages (JSON array text); "" = one user turn of `prompt`
   std::uint32_t input_tokens = 0;  // expected (synthesised: the target; dataset: estimated)
   std::uint32_t max_tokens = 1;
 };
-
-struct DatasetEntry {
-  std::string prompt;
-  std::optional<std::uint32_t> max_tokens;   // from the dataset when it says
-  std::uint32_t reference_output_words = 0;  // ShareGPT: words of the answer turn
-};
-
-// ShareGPT JSON: an array of {"conversations": [{"from", "value"}, ...]}; the first turn is
-// the prompt, the second's length (in words, converted with the calibration) the max_tokens.
-// Entries with fewer than two turns are skipped. Errors name the entry ("/12/conversations").
-Result<std::vector<DatasetEntry>> parse_sharegpt(std::string_view text);
-// JSONL: one {"prompt": "...", "max_tokens": N} per line; errors name the 1-based line.
-Result<std::vector<DatasetEntry>> parse_jsonl(std::string_view text);
 
 // Builds prompts of a requested token count from a fixed word list, knowing how many tokens
 // the target's tokenizer makes of one word of that list.
@@ -58,20 +47,37 @@ class PromptSynth {
   std::uint64_t seed_;
 };
 
+// A job's use of a stored dataset: {"id", "sha256" (filled in at submit; a pin when the
+// caller gives it), "order": "sequential" | "shuffled", "output_tokens": "from_dataset" | a
+// length distribution}.
+struct DatasetRef {
+  std::string id;
+  std::string sha256;
+  bool shuffled = false;
+  bool output_from_dataset = true;  // false: the workload's output_tokens distribution
+};
+
 // The workload part of a job spec: {"prompt_tokens": dist, "output_tokens": dist, "seed",
-// "shared_prefix_tokens"} (plus "dataset" handled by the caller).
+// "shared_prefix_tokens", "dataset"}.
 struct WorkloadSpec {
   LengthDist prompt_tokens = LengthDist::fixed(200);
   LengthDist output_tokens = LengthDist::fixed(64);
   std::uint64_t seed = 0;
   std::uint32_t shared_prefix_tokens = 0;
+  std::optional<DatasetRef> dataset;
 };
 Result<WorkloadSpec> parse_workload(const nlohmann::json& j, const std::string& field = "/workload");
 
-// Produces the i-th request of a step, deterministically from the seed.
+// Produces the i-th request of a step, deterministically from the seed. With a dataset, item
+// i is entry i mod n (sequential) or entry perm[i mod n] of one permutation drawn from the
+// seed (shuffled); its output length comes from the entry (output_tokens, else max_tokens,
+// else the answer's words times the calibration) unless the spec gives a distribution, or
+// the entry has none.
 class Workload {
  public:
   Workload(WorkloadSpec spec, PromptSynth synth, std::vector<DatasetEntry> dataset = {});
+  // The dataset entry item `index` uses (dataset workloads only).
+  std::size_t entry_of(std::uint64_t index) const;
   WorkItem item(std::uint64_t index) const;
   const PromptSynth& synth() const noexcept { return synth_; }
 
@@ -79,6 +85,7 @@ class Workload {
   WorkloadSpec spec_;
   PromptSynth synth_;
   std::vector<DatasetEntry> dataset_;
+  std::vector<std::uint32_t> order_;  // shuffled: the permutation; empty: sequential
 };
 
 }  // namespace capsweep::llm

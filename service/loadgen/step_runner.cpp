@@ -132,7 +132,7 @@ struct StepState {
       const llm::WorkItem item = workload.item(spec.request_index_base + index);
       rec.input_tokens = item.input_tokens;
       rec.chunks.reserve(std::min<std::uint32_t>(item.max_tokens, 4096));  // no regrowth on typical answers
-      std::string body = llm::completion_body(target, item.prompt, item.max_tokens);
+      std::string body = llm::completion_body(target, item.prompt, item.max_tokens, item.messages);
       progress.sent.fetch_add(1, std::memory_order_relaxed);
       if (spec.fail_request && *spec.fail_request == index)
         throw std::runtime_error("test hook: request failed in the generator");

@@ -19,6 +19,8 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 struct sqlite3;
@@ -70,6 +72,14 @@ struct RequestRow {
   std::optional<double> dispatched_ms, sent_ms, finished_ms, ttft_ms, e2el_ms;
   std::uint32_t input_tokens = 0, output_tokens = 0, chunks = 0;
   std::string outcome;
+};
+
+// A stored dataset's description (its bytes are read apart: dataset_content()).
+struct DatasetRow {
+  std::string id, name, format, sha256;
+  std::uint64_t bytes = 0, items = 0;
+  nlohmann::json stats = nlohmann::json::object();
+  std::string created_at;
 };
 
 // The current UTC time as "2026-11-30T01:02:03.456Z".
@@ -135,6 +145,20 @@ class Store {
   };
   std::vector<std::pair<int, RequestRow>> requests_page(const std::string& sweep_id, std::optional<RequestKey> after,
                                                         std::size_t limit);
+  // Stores a dataset unless one with its sha256 is stored; the stored row either way, and
+  // whether this call inserted it. `content` is bound in place, not copied.
+  std::pair<DatasetRow, bool> insert_dataset(const DatasetRow& d, std::string_view content);
+  std::optional<DatasetRow> dataset(const std::string& id);
+  // The dataset's bytes as uploaded; nullopt when absent.
+  std::optional<std::string> dataset_content(const std::string& id);
+  // Newest first.
+  std::vector<DatasetRow> list_datasets(int limit, int offset);
+  // Queued or running jobs whose spec names the dataset (workload.dataset.id).
+  std::vector<std::string> jobs_using_dataset(const std::string& id);
+  enum class DeleteDataset { deleted, absent, in_use };
+  // Deletes a dataset no queued or running job names, in one transaction with that check.
+  DeleteDataset delete_dataset(const std::string& id);
+
   // Test hook: caps the database's size in pages, as a full disk would.
   void limit_pages_for_test(std::int64_t pages);
   // Test hook: how long writable() says no after a failed write (30 s otherwise).

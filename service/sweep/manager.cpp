@@ -24,6 +24,14 @@ void log_line(const std::string& text) {
   log::info(text);
 }
 
+// The result with the load's record as submitted (defaults filled, the dataset's sha256):
+// the workload (lengths, seed, dataset) and the arrival process (burstiness).
+json with_record(json result, const json& stored_spec) {
+  result["workload"] = stored_spec.value("workload", json::object());
+  result["arrival"] = stored_spec.value("arrival", json::object());
+  return result;
+}
+
 loadgen::StepSpec step_spec(const JobSpec& spec, const StepOrder& order, int index) {
   loadgen::StepSpec s;
   s.seed = spec.workload.seed * 1'000'003ULL + static_cast<std::uint64_t>(index);
@@ -390,6 +398,19 @@ void SweepManager::worker_loop() {
   --workers_running_;
 }
 
+Result<std::vector<llm::DatasetEntry>> SweepManager::load_dataset(const llm::DatasetRef& ref) {
+  auto meta = store_->dataset(ref.id);
+  auto content = meta ? store_->dataset_content(ref.id) : std::nullopt;
+  if (!content) return Error{errc::not_found, fmt::format("dataset {} is no longer stored", ref.id), ""};
+  if (!ref.sha256.empty() && ref.sha256 != meta->sha256) {
+    return Error{errc::conflict, fmt::format("dataset {} no longer has sha256 {}", ref.id, ref.sha256), ""};
+  }
+  auto parsed =
+      llm::parse_dataset(llm::parse_dataset_format(meta->format).value_or(llm::DatasetFormat::jsonl), *content);
+  if (!parsed) return Error{errc::parse_error, fmt::format("dataset {}: {}", ref.id, parsed.error().message), ""};
+  return std::move(parsed->entries);
+}
+
 std::optional<SweepManager::Prepared> SweepManager::prepare(const store::SweepRow& row,
                                                             const std::shared_ptr<Active>& active) {
   const std::string& id = row.id;
@@ -418,11 +439,21 @@ std::optional<SweepManager::Prepared> SweepManager::prepare(const store::SweepRo
 
   Prepared p;
   p.started = store::parse_utc(row.started_at).value_or(std::chrono::system_clock::now());
+  std::vector<llm::DatasetEntry> entries;
+  if (spec->workload.dataset) {
+    auto loaded = load_dataset(*spec->workload.dataset);
+    if (!loaded) {
+      finish(id, "failed", nullptr, loaded.error().message);
+      return std::nullopt;
+    }
+    entries = std::move(*loaded);
+  }
   std::string how;
   const double tokens_per_word = loadgen::calibrate_tokens_per_word(
       spec->target, how, [this, active] { return active->cancel.load() || stopping(); });
   auto workload = std::make_shared<const llm::Workload>(
-      spec->workload, llm::PromptSynth(tokens_per_word, spec->workload.shared_prefix_tokens, spec->workload.seed));
+      spec->workload, llm::PromptSynth(tokens_per_word, spec->workload.shared_prefix_tokens, spec->workload.seed),
+      std::move(entries));
   p.runner = std::make_unique<loadgen::StepRunner>(spec->target, workload, options_.endpoint);
   p.fixed_step_length = spec->kind == JobKind::check ? spec->check.warmup + spec->check.duration
                                                      : spec->sweep.warmup + spec->sweep.step_duration;
@@ -459,7 +490,7 @@ void SweepManager::run(const store::SweepRow& row, const std::shared_ptr<Active>
                                 {"steps_planned", stored.size()},
                                 {"percent", 100},
                                 {"eta_s", 0}});
-      return finish(id, "succeeded", fin->result, fmt::format("after {} steps", stored.size()));
+      return finish(id, "succeeded", with_record(fin->result, row.spec), fmt::format("after {} steps", stored.size()));
     }
     if (const auto* fail = std::get_if<Fail>(&action)) return finish(id, "failed", nullptr, fail->reason);
     if (std::chrono::system_clock::now() - p.started > options_.max_total_sweep) {
@@ -526,6 +557,9 @@ bool SweepManager::run_step(const store::SweepRow& row, Prepared& p, const std::
 void SweepManager::store_step(const std::string& id, const JobSpec& spec, const StepOrder& order, int index,
                               const std::string& started_at, loadgen::StepResult&& result) {
   JudgedStep judged = judge_step(spec, order, result);
+  if (spec.workload.dataset) {
+    judged.row.summary["dataset"] = {{"id", spec.workload.dataset->id}, {"sha256", spec.workload.dataset->sha256}};
+  }
   judged.row.index = index;
   judged.row.started_at = started_at;
   judged.row.finished_at = store::utc_now();

@@ -22,6 +22,9 @@
 #include <thread>
 #include <vector>
 
+#include "core/error.hpp"
+#include "llm/dataset.hpp"
+#include "llm/workload.hpp"
 #include "store/store.hpp"
 
 namespace boost::asio {
@@ -102,6 +105,8 @@ class SweepManager {
   // Parses the stored spec, re-checks the allow-list and calibrates prompts; nullopt after
   // finishing the sweep as failed.
   std::optional<Prepared> prepare(const store::SweepRow& row, const std::shared_ptr<Active>& active);
+  // A stored dataset's entries, checked against the sha256 the job recorded.
+  Result<std::vector<llm::DatasetEntry>> load_dataset(const llm::DatasetRef& ref);
   // Runs one ordered step under the time limit; false when the sweep ended meanwhile.
   bool run_step(const store::SweepRow& row, Prepared& p, const std::shared_ptr<Active>& active, const StepOrder& order,
                 int index, int steps_planned);

@@ -74,12 +74,12 @@ TEST_CASE("store: migrations apply once and the version is recorded - WAL is on"
   TempDb db;
   {
     Store s(db.path.string());
-    CHECK(s.schema_version() == 4);
+    CHECK(s.schema_version() == 5);
     s.insert_sweep(sweep_row("a"));
     CHECK(fs::exists(db.path.string() + "-wal"));
   }
   Store again(db.path.string());  // reopening applies nothing twice and keeps the data
-  CHECK(again.schema_version() == 4);
+  CHECK(again.schema_version() == 5);
   CHECK(again.sweep("a").has_value());
   CHECK(again.writable());
 }
@@ -104,7 +104,7 @@ TEST_CASE("store: the steps table rebuild (version 4) keeps every step and reque
     sqlite3_close(raw);
   }
   Store again(db.path.string());
-  CHECK(again.schema_version() == 4);
+  CHECK(again.schema_version() == 5);
   auto steps = again.steps("a");
   REQUIRE(steps.size() == 2);
   CHECK(steps[1].kind == "level");
@@ -331,4 +331,45 @@ TEST_CASE("store: request rows written in batches read back whole, one by one an
     CHECK(paged[i].second.index == all[i].second.index);
   }
   CHECK(s.requests_page("nobody", std::nullopt, 50).empty());
+}
+
+TEST_CASE("store: datasets are stored once per content, listed, and not deleted while a job names them") {
+  TempDb db("datasets");
+  Store s(db.path.string());
+  DatasetRow d;
+  d.id = "ds-00000000000000aa";
+  d.sha256 = std::string(62, '0') + "aa";
+  d.name = "first";
+  d.format = "jsonl";
+  d.bytes = 20;
+  d.items = 1;
+  d.stats = {{"prompt_tokens", {{"max", 3}}}};
+  const std::string content = "{\"prompt\": \"a b c\"}\n";
+  auto [row, inserted] = s.insert_dataset(d, content);
+  CHECK(inserted);
+  CHECK_FALSE(row.created_at.empty());
+  DatasetRow again = d;
+  again.name = "second";
+  auto [row2, inserted2] = s.insert_dataset(again, content);
+  CHECK_FALSE(inserted2);
+  CHECK(row2.name == "first");  // the stored one, unchanged
+  CHECK(s.list_datasets(10, 0).size() == 1);
+  CHECK(s.dataset(d.id)->stats["prompt_tokens"]["max"] == 3);
+  CHECK(s.dataset_content(d.id) == content);
+  CHECK_FALSE(s.dataset("ds-ffffffffffffffff").has_value());
+  CHECK_FALSE(s.dataset_content("ds-ffffffffffffffff").has_value());
+
+  SweepRow job = sweep_row("sw-1");
+  job.spec["workload"] = {{"dataset", {{"id", d.id}}}};
+  s.insert_sweep(job);
+  CHECK(s.jobs_using_dataset(d.id) == std::vector<std::string>{"sw-1"});
+  CHECK(s.delete_dataset(d.id) == Store::DeleteDataset::in_use);
+  REQUIRE(s.transition("sw-1", "queued", "running"));
+  CHECK(s.delete_dataset(d.id) == Store::DeleteDataset::in_use);
+  s.finish_sweep("sw-1", "failed", nullptr, "x");
+  CHECK(s.jobs_using_dataset(d.id).empty());
+  CHECK(s.delete_dataset(d.id) == Store::DeleteDataset::deleted);
+  CHECK(s.delete_dataset(d.id) == Store::DeleteDataset::absent);
+  CHECK(s.list_datasets(10, 0).empty());
+  CHECK(s.schema_version() == 5);
 }

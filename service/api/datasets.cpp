@@ -1,0 +1,124 @@
+// Handlers of the datasets resource: upload, list, read, delete. A dataset is stored once per
+// content (its id comes from the SHA-256 of the bytes); jobs name it in workload.dataset.
+
+#include <fmt/format.h>
+
+#include "api/guard.hpp"
+#include "api/handlers.hpp"
+#include "core/text.hpp"
+#include "llm/dataset.hpp"
+
+namespace capsweep::api {
+
+namespace {
+
+using json = nlohmann::json;
+
+ApiError no_dataset(const std::string& id) {
+  return api_error(errc::not_found, fmt::format("no dataset {}", printable_ascii(id, 64)), "id");
+}
+
+json lengths_json(const llm::DatasetStats::Lengths& l) {
+  if (l.count == 0) return {{"items", 0}, {"p50", nullptr}, {"p95", nullptr}, {"max", nullptr}};
+  return {{"items", l.count}, {"p50", l.p50}, {"p95", l.p95}, {"max", l.max}};
+}
+
+json dataset_view(const store::DatasetRow& d) {
+  return {{"id", d.id},         {"name", d.name},   {"format", d.format},         {"items", d.items},
+          {"sha256", d.sha256}, {"bytes", d.bytes}, {"created_at", d.created_at}, {"stats", d.stats}};
+}
+
+// The first line of a JSONL body nested deeper than `max_depth`, as "line N: /pointer".
+std::optional<std::string> jsonl_too_deep(std::string_view text, int max_depth) {
+  std::optional<std::string> found;
+  for_each_line(text, [&](std::string_view line, std::size_t line_no) {
+    if (auto p = json_too_deep(line, max_depth)) found = fmt::format("line {}: {}", line_no, *p);
+    return !found;
+  });
+  return found;
+}
+
+}  // namespace
+
+// POST /v1/datasets?name=&format=jsonl|sharegpt: the body is the file.
+Answer create_dataset(Env& env, const Call& c) {
+  const ServiceConfig& config = *env.ctx.config;
+  const std::string& body = c.req.body();
+  if (body.empty()) return api_error(errc::invalid_argument, "the body is the dataset file; it is empty", "body");
+  llm::DatasetFormat format = llm::sniff_dataset_format(body);
+  if (auto f = c.query.find("format"); f != c.query.end()) {
+    auto parsed = llm::parse_dataset_format(f->second);
+    if (!parsed) return api_error(errc::invalid_argument, "format must be jsonl or sharegpt", "format");
+    format = *parsed;
+  }
+  std::string name;
+  if (auto n = c.query.find("name"); n != c.query.end()) {
+    if (n->second.size() > 200 || printable_ascii(n->second, 200) != n->second) {
+      return api_error(errc::invalid_argument, "name must be at most 200 printable ASCII characters", "name");
+    }
+    name = n->second;
+  }
+  const int depth = config.limits.max_json_depth;
+  const auto deep = format == llm::DatasetFormat::jsonl ? jsonl_too_deep(body, depth) : json_too_deep(body, depth);
+  if (deep) {
+    return api_error(errc::invalid_argument, fmt::format("nested deeper than the service's limit of {} levels", depth),
+                     *deep);
+  }
+  auto parsed = llm::parse_dataset(format, body);
+  if (!parsed) return from_error(parsed.error());
+  store::DatasetRow row;
+  row.sha256 = llm::sha256_hex(body);
+  row.id = llm::dataset_id(row.sha256);
+  row.name = name;
+  row.format = std::string(llm::to_string(format));
+  row.bytes = body.size();
+  row.items = parsed->stats.items;
+  row.stats = {{"counter", "words"},
+               {"prompt_tokens", lengths_json(parsed->stats.prompt_tokens)},
+               {"output_tokens", lengths_json(parsed->stats.output_tokens)}};
+  parsed->entries.clear();  // only the bytes are stored
+  parsed->entries.shrink_to_fit();
+  if (!env.ctx.store->writable()) {
+    return api_error(errc::unavailable, "the database cannot be written now (disk full or locked); nothing was stored");
+  }
+  auto [stored, inserted] = env.ctx.store->insert_dataset(row, body);
+  json view = dataset_view(stored);
+  view["created"] = inserted;
+  Response res = json_ok(c.req, inserted ? bhttp::status::created : bhttp::status::ok, view);
+  res.set(bhttp::field::location, "/v1/datasets/" + stored.id);
+  return res;
+}
+
+// GET /v1/datasets: newest first.
+Answer list_datasets(Env& env, const Call& c) {
+  json items = json::array();
+  for (const auto& d : env.ctx.store->list_datasets(1000, 0)) items.push_back(dataset_view(d));
+  return json_ok(c.req, bhttp::status::ok, {{"datasets", items}});
+}
+
+Answer get_dataset(Env& env, const Call& c) {
+  auto d = env.ctx.store->dataset(c.id);
+  if (!d) return no_dataset(c.id);
+  json view = dataset_view(*d);
+  view["used_by"] = env.ctx.store->jobs_using_dataset(c.id);
+  return json_ok(c.req, bhttp::status::ok, view);
+}
+
+// DELETE /v1/datasets/{id}: 409 while a queued or running job names it.
+Answer delete_dataset(Env& env, const Call& c) {
+  switch (env.ctx.store->delete_dataset(c.id)) {
+    case store::Store::DeleteDataset::deleted:
+      return no_content(c.req);
+    case store::Store::DeleteDataset::absent:
+      return no_dataset(c.id);
+    case store::Store::DeleteDataset::in_use:
+      break;
+  }
+  const auto users = env.ctx.store->jobs_using_dataset(c.id);
+  return api_error(errc::conflict,
+                   fmt::format("queued or running jobs use the dataset ({}); cancel them first",
+                               users.empty() ? std::string("-") : fmt::format("{}", fmt::join(users, ", "))),
+                   "id");
+}
+
+}  // namespace capsweep::api

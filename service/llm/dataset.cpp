@@ -1,0 +1,271 @@
+#include "llm/dataset.hpp"
+
+#include <fmt/format.h>
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <nlohmann/json.hpp>
+
+#include "core/stats.hpp"
+#include "core/text.hpp"
+
+namespace capsweep::llm {
+namespace {
+
+using json = nlohmann::json;
+
+// A problem with one item: the message names the place, the field is "line N: /pointer"
+// (JSONL) or "/N/pointer" (ShareGPT).
+struct ItemError {
+  std::string pointer;  // within the item, "" for the item itself
+  std::string message;
+};
+
+std::optional<std::uint32_t> length_field(const json& item, const char* key, std::optional<ItemError>& err) {
+  auto it = item.find(key);
+  if (it == item.end()) return std::nullopt;
+  if (!it->is_number_integer() || it->get<std::int64_t>() < 1 || it->get<std::int64_t>() > kMaxDatasetTokens) {
+    err = ItemError{fmt::format("/{}", key), fmt::format("must be an integer in [1, {}]", kMaxDatasetTokens)};
+    return std::nullopt;
+  }
+  return static_cast<std::uint32_t>(it->get<std::int64_t>());
+}
+
+// The chat messages of an item: a non-empty array of {"role": string, "content": string}.
+std::optional<ItemError> read_messages(const json& messages, DatasetEntry& out) {
+  if (!messages.is_array() || messages.empty()) return ItemError{"/messages", "must be a non-empty array of messages"};
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    const json& m = messages[i];
+    const std::string at = fmt::format("/messages/{}", i);
+    if (!m.is_object()) return ItemError{at, "must be an object with \"role\" and \"content\""};
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string() || role->get_ref<const std::string&>().empty()) {
+      return ItemError{at + "/role", "must be a non-empty string (system, user, assistant, tool)"};
+    }
+    auto content = m.find("content");
+    if (content == m.end() || !content->is_string()) return ItemError{at + "/content", "must be a string"};
+    if (!out.prompt.empty()) out.prompt += "\n\n";
+    out.prompt += content->get_ref<const std::string&>();
+  }
+  out.messages = messages.dump();
+  return std::nullopt;
+}
+
+std::optional<ItemError> read_quality_fields(const json& item, DatasetEntry& out) {
+  json q = json::object();
+  if (auto it = item.find("response_format"); it != item.end()) {
+    if (!it->is_object() || !it->contains("type")) {
+      return ItemError{"/response_format", "must be an object with \"type\" (json_object or json_schema)"};
+    }
+    q["response_format"] = *it;
+  }
+  if (auto it = item.find("tools"); it != item.end()) {
+    if (!it->is_array()) return ItemError{"/tools", "must be an array of tool objects"};
+    for (std::size_t i = 0; i < it->size(); ++i) {
+      if (!(*it)[i].is_object()) return ItemError{fmt::format("/tools/{}", i), "must be an object"};
+    }
+    q["tools"] = *it;
+  }
+  if (auto it = item.find("tool_choice"); it != item.end()) {
+    if (!it->is_string() && !it->is_object()) return ItemError{"/tool_choice", "must be a string or an object"};
+    q["tool_choice"] = *it;
+  }
+  if (auto it = item.find("expect"); it != item.end()) {
+    if (!it->is_object()) return ItemError{"/expect", "must be an object"};
+    q["expect"] = *it;
+  }
+  if (!q.empty()) out.quality = q.dump();
+  return std::nullopt;
+}
+
+std::optional<ItemError> read_jsonl_item(const json& item, DatasetEntry& out) {
+  if (!item.is_object()) return ItemError{"", "must be a JSON object"};
+  const auto prompt = item.find("prompt");
+  const auto messages = item.find("messages");
+  if ((prompt == item.end()) == (messages == item.end())) {
+    return ItemError{"", "needs exactly one of \"prompt\" (a string) and \"messages\" (an array)"};
+  }
+  if (prompt != item.end()) {
+    if (!prompt->is_string()) return ItemError{"/prompt", "must be a string"};
+    out.prompt = prompt->get<std::string>();
+  } else if (auto e = read_messages(*messages, out)) {
+    return e;
+  }
+  if (count_words(out.prompt) == 0) {
+    return ItemError{prompt != item.end() ? "/prompt" : "/messages", "the prompt is empty"};
+  }
+  if (count_words(out.prompt) > kMaxDatasetTokens) {
+    return ItemError{prompt != item.end() ? "/prompt" : "/messages",
+                     fmt::format("the prompt is longer than {} words", kMaxDatasetTokens)};
+  }
+  std::optional<ItemError> err;
+  out.max_tokens = length_field(item, "max_tokens", err);
+  if (err) return err;
+  out.output_tokens = length_field(item, "output_tokens", err);
+  if (err) return err;
+  return read_quality_fields(item, out);
+}
+
+DatasetStats::Lengths lengths_of(std::vector<double> values) {
+  DatasetStats::Lengths l;
+  l.count = values.size();
+  if (values.empty()) return l;
+  std::sort(values.begin(), values.end());
+  l.p50 = percentile_sorted(values, 50);
+  l.p95 = percentile_sorted(values, 95);
+  l.max = values.back();
+  return l;
+}
+
+}  // namespace
+
+std::string_view to_string(DatasetFormat f) noexcept {
+  return f == DatasetFormat::sharegpt ? "sharegpt" : "jsonl";
+}
+
+std::optional<DatasetFormat> parse_dataset_format(std::string_view s) noexcept {
+  if (s == "jsonl") return DatasetFormat::jsonl;
+  if (s == "sharegpt") return DatasetFormat::sharegpt;
+  return std::nullopt;
+}
+
+DatasetFormat sniff_dataset_format(std::string_view text) noexcept {
+  for (char c : text) {
+    if (std::isspace(static_cast<unsigned char>(c))) continue;
+    return c == '[' ? DatasetFormat::sharegpt : DatasetFormat::jsonl;
+  }
+  return DatasetFormat::jsonl;
+}
+
+Result<std::vector<DatasetEntry>> parse_jsonl(std::string_view text) {
+  std::vector<DatasetEntry> out;
+  std::optional<Error> failure;
+  for_each_line(text, [&](std::string_view line, std::size_t line_no) {
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.remove_suffix(1);
+    if (line.empty()) return true;
+    auto fail = [&](const ItemError& e) {
+      const std::string field = fmt::format("line {}: {}", line_no, e.pointer.empty() ? "/" : e.pointer);
+      failure = Error{errc::parse_error, fmt::format("JSONL {}: {}", field, e.message), field};
+      return false;
+    };
+    auto j = json::parse(line, nullptr, false);
+    if (j.is_discarded()) return fail({"", "not valid JSON"});
+    DatasetEntry d;
+    if (auto e = read_jsonl_item(j, d)) return fail(*e);
+    out.push_back(std::move(d));
+    return true;
+  });
+  if (failure) return *failure;
+  if (out.empty()) return Error{errc::parse_error, "the JSONL file has no prompt", ""};
+  return out;
+}
+
+Result<std::vector<DatasetEntry>> parse_sharegpt(std::string_view text) {
+  std::vector<DatasetEntry> out;
+  std::optional<Error> failure;
+  std::size_t index = 0;  // of the top-level entry being read
+  bool top_is_array = false;
+  auto fail = [&](std::string field, std::string message) {
+    if (!failure) failure = Error{errc::parse_error, std::move(message), std::move(field)};
+  };
+  // Each top-level entry is built, read and dropped in turn (the callback returns false for
+  // it), so the parsed document never holds more than one conversation.
+  auto on_event = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (depth == 0 && (event == json::parse_event_t::array_start || event == json::parse_event_t::object_start)) {
+      top_is_array = event == json::parse_event_t::array_start;
+      return true;
+    }
+    if (depth != 1) return true;
+    const bool entry_end = event == json::parse_event_t::object_end || event == json::parse_event_t::array_end ||
+                           event == json::parse_event_t::value;
+    if (!entry_end || !top_is_array) return true;
+    const std::size_t i = index++;
+    if (failure) return false;
+    const std::string where = fmt::format("/{}/conversations", i);
+    if (!parsed.is_object() || !parsed.contains("conversations") || !parsed["conversations"].is_array()) {
+      fail(where, fmt::format("entry {} has no 'conversations' array", i));
+      return false;
+    }
+    const json& turns = parsed["conversations"];
+    if (turns.size() < 2) return false;
+    for (std::size_t t = 0; t < 2; ++t) {
+      if (!turns[t].is_object() || !turns[t].contains("value") || !turns[t]["value"].is_string()) {
+        fail(fmt::format("{}/{}/value", where, t), fmt::format("entry {} turn {} has no string 'value'", i, t));
+        return false;
+      }
+      if (auto f = turns[t].find("from"); f != turns[t].end() && !f->is_string()) {
+        fail(fmt::format("{}/{}/from", where, t), fmt::format("entry {} turn {}: 'from' must be a string", i, t));
+        return false;
+      }
+    }
+    DatasetEntry d;
+    d.prompt = turns[0]["value"].get<std::string>();
+    d.reference_output_words = count_words(turns[1]["value"].get_ref<const std::string&>());
+    if (count_words(d.prompt) == 0 || d.reference_output_words == 0) return false;
+    if (count_words(d.prompt) > kMaxDatasetTokens || d.reference_output_words > kMaxDatasetTokens) {
+      fail(where, fmt::format("entry {} is longer than {} words", i, kMaxDatasetTokens));
+      return false;
+    }
+    out.push_back(std::move(d));
+    return false;
+  };
+  auto doc = json::parse(text, on_event, false);
+  if (failure) return *failure;
+  if (doc.is_discarded()) return Error{errc::parse_error, "the ShareGPT file is not valid JSON", ""};
+  if (!top_is_array) return Error{errc::parse_error, "a ShareGPT file is a JSON array of conversations", ""};
+  if (out.empty()) return Error{errc::parse_error, "the ShareGPT file has no usable conversation", ""};
+  return out;
+}
+
+DatasetStats dataset_stats(const std::vector<DatasetEntry>& entries) {
+  std::vector<double> prompts, outputs;
+  prompts.reserve(entries.size());
+  for (const auto& e : entries) {
+    prompts.push_back(count_words(e.prompt));
+    if (e.output_tokens)
+      outputs.push_back(*e.output_tokens);
+    else if (e.max_tokens)
+      outputs.push_back(*e.max_tokens);
+    else if (e.reference_output_words)
+      outputs.push_back(e.reference_output_words);
+  }
+  DatasetStats s;
+  s.items = entries.size();
+  s.prompt_tokens = lengths_of(std::move(prompts));
+  s.output_tokens = lengths_of(std::move(outputs));
+  return s;
+}
+
+Result<Dataset> parse_dataset(DatasetFormat format, std::string_view text) {
+  auto entries = format == DatasetFormat::sharegpt ? parse_sharegpt(text) : parse_jsonl(text);
+  if (!entries) return entries.error();
+  Dataset d;
+  d.stats = dataset_stats(*entries);
+  d.entries = std::move(*entries);
+  return d;
+}
+
+std::string sha256_hex(std::string_view bytes) {
+  std::array<unsigned char, EVP_MAX_MD_SIZE> md{};
+  unsigned int n = 0;
+  if (EVP_Digest(bytes.data(), bytes.size(), md.data(), &n, EVP_sha256(), nullptr) != 1) {
+    throw std::runtime_error("SHA-256 failed");
+  }
+  std::string out;
+  out.reserve(2 * n);
+  for (unsigned int i = 0; i < n; ++i) out += fmt::format("{:02x}", md[i]);
+  return out;
+}
+
+std::string dataset_id(std::string_view sha256) {
+  return "ds-" + std::string(sha256.substr(0, 16));
+}
+
+bool is_dataset_id(std::string_view id) noexcept {
+  if (id.size() != 19 || id.substr(0, 3) != "ds-") return false;
+  return std::all_of(id.begin() + 3, id.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+}  // namespace capsweep::llm

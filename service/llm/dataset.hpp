@@ -1,0 +1,76 @@
+#pragma once
+// Prompt datasets: the two file formats capsweep reads (JSONL items and ShareGPT
+// conversations), checked item by item with errors naming the line or entry and the field,
+// their length statistics, and the content address (sha256) a stored dataset is known by.
+// Pure apart from hashing: the caller reads and stores the bytes.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace capsweep::llm {
+
+enum class DatasetFormat { jsonl, sharegpt };
+std::string_view to_string(DatasetFormat f) noexcept;
+std::optional<DatasetFormat> parse_dataset_format(std::string_view s) noexcept;
+// The format a file's first non-blank byte suggests: '[' ShareGPT, anything else JSONL.
+DatasetFormat sniff_dataset_format(std::string_view text) noexcept;
+
+struct DatasetEntry {
+  std::string prompt;                          // the text (a messages item: its contents joined by blank lines)
+  std::string messages;                        // a messages item: the chat messages as a JSON array text; "" otherwise
+  std::optional<std::uint32_t> max_tokens;     // the request's cap, when the item gives one
+  std::optional<std::uint32_t> output_tokens;  // the reference answer's length, when given
+  std::uint32_t reference_output_words = 0;    // ShareGPT: words of the answer turn
+  // What regression quality checks read: {"response_format", "tools", "tool_choice",
+  // "expect"} as a JSON object text; "" when the item has none of them.
+  std::string quality;
+};
+
+// The lengths of a dataset as the engine counts them before calibration: whitespace words,
+// one token each (a job scales them by the target's calibrated tokens per word).
+struct DatasetStats {
+  std::uint64_t items = 0;
+  struct Lengths {
+    std::uint64_t count = 0;  // items with this length
+    double p50 = 0, p95 = 0, max = 0;
+  };
+  Lengths prompt_tokens;
+  Lengths output_tokens;  // items that give an output length (output_tokens, max_tokens, answer)
+};
+
+struct Dataset {
+  std::vector<DatasetEntry> entries;
+  DatasetStats stats;
+};
+
+// Items longer than this (prompt words, output tokens) are refused at upload.
+inline constexpr std::uint32_t kMaxDatasetTokens = 1'000'000;
+
+// JSONL: one object a line with "prompt" (string) or "messages" ([{"role", "content"}]),
+// optional "output_tokens", "max_tokens" (integers in [1, 1000000]), "response_format"
+// (object), "tools" (array of objects), "tool_choice" (string or object) and "expect"
+// (object); other keys are ignored. Blank lines are skipped. Errors name the 1-based line
+// and the field: field "line 3: /messages/0/content".
+Result<std::vector<DatasetEntry>> parse_jsonl(std::string_view text);
+// ShareGPT JSON: an array of {"conversations": [{"from", "value"}, ...]}; the first turn is
+// the prompt, the second's word count the answer's length. Entries with fewer than two turns
+// are skipped. Read entry by entry (the whole document is never held as a tree). Errors name
+// the entry: field "/12/conversations/1/value".
+Result<std::vector<DatasetEntry>> parse_sharegpt(std::string_view text);
+// Either format, with the statistics.
+Result<Dataset> parse_dataset(DatasetFormat format, std::string_view text);
+DatasetStats dataset_stats(const std::vector<DatasetEntry>& entries);
+
+// Lowercase hex SHA-256 of the bytes.
+std::string sha256_hex(std::string_view bytes);
+// The id a dataset with that SHA-256 is stored under: "ds-" and the hash's first 16 digits.
+std::string dataset_id(std::string_view sha256);
+// Whether `id` has the form dataset_id() gives.
+bool is_dataset_id(std::string_view id) noexcept;
+
+}  // namespace capsweep::llm
