@@ -53,7 +53,8 @@ std::optional<ServerUrl> parse_server_url(const std::string& url, std::string& e
 ApiClient::ApiClient(ServerUrl server, std::string token, std::chrono::milliseconds timeout)
     : server_(std::move(server)), token_(std::move(token)), timeout_(timeout) {}
 
-HttpAnswer ApiClient::request(const std::string& method, const std::string& path, const std::string& body) const {
+HttpAnswer ApiClient::request(const std::string& method, const std::string& path, const std::string& body,
+                              const std::string& content_type) const {
   HttpAnswer out;
   try {
     asio::io_context io;
@@ -65,7 +66,7 @@ HttpAnswer ApiClient::request(const std::string& method, const std::string& path
     req.set(bhttp::field::host, server_.host);
     req.set(bhttp::field::user_agent, "capsweep-cli");
     if (!token_.empty()) req.set(bhttp::field::authorization, "Bearer " + token_);
-    if (!body.empty()) req.set(bhttp::field::content_type, "application/json");
+    if (!body.empty()) req.set(bhttp::field::content_type, content_type);
     req.keep_alive(false);
     req.body() = body;
     req.prepare_payload();

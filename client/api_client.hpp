@@ -27,7 +27,9 @@ struct HttpAnswer {
 class ApiClient {
  public:
   ApiClient(ServerUrl server, std::string token, std::chrono::milliseconds timeout = std::chrono::milliseconds(30'000));
-  HttpAnswer request(const std::string& method, const std::string& path, const std::string& body = {}) const;
+  // A body is sent as `content_type` (JSON unless told).
+  HttpAnswer request(const std::string& method, const std::string& path, const std::string& body = {},
+                     const std::string& content_type = "application/json") const;
 
  private:
   ServerUrl server_;

@@ -48,6 +48,29 @@ void add_autoscale(CLI::App& app, Args& a) {
   cmd->add_option("--prometheus", s.prometheus, "Prometheus server address for KEDA");
 }
 
+void add_dataset_commands(CLI::App& app, Args& a) {
+  auto* ds = app.add_subcommand("dataset", "prompt datasets stored by capsweepd (upload, list, show, rm)");
+  ds->require_subcommand(1);
+  auto* up = ds->add_subcommand("upload", "upload a JSONL or ShareGPT file; prints its id");
+  up->add_option("FILE", a.file, "the dataset file")->required()->check(CLI::ExistingFile);
+  up->add_option("--name", a.name, "a name to list it by");
+  up->add_option("--format", a.format, "jsonl or sharegpt (default: from the file's first character)")
+      ->check(CLI::IsMember({"jsonl", "sharegpt"}));
+  ds->add_subcommand("list", "stored datasets, newest first");
+  ds->add_subcommand("show", "one dataset: items, sha256, lengths, the jobs using it")
+      ->add_option("ID", a.id, "dataset id")
+      ->required();
+  ds->add_subcommand("rm", "delete a dataset (refused while a queued or running job uses it)")
+      ->add_option("ID", a.id, "dataset id")
+      ->required();
+  auto* lengths = app.add_subcommand(
+      "lengths", "token lengths of a dataset file or a CSV of counts, as ready prompt_tokens/output_tokens blocks");
+  lengths->add_option("FILE", a.file, "JSONL, ShareGPT, or CSV of token counts")->required()->check(CLI::ExistingFile);
+  lengths->add_option("--bins", a.bins, "bins of the empirical histogram")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+}
+
 }  // namespace
 
 std::variant<Args, int> parse_args(int argc, char** argv) {
@@ -64,6 +87,7 @@ std::variant<Args, int> parse_args(int argc, char** argv) {
       "3 SLO verdict fail, 4 inconclusive.");
   add_job_commands(app, a);
   add_autoscale(app, a);
+  add_dataset_commands(app, a);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -72,7 +96,9 @@ std::variant<Args, int> parse_args(int argc, char** argv) {
     app.exit(e);
     return static_cast<int>(kUsage);
   }
-  a.command = app.get_subcommands().front()->get_name();
+  const CLI::App* cmd = app.get_subcommands().front();
+  a.command = cmd->get_name();
+  if (a.command == "dataset") a.command += "-" + cmd->get_subcommands().front()->get_name();
   return a;
 }
 

@@ -12,7 +12,9 @@
 #include <thread>
 
 #include "api_client.hpp"
+#include "core/text.hpp"
 #include "format.hpp"
+#include "lengths.hpp"
 
 namespace capsweep::cli {
 
@@ -111,7 +113,7 @@ int watch(const ApiClient& c, const std::string& id, const Options& o, std::opti
 }
 
 std::optional<std::string> read_file(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
   std::stringstream s;
   s << in.rdbuf();
@@ -159,14 +161,7 @@ int report(const ApiClient& c, const Args& a) {
 }
 
 std::string query_encode(const std::string& v) {
-  std::string out;
-  for (unsigned char ch : v) {
-    if (std::isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~')
-      out += static_cast<char>(ch);
-    else
-      out += fmt::format("%{:02X}", ch);
-  }
-  return out;
+  return percent_encode(v);
 }
 
 int autoscale(const ApiClient& c, const Args& a) {
@@ -249,15 +244,137 @@ int list(const ApiClient& c, const Args& a) {
         rate = fmt::format("{:.1f}", r["max_slo_rate_rps"].get<double>());
       if (r.contains("verdict")) rate = text_of(r, "verdict", "-");
     }
-    fmt::print("{:<20} {:<6} {:<10} {:<25} {:>12}  {}\n", text_of(s, "id", ""), text_of(s, "kind", ""),
-               text_of(s, "status", ""), text_of(s, "created_at", ""), rate, text_of(s, "name", ""));
+    std::string labels;
+    if (s.contains("labels") && s["labels"].is_object()) {
+      for (const auto& [k, v] : s["labels"].items())
+        if (v.is_string()) labels += fmt::format(" {}={}", terminal_safe(k), terminal_safe(v.get<std::string>()));
+    }
+    fmt::print("{:<20} {:<6} {:<10} {:<25} {:>12}  {}{}\n", text_of(s, "id", ""), text_of(s, "kind", ""),
+               text_of(s, "status", ""), text_of(s, "created_at", ""), rate, text_of(s, "name", ""),
+               labels.empty() ? "" : "  [" + labels.substr(1) + "]");
   }
+  return kOk;
+}
+
+// Whether a file's first non-blank byte is '[' (a ShareGPT array).
+bool llm_sniff_is_array(std::string_view text) {
+  for (char ch : text)
+    if (!std::isspace(static_cast<unsigned char>(ch))) return ch == '[';
+  return false;
+}
+
+std::string dataset_line(const json& d) {
+  const json& p = d.value("stats", json::object()).value("prompt_tokens", json::object());
+  std::string lengths = "-";
+  if (p.value("p50", json()).is_number())
+    lengths =
+        fmt::format("{:.0f}/{:.0f}/{:.0f}", p["p50"].get<double>(), p["p95"].get<double>(), p["max"].get<double>());
+  return fmt::format("{:<20} {:<9} {:>8} {:>11} {:>15}  {:<25} {}\n", text_of(d, "id", ""), text_of(d, "format", ""),
+                     d.value("items", json(0)).dump(), d.value("bytes", json(0)).dump(), lengths,
+                     text_of(d, "created_at", ""), text_of(d, "name", ""));
+}
+
+std::string dataset_header() {
+  return fmt::format("{:<20} {:<9} {:>8} {:>11} {:>15}  {:<25} {}\n", "id", "format", "items", "bytes",
+                     "prompt p50/p95/max", "created", "name");
+}
+
+// capsweep dataset upload FILE [--name N] [--format F]: prints the id (stdout) for scripts.
+int dataset_upload(const ApiClient& c, const Args& a) {
+  auto text = read_file(a.file);
+  if (!text) {
+    fmt::print(stderr, "capsweep: cannot read {}\n", a.file);
+    return kUsage;
+  }
+  std::string path = "/v1/datasets";
+  std::string sep = "?";
+  if (!a.name.empty()) {
+    path += sep + "name=" + query_encode(a.name);
+    sep = "&";
+  }
+  if (!a.format.empty()) path += sep + "format=" + a.format;
+  const bool sharegpt = a.format.empty() ? llm_sniff_is_array(*text) : a.format == "sharegpt";
+  auto r = c.request("POST", path, *text, sharegpt ? "application/json" : "application/x-ndjson");
+  if (r.status != 201 && r.status != 200) return report_error(r);
+  const json d = json::parse(r.body, nullptr, false);
+  if (a.o.json_out) {
+    fmt::print("{}\n", d.dump(2, ' ', false, json::error_handler_t::replace));
+    return kOk;
+  }
+  fmt::print(stderr, "{} {} ({} items, sha256 {})\n", r.status == 201 ? "stored" : "already stored as",
+             terminal_safe(text_of(d, "id", "")), d.value("items", json(0)).dump(),
+             terminal_safe(text_of(d, "sha256", "")));
+  fmt::print("{}\n", terminal_safe(text_of(d, "id", "")));
+  return kOk;
+}
+
+int dataset_list(const ApiClient& c, const Args& a) {
+  int code = kOk;
+  auto l = get_json(c, "/v1/datasets", code);
+  if (!l) return code;
+  if (a.o.json_out) {
+    fmt::print("{}\n", l->dump(2, ' ', false, json::error_handler_t::replace));
+    return kOk;
+  }
+  std::string out = dataset_header();
+  for (const auto& d : (*l)["datasets"]) out += dataset_line(d);
+  fmt::print("{}", terminal_safe(out, true));
+  return kOk;
+}
+
+int dataset_show(const ApiClient& c, const Args& a) {
+  int code = kOk;
+  auto d = get_json(c, "/v1/datasets/" + query_encode(a.id), code);
+  if (!d) return code;
+  if (a.o.json_out) {
+    fmt::print("{}\n", d->dump(2, ' ', false, json::error_handler_t::replace));
+    return kOk;
+  }
+  std::string out = dataset_header() + dataset_line(*d);
+  out += fmt::format("sha256 {}\n", text_of(*d, "sha256", ""));
+  for (const char* key : {"prompt_tokens", "output_tokens"}) {
+    const json& s = d->value("stats", json::object()).value(key, json::object());
+    if (s.value("p50", json()).is_number())
+      out += fmt::format("{:<14} {} items  p50 {:.1f}  p95 {:.1f}  max {:.0f}\n", key, s.value("items", json(0)).dump(),
+                         s["p50"].get<double>(), s["p95"].get<double>(), s["max"].get<double>());
+  }
+  const json users = d->value("used_by", json::array());
+  out += users.empty() ? "used by no queued or running job\n" : "used by " + users.dump() + "\n";
+  fmt::print("{}", terminal_safe(out, true));
+  return kOk;
+}
+
+int dataset_rm(const ApiClient& c, const Args& a) {
+  auto r = c.request("DELETE", "/v1/datasets/" + query_encode(a.id));
+  if (r.status != 204) return report_error(r);
+  if (!a.o.json_out) fmt::print(stderr, "deleted {}\n", terminal_safe(a.id));
+  return kOk;
+}
+
+// capsweep lengths FILE: read locally, nothing is sent.
+int lengths(const Args& a) {
+  auto text = read_file(a.file);
+  if (!text) {
+    fmt::print(stderr, "capsweep: cannot read {}\n", a.file);
+    return kUsage;
+  }
+  auto l = read_lengths(*text);
+  if (!l) {
+    fmt::print(stderr, "capsweep: {}: {}\n", a.file, l.error().message);
+    return kUsage;
+  }
+  const json summary = lengths_summary(*l, a.bins);
+  if (a.o.json_out)
+    fmt::print("{}\n", summary.dump(2));
+  else
+    fmt::print("{}", lengths_text(summary));
   return kOk;
 }
 
 }  // namespace
 
 int run_command(const Args& a) {
+  if (a.command == "lengths") return lengths(a);
   std::string error;
   auto url = parse_server_url(a.o.server, error);
   if (!url) {
@@ -275,6 +392,10 @@ int run_command(const Args& a) {
   if (a.command == "verdict") return verdict(c, a);
   if (a.command == "steps") return steps(c, a);
   if (a.command == "list") return list(c, a);
+  if (a.command == "dataset-upload") return dataset_upload(c, a);
+  if (a.command == "dataset-list") return dataset_list(c, a);
+  if (a.command == "dataset-show") return dataset_show(c, a);
+  if (a.command == "dataset-rm") return dataset_rm(c, a);
   return kUsage;
 }
 

@@ -26,12 +26,16 @@ struct AutoscaleArgs {
 // One parsed command line.
 struct Args {
   Options o;
-  std::string command;  // submit, check, status, watch, verdict, steps, list, cancel, autoscale, report
+  // submit, check, status, watch, verdict, steps, list, cancel, autoscale, report, lengths,
+  // dataset-upload, dataset-list, dataset-show, dataset-rm
+  std::string command;
   std::string spec_path, id, status_filter, output;
   bool wait = false;
   int limit = 20;
   std::optional<double> require_rate;
   AutoscaleArgs autoscale;
+  std::string file, name, format;  // dataset upload, lengths
+  std::size_t bins = 16;           // lengths
 };
 
 // Runs the command against the server; returns the exit code.

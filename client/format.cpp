@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/json_access.hpp"
+#include "core/metrics.hpp"
 #include "core/slo.hpp"
 
 namespace capsweep::cli {
@@ -161,13 +162,27 @@ std::string verdict_text(const json& sweep) {
 }
 
 std::string steps_table(const json& steps) {
-  std::string out =
-      fmt::format("{:>3}  {:<9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9}  {:<12} {}\n", "#", "phase", "offered",
-                  "achieved", "TTFT p50", "TTFT p95", "ITL p95", "TPOT", "goodput", "verdict", "notes");
-  out += fmt::format("{:>3}  {:<9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9}\n", "", "", "req/s", "req/s", "ms", "ms",
-                     "ms", "ms", "req/s");
+  // TTFT at the job's report.percentiles (p50/p95/p99 when they are the defaults); ITL p95;
+  // the target's mean running and waiting requests and its peak KV-cache use when scraped.
+  std::vector<double> qs;
+  if (!steps.empty() && at(at(steps[0], "summary"), "percentiles").is_array()) {
+    for (const auto& q : steps[0]["summary"]["percentiles"])
+      if (q.is_number()) qs.push_back(q.get<double>());
+  }
+  if (qs.empty() || qs == kDefaultPercentiles) qs = {50, 95, 99};
+  std::string head = fmt::format("{:>3}  {:<9} {:>9} {:>9}", "#", "phase", "offered", "achieved");
+  std::string units = fmt::format("{:>3}  {:<9} {:>9} {:>9}", "", "", "req/s", "req/s");
+  for (double q : qs) {
+    head += fmt::format(" {:>10}", "TTFT " + percentile_key(q));
+    units += fmt::format(" {:>10}", "ms");
+  }
+  head += fmt::format(" {:>8} {:>8} {:>9} {:>11} {:>5}  {:<12} {}\n", "ITL p95", "TPOT", "goodput", "run/wait", "KV%",
+                      "verdict", "notes");
+  units += fmt::format(" {:>8} {:>8} {:>9} {:>11} {:>5}\n", "ms", "ms", "req/s", "mean", "max");
+  std::string out = head + units;
   for (const auto& s : steps) {
     const json& m = at(s, "summary");
+    const json& server = at(s, "server");
     std::string notes;
     if (s.value("generator_limited", false)) notes += "generator-limited ";
     const json& sat = at(s, "evaluation").value("saturation", json::object());
@@ -175,11 +190,22 @@ std::string steps_table(const json& steps) {
     if (m.contains("probe")) notes += fmt::format("r_max {} ", num(at(at(m, "probe"), "rate_rps")));
     if (m.contains("rate_rps") && text_of(s, "kind", "") == "baseline")
       notes += fmt::format("r_sync {} ", num(at(m, "rate_rps"), "{:.2f}"));
-    out += fmt::format("{:>3}  {:<9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9}  {:<12} {}\n", s.value("index", 0),
-                       text_of(s, "phase", ""), num(at(s, "offered_rate_rps"), "{:.2f}"),
-                       num(at(m, "achieved_rate_rps"), "{:.2f}"), num(at(m, "p50_ttft_ms")), num(at(m, "p95_ttft_ms")),
-                       num(at(m, "p95_itl_ms")), num(at(m, "mean_tpot_ms")), num(at(m, "request_goodput"), "{:.2f}"),
+    if (at(m, "users").is_number()) notes += fmt::format("{} users ", at(m, "users").dump());
+    std::string row = fmt::format("{:>3}  {:<9} {:>9} {:>9}", s.value("index", 0), text_of(s, "phase", ""),
+                                  num(at(s, "offered_rate_rps"), "{:.2f}"), num(at(m, "achieved_rate_rps"), "{:.2f}"));
+    for (double q : qs) {
+      const std::string key = percentile_key(q) + "_ttft_ms";
+      row += fmt::format(" {:>10}", num(at(m, key.c_str())));
+    }
+    const json& kv = at(server, "max_kv_cache_usage");
+    const std::string run_wait = at(server, "mean_running").is_number()
+                                     ? num(at(server, "mean_running")) + "/" + num(at(server, "mean_waiting"))
+                                     : std::string("-");
+    row += fmt::format(" {:>8} {:>8} {:>9} {:>11} {:>5}  {:<12} {}\n", num(at(m, "p95_itl_ms")),
+                       num(at(m, "mean_tpot_ms")), num(at(m, "request_goodput"), "{:.2f}"), run_wait,
+                       kv.is_number() ? fmt::format("{:.0f}", 100 * kv.get<double>()) : std::string("-"),
                        text_of(s, "verdict", ""), notes);
+    out += row;
   }
   return out;
 }

@@ -16,6 +16,7 @@
 #include "core/text.hpp"
 #include "report/autoscale.hpp"
 #include "report/html.hpp"
+#include "report/percentiles.hpp"
 
 namespace capsweep::api {
 
@@ -33,27 +34,35 @@ Answer get_report(Env& env, const Call& c) {
                        report::render_report(sweep_view(env, *row), steps_view(env, c.id)));
 }
 
-// GET /v1/sweeps/{id}/steps.csv: one line per step with its main figures.
+// GET /v1/sweeps/{id}/steps.csv: one line per step with its main figures: the latencies at
+// the job's report.percentiles, and the target's scraped gauges (empty when not scraped).
 Answer get_steps_csv(Env& env, const Call& c) {
   auto row = env.ctx.store->sweep(c.id);
   if (!row) return no_sweep(c);
-  static const std::array<const char*, 19> keys{
-      "completed",         "failed",       "request_throughput",  "output_throughput", "request_goodput",
-      "achieved_rate_rps", "mean_ttft_ms", "p50_ttft_ms",         "p95_ttft_ms",       "p99_ttft_ms",
-      "mean_tpot_ms",      "p95_tpot_ms",  "mean_itl_ms",         "p95_itl_ms",        "p99_itl_ms",
-      "mean_e2el_ms",      "p95_e2el_ms",  "p99_schedule_lag_ms", "duration_s"};
+  const std::vector<double> qs = report::report_percentiles(row->spec);
+  std::vector<std::string> keys{"completed",         "failed",          "request_throughput",
+                                "output_throughput", "request_goodput", "achieved_rate_rps"};
+  for (const char* metric : {"ttft", "tpot", "itl", "e2el"}) {
+    for (auto& k : report::latency_keys(metric, qs)) keys.push_back(std::move(k));
+  }
+  for (const char* k : {"p99_schedule_lag_ms", "duration_s"}) keys.emplace_back(k);
+  static const std::array<const char*, 6> server_keys{"mean_running", "max_running",         "mean_waiting",
+                                                      "max_waiting",  "mean_kv_cache_usage", "max_kv_cache_usage"};
   std::string csv = "step,kind,phase,offered_rate_rps,verdict,generator_limited";
-  for (const char* k : keys) csv += std::string(",") + k;
+  for (const auto& k : keys) csv += "," + k;
+  for (const char* k : server_keys) csv += std::string(",server_") + k;
   csv += "\n";
+  auto cell = [](const json& j, const std::string& k) {
+    auto it = j.find(k);
+    return it != j.end() && it->is_number() ? fmt::format(",{:.4f}", it->get<double>()) : std::string(",");
+  };
   for (const auto& s : env.ctx.store->steps(c.id)) {
     csv += fmt::format("{},{},{},{},{},{}", s.index, s.kind, s.phase,
                        s.offered_rate_rps ? fmt::format("{:.4f}", *s.offered_rate_rps) : std::string(), s.verdict,
                        s.generator_limited ? 1 : 0);
-    for (const char* k : keys) {
-      auto it = s.summary.find(k);
-      csv += ",";
-      if (it != s.summary.end() && it->is_number()) csv += fmt::format("{:.4f}", it->get<double>());
-    }
+    for (const auto& k : keys) csv += cell(s.summary, k);
+    const json server = s.server.is_object() ? s.server : json::object();
+    for (const char* k : server_keys) csv += cell(server, k);
     csv += "\n";
   }
   return text_response(c.req, "text/csv; charset=utf-8", std::move(csv), c.id + "-steps.csv");

@@ -10,7 +10,9 @@
 
 #include "api/guard.hpp"
 #include "api/handlers.hpp"
+#include "core/json_access.hpp"
 #include "llm/target.hpp"
+#include "llm/workload.hpp"
 #include "sweep/spec.hpp"
 
 namespace capsweep::api {
@@ -176,11 +178,11 @@ std::optional<ApiError> check_allow_list(const ServiceConfig& config, const swee
                      fmt::format("target host '{}' is not in the service's allow_targets", spec.target.host),
                      "/target/base_url");
   }
-  if (!spec.metrics_url.empty()) {
-    auto m = llm::parse_base_url({}, spec.metrics_url, "/target/metrics_url");
+  for (const auto& [field, url] : sweep::side_urls(spec)) {
+    auto m = llm::parse_base_url({}, url, field);
     if (!m || !config.allow.allows(m->host)) {
-      return api_error(errc::forbidden, "metrics_url host is not in the service's allow_targets",
-                       "/target/metrics_url");
+      return api_error(errc::forbidden, fmt::format("the host of {} is not in the service's allow_targets", field),
+                       field);
     }
   }
   return std::nullopt;
@@ -189,7 +191,13 @@ std::optional<ApiError> check_allow_list(const ServiceConfig& config, const swee
 // Parses, validates and completes a spec document; the document is updated with defaults.
 Result<sweep::JobSpec> accepted_spec(Env& env, json& doc) {
   if (auto ok = env.spec_validator.validate(doc); !ok) return ok.error();
+  if (auto e = llm::check_dataset_workload(doc.value("workload", json::object()))) return *e;
   env.spec_validator.apply_defaults(doc);
+  // With a dataset, the synthesiser's settings do not apply: the record does not show them.
+  if (doc.contains("workload") && doc["workload"].contains("dataset")) {
+    doc["workload"].erase("prompt_tokens");
+    doc["workload"].erase("shared_prefix_tokens");
+  }
   if (doc.value("kind", "sweep") == "sweep" && !doc.contains("sweep")) {
     doc["sweep"] = json::object();
     env.spec_validator.apply_defaults(doc);
@@ -367,6 +375,9 @@ Answer list_sweeps(Env& env, const Call& c) {
   json items = json::array();
   for (const auto& row : env.ctx.store->list_sweeps(status, *limit, *offset)) {
     json v = sweep_view(env, row);
+    // What the target is (target.labels) stays in the list; the rest of the spec does not.
+    v["labels"] =
+        json_at(json_at(row.spec, "target"), "labels").is_object() ? row.spec["target"]["labels"] : json::object();
     v.erase("spec");
     items.push_back(std::move(v));
   }

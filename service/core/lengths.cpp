@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/fields.hpp"
+#include "core/stats.hpp"
 #include "core/text.hpp"
 
 namespace capsweep {
@@ -325,6 +326,59 @@ Result<LengthDist> parse_length_dist(const nlohmann::json& j, const std::string&
   return invalid(field + "/dist", fmt::format("unknown distribution '{}' (expected fixed, "
                                               "uniform, normal, lognormal or empirical)",
                                               dist));
+}
+
+Result<LengthFit> fit_lengths(std::vector<std::uint32_t> samples, std::size_t bins) {
+  if (samples.empty()) return invalid("", "no lengths to fit");
+  if (bins < 1) return invalid("/bins", "needs at least one bin");
+  std::sort(samples.begin(), samples.end());
+  if (samples.front() < 1) return invalid("", "lengths must be >= 1");
+  LengthFit f;
+  f.count = samples.size();
+  f.min = samples.front();
+  f.max = samples.back();
+  std::vector<double> as_double(samples.begin(), samples.end());
+  f.p50 = percentile_sorted(as_double, 50);
+  f.p95 = percentile_sorted(as_double, 95);
+  // Maximum likelihood on the logarithms: mu their mean, sigma their (population) deviation.
+  double sum = 0, sum_sq = 0;
+  for (double v : as_double) sum += std::log(v);
+  const double mu = sum / static_cast<double>(f.count);
+  for (double v : as_double) sum_sq += (std::log(v) - mu) * (std::log(v) - mu);
+  const double sigma = std::sqrt(sum_sq / static_cast<double>(f.count));
+  f.lognormal_median = std::exp(mu);
+  f.lognormal_p95 = std::exp(mu + kZ95 * sigma);
+  // Bins of equal width in log space between the smallest and the largest sample.
+  const double lo = std::log(static_cast<double>(f.min)), hi = std::log(static_cast<double>(f.max));
+  const std::size_t n_bins = f.min == f.max ? 1 : std::min<std::size_t>(bins, f.max - f.min + 1);
+  const double width = (hi - lo) / static_cast<double>(n_bins);
+  std::size_t next = 0;
+  for (std::size_t b = 0; b < n_bins && next < samples.size(); ++b) {
+    const double upper = b + 1 == n_bins ? hi : lo + width * static_cast<double>(b + 1);
+    const std::size_t first = next;
+    while (next < samples.size() && (b + 1 == n_bins || std::log(as_double[next]) < upper)) ++next;
+    if (next == first) continue;
+    const double centre = std::exp(lo + width * (static_cast<double>(b) + 0.5));
+    const double clamped = std::clamp(std::round(centre), as_double[first], as_double[next - 1]);
+    f.values.push_back(static_cast<std::uint32_t>(clamped));
+    f.weights.push_back(static_cast<double>(next - first));
+  }
+  return f;
+}
+
+nlohmann::json length_fit_blocks(const LengthFit& fit) {
+  nlohmann::json fitted;
+  if (fit.lognormal_p95 > fit.lognormal_median * (1 + 1e-9) && fit.lognormal_median >= 1) {
+    const auto round1 = [](double v) { return std::round(v * 10) / 10; };
+    fitted = {{"dist", "lognormal"},
+              {"median", round1(fit.lognormal_median)},
+              {"p95", std::max(round1(fit.lognormal_p95), round1(fit.lognormal_median) + 0.1)},
+              {"max", fit.max}};
+  } else {
+    fitted = {{"dist", "fixed"}, {"value", fit.min}};  // every sample the same: no spread to fit
+  }
+  return {{"lognormal", fitted},
+          {"empirical", {{"dist", "empirical"}, {"values", fit.values}, {"weights", fit.weights}}}};
 }
 
 }  // namespace capsweep

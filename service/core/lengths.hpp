@@ -50,6 +50,24 @@ class LengthDist {
 // blank lines and '#' comments ignored. Errors name the 1-based line.
 Result<LengthDist> parse_length_histogram_csv(std::string_view csv, const std::string& field);
 
+// What a sample of token counts (from a dataset or a log) looks like as a distribution the
+// job spec takes: its own p50/p95/max, the log-normal fitted to it (maximum likelihood on the
+// logarithms, given as median and p95 the way the spec writes it) and an empirical histogram
+// of at most `bins` bins of equal width in log space (values: each bin's rounded geometric
+// centre, clamped to the bin's samples; weights: sample counts). Needs one sample or more.
+struct LengthFit {
+  std::size_t count = 0;
+  double p50 = 0, p95 = 0;
+  std::uint32_t min = 0, max = 0;
+  double lognormal_median = 0, lognormal_p95 = 0;
+  std::vector<std::uint32_t> values;
+  std::vector<double> weights;
+};
+Result<LengthFit> fit_lengths(std::vector<std::uint32_t> samples, std::size_t bins = 16);
+// The two ready blocks: {"lognormal": {"dist": "lognormal", "median", "p95", "max"},
+// "empirical": {"dist": "empirical", "values", "weights"}}, each accepted by parse_length_dist.
+nlohmann::json length_fit_blocks(const LengthFit& fit);
+
 // Parses {"dist": "fixed"|"uniform"|"normal"|"lognormal"|"empirical", ...}; errors carry
 // a JSON pointer below `field` (e.g. "/workload/prompt_tokens/p95").
 Result<LengthDist> parse_length_dist(const nlohmann::json& j, const std::string& field);

@@ -79,6 +79,19 @@ nlohmann::json StepMetrics::summary(const std::vector<double>& percentiles) cons
   put("e2el", e2el_ms);
   put("ttft_sent", ttft_sent_ms);
   put("e2el_sent", e2el_sent_ms);
+  // Each latency's distribution at a fixed grid of percentiles, as [q, value] pairs, for the
+  // CDFs of a check's report (empty when the metric has no sample).
+  auto distribution = [](const SampleSet& s) {
+    nlohmann::json points = nlohmann::json::array();
+    if (s.empty()) return points;
+    for (double q : {0.0,  1.0,  2.0,  5.0,  10.0, 15.0, 20.0, 25.0, 30.0, 35.0, 40.0, 45.0, 50.0, 55.0,
+                     60.0, 65.0, 70.0, 75.0, 80.0, 85.0, 90.0, 95.0, 97.5, 99.0, 99.5, 99.9, 100.0}) {
+      points.push_back({q, s.percentile(q)});
+    }
+    return points;
+  };
+  j["distribution"] = {
+      {"ttft_ms", distribution(ttft_ms)}, {"itl_ms", distribution(itl_ms)}, {"e2el_ms", distribution(e2el_ms)}};
   j["itl_samples"] = itl_ms.count();
   j["p50_schedule_lag_ms"] = schedule_lag_ms.percentile(50);
   j["p99_schedule_lag_ms"] = schedule_lag_ms.percentile(99);

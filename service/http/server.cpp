@@ -213,7 +213,16 @@ asio::awaitable<bool> Server::State::read_request(Connection& conn, beast::flat_
   stream.expires_after(options.header_timeout);
   auto [hec, hn] = co_await bhttp::async_read_header(stream, buffer, parser, use_tuple);
   ec = hec;
-  if (!ec && options.body_limit_for) parser.body_limit(options.body_limit_for(parser.get()));
+  if (!ec && options.body_limit_for) {
+    // The parser checks Content-Length against its limit while reading the header; the
+    // request's own limit is known only now, so the check is repeated here.
+    const std::uint64_t limit = options.body_limit_for(parser.get());
+    if (parser.content_length() && *parser.content_length() > limit) {
+      ec = bhttp::error::body_limit;
+      co_return false;
+    }
+    parser.body_limit(limit);
+  }
   if (!ec && !parser.is_done()) {
     stream.expires_after(options.read_timeout);
     std::tie(ec, hn) = co_await bhttp::async_read(stream, buffer, parser, use_tuple);
@@ -247,7 +256,11 @@ asio::awaitable<void> Server::State::serve(std::shared_ptr<Connection> conn, std
   beast::flat_buffer buffer;
   for (;;) {
     bhttp::request_parser<bhttp::string_body> parser;
-    parser.body_limit(options.body_limit);
+    // With a per-request limit, the header is read without one and the limit applied after it.
+    if (options.body_limit_for)
+      parser.body_limit(boost::none);
+    else
+      parser.body_limit(options.body_limit);
     parser.header_limit(options.header_limit);
     beast::error_code ec;
     const bool got = co_await read_request(*conn, buffer, parser, ec);

@@ -84,8 +84,11 @@ std::optional<ItemError> read_jsonl_item(const json& item, DatasetEntry& out) {
   if (!item.is_object()) return ItemError{"", "must be a JSON object"};
   const auto prompt = item.find("prompt");
   const auto messages = item.find("messages");
-  if ((prompt == item.end()) == (messages == item.end())) {
-    return ItemError{"", "needs exactly one of \"prompt\" (a string) and \"messages\" (an array)"};
+  if (prompt == item.end() && messages == item.end()) {
+    return ItemError{"/prompt", "is missing: an item needs \"prompt\" (a string) or \"messages\" (an array)"};
+  }
+  if (prompt != item.end() && messages != item.end()) {
+    return ItemError{"/messages", "give \"prompt\" or \"messages\", not both"};
   }
   if (prompt != item.end()) {
     if (!prompt->is_string()) return ItemError{"/prompt", "must be a string"};
@@ -219,22 +222,31 @@ Result<std::vector<DatasetEntry>> parse_sharegpt(std::string_view text) {
   return out;
 }
 
-DatasetStats dataset_stats(const std::vector<DatasetEntry>& entries) {
-  std::vector<double> prompts, outputs;
-  prompts.reserve(entries.size());
+std::vector<std::uint32_t> dataset_lengths(const std::vector<DatasetEntry>& entries, DatasetLength which) {
+  std::vector<std::uint32_t> out;
+  out.reserve(entries.size());
   for (const auto& e : entries) {
-    prompts.push_back(count_words(e.prompt));
-    if (e.output_tokens)
-      outputs.push_back(*e.output_tokens);
+    if (which == DatasetLength::prompt)
+      out.push_back(count_words(e.prompt));
+    else if (e.output_tokens)
+      out.push_back(*e.output_tokens);
     else if (e.max_tokens)
-      outputs.push_back(*e.max_tokens);
+      out.push_back(*e.max_tokens);
     else if (e.reference_output_words)
-      outputs.push_back(e.reference_output_words);
+      out.push_back(e.reference_output_words);
   }
+  return out;
+}
+
+DatasetStats dataset_stats(const std::vector<DatasetEntry>& entries) {
+  auto as_double = [&](DatasetLength which) {
+    const auto counts = dataset_lengths(entries, which);
+    return std::vector<double>(counts.begin(), counts.end());
+  };
   DatasetStats s;
   s.items = entries.size();
-  s.prompt_tokens = lengths_of(std::move(prompts));
-  s.output_tokens = lengths_of(std::move(outputs));
+  s.prompt_tokens = lengths_of(as_double(DatasetLength::prompt));
+  s.output_tokens = lengths_of(as_double(DatasetLength::output));
   return s;
 }
 

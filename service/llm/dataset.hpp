@@ -65,6 +65,11 @@ Result<std::vector<DatasetEntry>> parse_sharegpt(std::string_view text);
 // Either format, with the statistics.
 Result<Dataset> parse_dataset(DatasetFormat format, std::string_view text);
 DatasetStats dataset_stats(const std::vector<DatasetEntry>& entries);
+// Each item's prompt length (words), or each output length an item gives (output_tokens,
+// else max_tokens, else the reference answer's words; items with none are left out): the
+// counts dataset_stats and `capsweep lengths` summarise.
+enum class DatasetLength { prompt, output };
+std::vector<std::uint32_t> dataset_lengths(const std::vector<DatasetEntry>& entries, DatasetLength which);
 
 // Lowercase hex SHA-256 of the bytes.
 std::string sha256_hex(std::string_view bytes);

@@ -134,18 +134,24 @@ Result<WorkloadSpec> parse_workload(const nlohmann::json& j, const std::string& 
     }
   }
   if (w.dataset) {
-    if (j.contains("prompt_tokens")) return invalid(field + "/prompt_tokens", "the dataset gives the prompts");
-    if (j.contains("shared_prefix_tokens")) {
-      return invalid(field + "/shared_prefix_tokens", "the dataset gives the prompts");
-    }
+    // With a dataset, a distribution of output lengths may sit in dataset.output_tokens.
     if (auto o = j.at("dataset").find("output_tokens"); o != j.at("dataset").end() && o->is_object()) {
-      if (j.contains("output_tokens")) {
-        return invalid(field + "/output_tokens", "give the output lengths once: here or in dataset.output_tokens");
-      }
       w.output_tokens = *parse_length_dist(*o, field + "/dataset/output_tokens");
     }
   }
   return w;
+}
+
+std::optional<Error> check_dataset_workload(const nlohmann::json& j, const std::string& field) {
+  if (!j.is_object() || !j.contains("dataset")) return std::nullopt;
+  for (const char* key : {"prompt_tokens", "shared_prefix_tokens"}) {
+    if (j.contains(key)) return invalid(field + "/" + key, "the dataset gives the prompts");
+  }
+  const auto& d = j.at("dataset");
+  if (j.contains("output_tokens") && d.is_object() && d.contains("output_tokens")) {
+    return invalid(field + "/output_tokens", "give the output lengths once: here or in dataset.output_tokens");
+  }
+  return std::nullopt;
 }
 
 Workload::Workload(WorkloadSpec spec, PromptSynth synth, std::vector<DatasetEntry> dataset)

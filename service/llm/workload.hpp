@@ -67,6 +67,10 @@ struct WorkloadSpec {
   std::optional<DatasetRef> dataset;
 };
 Result<WorkloadSpec> parse_workload(const nlohmann::json& j, const std::string& field = "/workload");
+// What a workload object as the caller wrote it (before defaults are filled in) may not
+// combine with a dataset: prompt lengths or a shared prefix (the dataset gives the prompts),
+// output lengths given twice. nullopt when it is fine.
+std::optional<Error> check_dataset_workload(const nlohmann::json& j, const std::string& field = "/workload");
 
 // Produces the i-th request of a step, deterministically from the seed. With a dataset, item
 // i is entry i mod n (sequential) or entry perm[i mod n] of one permutation drawn from the

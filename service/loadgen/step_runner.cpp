@@ -40,8 +40,8 @@ constexpr auto log_exception = [](std::exception_ptr e) { log_escaped("loadgen: 
 
 }  // namespace
 
-nlohmann::json StepResult::summary() const {
-  nlohmann::json j = metrics.summary();
+nlohmann::json StepResult::summary(const std::vector<double>& percentiles) const {
+  nlohmann::json j = metrics.summary(percentiles);
   j["generator_limited"] = generator_limited;
   j["generator_cpu"] = generator_cpu;
   j["p99_loop_delay_ms"] = loop_delay_p99_ms;
@@ -396,7 +396,10 @@ Result<StepResult> StepRunner::run(const StepSpec& spec) {
   const auto t0 = SteadyClock::now() + std::chrono::milliseconds(20);
   state->t0 = t0;
   std::optional<observe::Scraper> scraper;
-  if (!spec.metrics_url.empty()) {
+  if (spec.prometheus) {
+    scraper.emplace(*spec.prometheus, target_, spec.scrape_interval, t0);
+    scraper->start();
+  } else if (!spec.metrics_url.empty()) {
     scraper.emplace(spec.metrics_url, target_, spec.scrape_interval, t0);
     scraper->start();
   }

@@ -20,6 +20,7 @@
 #include "llm/target.hpp"
 #include "llm/workload.hpp"
 #include "loadgen/endpoint.hpp"
+#include "observe/prom_query.hpp"
 #include "observe/server_gauges.hpp"
 
 namespace capsweep::loadgen {
@@ -39,6 +40,7 @@ struct StepSpec {
   Nanos lag_bound = std::chrono::milliseconds(5);  // schedule lag p99 above this: generator_limited
   double cpu_saturation = 0.9;                     // generator CPU share above this: generator_limited
   std::string metrics_url;                         // "" = no scraping
+  std::optional<observe::PromSource> prometheus;   // the gauges from a Prometheus server instead
   Nanos scrape_interval = std::chrono::seconds(1);
   std::uint64_t request_index_base = 0;  // distinct prompts across steps
   // Test hook: block the dispatcher (the whole generator thread) for `stall` before request
@@ -72,8 +74,9 @@ struct StepResult {
   bool cancelled = false;
   std::uint64_t peak_in_flight = 0;
   std::uint64_t peak_connections = 0;
-  // The summary of core's metrics plus the generator's self-watch and the server's gauges.
-  nlohmann::json summary() const;
+  // The summary of core's metrics (at `percentiles`) plus the generator's self-watch and the
+  // server's gauges.
+  nlohmann::json summary(const std::vector<double>& percentiles = kDefaultPercentiles) const;
 };
 
 // The client's backlog (requests sent and not yet finished) over the measured window of a

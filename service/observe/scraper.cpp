@@ -32,6 +32,9 @@ Scraper::Scraper(std::string metrics_url, const llm::Target& limits_from, Nanos 
                  SteadyClock::time_point origin)
     : url_(std::move(metrics_url)), limits_(limits_from), interval_(interval), origin_(origin) {}
 
+Scraper::Scraper(PromSource source, const llm::Target& limits_from, Nanos interval, SteadyClock::time_point origin)
+    : url_(source.url), prom_(std::move(source)), limits_(limits_from), interval_(interval), origin_(origin) {}
+
 Scraper::~Scraper() {
   static_cast<void>(stop());
 }
@@ -49,12 +52,14 @@ ServerGauges Scraper::stop() {
 }
 
 void Scraper::run() {
-  auto base = llm::parse_base_url(llm::Target{}, url_, "/target/metrics_url");
+  const bool from_prometheus = !prom_.queries.empty();
+  auto base =
+      llm::parse_base_url(llm::Target{}, url_, from_prometheus ? "/target/prometheus/url" : "/target/metrics_url");
   if (!base) {
     gauges_.add_failure(base.error().message);
     return;
   }
-  const std::string path = base->base_path.empty() ? "/metrics" : base->base_path;
+  const std::string path = from_prometheus ? base->base_path : base->base_path.empty() ? "/metrics" : base->base_path;
   base->base_path.clear();
   base->allow_address = limits_.allow_address;
   base->max_response_bytes = limits_.max_response_bytes;
@@ -67,15 +72,19 @@ void Scraper::run() {
         asio::steady_timer t(io);
         auto next = SteadyClock::now();
         while (running_) {
-          auto r = co_await client.request("GET", path, "");
-          if (r.status == 200) {
-            auto e = parse_prometheus_text(r.body);
-            if (e)
-              gauges_.add(SteadyClock::now() - origin_, *e);
-            else
-              gauges_.add_failure(parse_failure(e.error().message));
+          if (from_prometheus) {
+            co_await query_once(client, path);
           } else {
-            gauges_.add_failure(r.status ? fmt::format("HTTP {}", r.status) : printable_ascii(r.body));
+            auto r = co_await client.request("GET", path, "");
+            if (r.status == 200) {
+              auto e = parse_prometheus_text(r.body);
+              if (e)
+                gauges_.add(SteadyClock::now() - origin_, *e);
+              else
+                gauges_.add_failure(parse_failure(e.error().message));
+            } else {
+              gauges_.add_failure(r.status ? fmt::format("HTTP {}", r.status) : printable_ascii(r.body));
+            }
           }
           next += interval_;
           // Sleep in short slices so the end of the step is noticed promptly.
@@ -87,6 +96,32 @@ void Scraper::run() {
       },
       log_exception);
   io.run();
+}
+
+asio::awaitable<void> Scraper::query_once(llm::Client& client, const std::string& base_path) {
+  const auto at = SteadyClock::now() - origin_;
+  ServerGauges::Point p{to_s(at), {}, {}, {}, {}, {}};
+  for (const auto& [name, promql] : prom_.queries) {
+    auto r = co_await client.request("GET", instant_query_path(base_path, promql), "");
+    // Prometheus answers a rejected query with 400 or 422 and a JSON error of its own.
+    if (r.status != 200 && r.status != 400 && r.status != 422) {
+      gauges_.add_failure(r.status ? fmt::format("Prometheus query '{}': HTTP {}", name, r.status)
+                                   : printable_ascii(r.body));
+      co_return;
+    }
+    auto v = parse_instant_query(r.body);
+    if (!v) {
+      gauges_.add_failure(fmt::format("Prometheus query '{}': {}", name, v.error().message));
+      co_return;
+    }
+    std::optional<double>* slot = name == "running"         ? &p.running
+                                  : name == "waiting"       ? &p.waiting
+                                  : name == "kv_cache"      ? &p.kv_usage
+                                  : name == "prompt_tokens" ? &p.prompt_tokens
+                                                            : &p.generation_tokens;
+    *slot = *v;
+  }
+  gauges_.add_point(p);
 }
 
 }  // namespace capsweep::observe

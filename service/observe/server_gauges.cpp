@@ -18,6 +18,10 @@ void ServerGauges::add(Nanos at, const Exposition& e) {
   points_.push_back(p);
 }
 
+void ServerGauges::add_point(const Point& p) {
+  points_.push_back(p);
+}
+
 void ServerGauges::add_failure(std::string error) {
   ++failures_;
   last_error_ = printable_ascii(error);

@@ -17,6 +17,9 @@ class ServerGauges {
  public:
   // Records one successful scrape taken at `at` (offset from the step's origin).
   void add(Nanos at, const Exposition& e);
+  struct Point;
+  // Records one reading from another source (a Prometheus server's instant queries).
+  void add_point(const Point& p);
   // Records a failed scrape (connection error, non-200, unparsable body).
   void add_failure(std::string error);
 

@@ -25,10 +25,14 @@ void log_line(const std::string& text) {
 }
 
 // The result with the load's record as submitted (defaults filled, the dataset's sha256):
-// the workload (lengths, seed, dataset) and the arrival process (burstiness).
+// the workload (lengths, seed, dataset), the arrival process (burstiness), what the target is
+// (target.labels) and the percentiles reported.
 json with_record(json result, const json& stored_spec) {
   result["workload"] = stored_spec.value("workload", json::object());
   result["arrival"] = stored_spec.value("arrival", json::object());
+  const json target = stored_spec.value("target", json::object());
+  result["labels"] = target.value("labels", json::object());
+  result["report"] = stored_spec.value("report", json::object());
   return result;
 }
 
@@ -37,6 +41,7 @@ loadgen::StepSpec step_spec(const JobSpec& spec, const StepOrder& order, int ind
   s.seed = spec.workload.seed * 1'000'003ULL + static_cast<std::uint64_t>(index);
   s.goodput = spec.slo.goodput;
   s.metrics_url = spec.metrics_url;
+  s.prometheus = spec.prometheus;
   s.request_index_base = static_cast<std::uint64_t>(index) << 32;
   s.drain_timeout = spec.kind == JobKind::check ? spec.check.drain_timeout : spec.sweep.drain_timeout;
   // Count-based steps end with their last answer; the duration only bounds them.
@@ -421,12 +426,11 @@ std::optional<SweepManager::Prepared> SweepManager::prepare(const store::SweepRo
   }
   // The allow-list may have changed since the sweep was queued.
   if (options_.allow_host) {
-    const auto metrics = spec->metrics_url.empty() ? Result<llm::Target>(llm::Target{})
-                                                   : llm::parse_base_url({}, spec->metrics_url, "/target/metrics_url");
-    const std::string refused = !options_.allow_host(spec->target.host) ? spec->target.host
-                                : (!metrics || (!spec->metrics_url.empty() && !options_.allow_host(metrics->host)))
-                                    ? spec->metrics_url
-                                    : std::string();
+    std::string refused = !options_.allow_host(spec->target.host) ? spec->target.host : std::string();
+    for (const auto& [field, url] : side_urls(*spec)) {
+      const auto parsed = llm::parse_base_url({}, url, field);
+      if (refused.empty() && (!parsed || !options_.allow_host(parsed->host))) refused = url;
+    }
     if (!refused.empty()) {
       finish(id, "failed", nullptr, fmt::format("'{}' is no longer in the service's allow_targets", refused));
       return std::nullopt;

@@ -1,9 +1,14 @@
 #include "sweep/spec.hpp"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 
 #include "core/fields.hpp"
+#include "core/text.hpp"
 
 namespace capsweep::sweep {
 
@@ -114,6 +119,24 @@ Result<CheckSettings> parse_check(const json& j, ArrivalProcess process) {
   return c;
 }
 
+// target.labels: names of 1 to 63 characters ([A-Za-z_] then [A-Za-z0-9_.-]), string values.
+std::optional<Error> check_labels(const json& labels) {
+  if (!labels.is_object()) return invalid("/target/labels", "must be an object of strings");
+  for (const auto& [k, v] : labels.items()) {
+    const bool name_ok = !k.empty() && k.size() <= 63 &&
+                         (std::isalpha(static_cast<unsigned char>(k[0])) || k[0] == '_') &&
+                         std::all_of(k.begin(), k.end(), [](char c) {
+                           return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+                         });
+    if (!name_ok) {
+      return invalid("/target/labels/" + printable_ascii(k, 64),
+                     "a label name is a letter or '_' then letters, digits, '_', '.' or '-' (at most 63)");
+    }
+    if (!v.is_string()) return invalid("/target/labels/" + k, "must be a string");
+  }
+  return std::nullopt;
+}
+
 // The target (base_url is the queue key) and the optional metrics_url.
 std::optional<Error> parse_target_block(const json& spec, JobSpec& js) {
   if (!spec.contains("target")) return invalid("/target", "is required");
@@ -127,6 +150,45 @@ std::optional<Error> parse_target_block(const json& spec, JobSpec& js) {
     if (!parsed) return parsed.error();
     js.metrics_url = m->get<std::string>();
   }
+  if (auto l = spec.at("target").find("labels"); l != spec.at("target").end()) {
+    if (auto e = check_labels(*l)) return *e;
+  }
+  if (auto p = spec.at("target").find("prometheus"); p != spec.at("target").end()) {
+    if (!js.metrics_url.empty()) {
+      return invalid("/target/prometheus", "read the gauges from metrics_url or from a Prometheus server, not both");
+    }
+    auto source = observe::parse_prom_source(*p);
+    if (!source) return source.error();
+    auto parsed = llm::parse_base_url({}, source->url, "/target/prometheus/url");
+    if (!parsed) return parsed.error();
+    js.prometheus = std::move(*source);
+  }
+  return std::nullopt;
+}
+
+// report.percentiles: numbers in (0, 100), distinct; kept sorted.
+std::optional<Error> parse_report_block(const json& spec, JobSpec& js) {
+  auto r = spec.find("report");
+  if (r == spec.end()) return std::nullopt;
+  if (!r->is_object()) return invalid("/report", "must be an object");
+  auto p = r->find("percentiles");
+  if (p == r->end()) return std::nullopt;
+  if (!p->is_array() || p->empty() || p->size() > 12) {
+    return invalid("/report/percentiles", "must be an array of 1 to 12 percentiles, like [50, 95, 99.9]");
+  }
+  std::vector<double> qs;
+  for (std::size_t i = 0; i < p->size(); ++i) {
+    const json& q = (*p)[i];
+    if (!q.is_number() || !(q.get<double>() > 0 && q.get<double>() < 100)) {
+      return invalid(fmt::format("/report/percentiles/{}", i), "must be a number between 0 and 100 (exclusive)");
+    }
+    if (std::find(qs.begin(), qs.end(), q.get<double>()) != qs.end()) {
+      return invalid(fmt::format("/report/percentiles/{}", i), "appears twice");
+    }
+    qs.push_back(q.get<double>());
+  }
+  std::sort(qs.begin(), qs.end());
+  js.report_percentiles = std::move(qs);
   return std::nullopt;
 }
 
@@ -196,7 +258,25 @@ Result<JobSpec> parse_job_spec(const json& spec) {
     if (!b->is_string()) return invalid("/basis", "must be a string");
     js.basis = b->get<std::string>();
   }
+  if (auto e = parse_report_block(spec, js)) return *e;
   return js;
+}
+
+std::vector<std::pair<std::string, std::string>> side_urls(const JobSpec& spec) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (!spec.metrics_url.empty()) out.emplace_back("/target/metrics_url", spec.metrics_url);
+  if (spec.prometheus) out.emplace_back("/target/prometheus/url", spec.prometheus->url);
+  return out;
+}
+
+std::vector<double> summary_percentiles(const JobSpec& spec) {
+  std::vector<double> out = spec.report_percentiles;
+  for (double q : {50.0, 95.0, 99.0}) out.push_back(q);
+  for (const auto& bound : spec.slo.latency)
+    if (bound.percentile) out.push_back(*bound.percentile);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 SplitSpec split_secrets(json spec) {

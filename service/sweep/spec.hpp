@@ -17,6 +17,7 @@
 #include "core/time.hpp"
 #include "llm/target.hpp"
 #include "llm/workload.hpp"
+#include "observe/prom_query.hpp"
 
 namespace capsweep::sweep {
 
@@ -63,13 +64,25 @@ struct JobSpec {
   llm::Target target;
   std::string base_url;     // as given, the queue key (one sweep per target at a time)
   std::string metrics_url;  // "" = no scraping
+  // target.prometheus: the gauges from a Prometheus server's queries instead of metrics_url.
+  std::optional<observe::PromSource> prometheus;
   llm::WorkloadSpec workload;
   ArrivalSpec arrival;
   SweepSettings sweep;
   CheckSettings check;
   SloSpec slo;
   std::string basis;
+  // report.percentiles: the percentiles exports show (sorted, distinct, each in (0, 100)).
+  std::vector<double> report_percentiles{50, 90, 95, 99, 99.9};
 };
+
+// The URLs besides the target's that a job reads (metrics_url, target.prometheus.url), each
+// with its field: every one must pass the allow-list as the target does.
+std::vector<std::pair<std::string, std::string>> side_urls(const JobSpec& spec);
+
+// The percentiles a step summary carries: the report's, those the SLO names, and the ones the
+// service itself reads (p50, p95, p99), sorted and distinct.
+std::vector<double> summary_percentiles(const JobSpec& spec);
 
 // Parses a schema-valid spec. Cross-field errors: warmup_s >= step_duration_s
 // ("/sweep/warmup_s"), check warmup >= duration ("/check/warmup_s"), all_at_once without

@@ -1,9 +1,11 @@
 #include "sweep/step_judge.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "core/capacity.hpp"
+#include "core/timeline.hpp"
 
 namespace capsweep::sweep {
 
@@ -172,6 +174,27 @@ std::vector<store::RequestRow> stored_requests(const loadgen::StepResult& result
   return out;
 }
 
+// A check's or a closed-loop level's requests over time (what its report draws).
+json step_timeline(const loadgen::StepResult& result) {
+  std::vector<TimelineRequest> rows;
+  rows.reserve(result.requests.size());
+  double end_s = 0;
+  for (const auto& r : result.requests) {
+    TimelineRequest t;
+    t.scheduled_s = r.scheduled_ms / 1000;
+    t.sent_s = r.sent_ms / 1000;
+    t.finished_s = r.finished_ms / 1000;
+    t.ttft_ms = r.ttft_ms;
+    t.ok = r.outcome == Outcome::ok;
+    for (double v : {t.scheduled_s, t.finished_s})
+      if (std::isfinite(v)) end_s = std::max(end_s, v);
+    rows.push_back(t);
+  }
+  if (!(end_s > 0)) return nullptr;
+  const double width = timeline_width(end_s);
+  return timeline_json(timeline(rows, width, end_s + 1e-9), width);
+}
+
 }  // namespace
 
 JudgedStep judge_step(const JobSpec& spec, const StepOrder& order, const loadgen::StepResult& result) {
@@ -189,10 +212,12 @@ JudgedStep judge_step(const JobSpec& spec, const StepOrder& order, const loadgen
   o.completed = m.completed;
   o.measured = m.measured;
 
-  json summary = result.summary();
+  json summary = result.summary(summary_percentiles(spec));
+  summary["percentiles"] = spec.report_percentiles;
   summary["generator_limited"] = generator_limited;
   summary["step_kind"] = to_string(order.kind);
   summary["phase"] = order.phase;
+  if (order.kind == StepKind::check || order.closed_loop) summary["timeline"] = step_timeline(result);
   if (order.closed_loop) {
     o.users = order.concurrency;
     summary["users"] = order.concurrency;

@@ -40,9 +40,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::uint16_t free_port() {
-  boost::asio::io_context io;
-  boost::asio::ip::tcp::acceptor a(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
-  return a.local_endpoint().port();
+  return free_loopback_port();
 }
 
 boost::asio::ip::tcp::endpoint loopback(std::uint16_t port) {

@@ -19,6 +19,9 @@ struct HttpResult {
   std::string error;
 };
 
+// A TCP port on 127.0.0.1 that nothing listened on a moment ago (for a child process to bind).
+std::uint16_t free_loopback_port();
+
 // One request; GET when body is empty and method not given.
 HttpResult http_request(const boost::asio::ip::tcp::endpoint& ep, const std::string& method, const std::string& target,
                         const std::string& body = {},

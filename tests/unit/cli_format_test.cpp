@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "format.hpp"
+#include "lengths.hpp"
 
 using namespace capsweep::cli;
 using json = nlohmann::json;
@@ -94,6 +95,28 @@ TEST_CASE("cli format: the steps table has units and notes") {
   CHECK(t.find("r_sync 1.88") != std::string::npos);
   CHECK(t.find("generator-limited saturated") != std::string::npos);
   CHECK(t.find("900.0") != std::string::npos);
+  CHECK(t.find("TTFT p99") != std::string::npos);
+  CHECK(t.find("KV%") != std::string::npos);
+}
+
+TEST_CASE("cli format: the steps table shows the job's percentiles and the target's gauges") {
+  const json steps = json::array(
+      {{{"index", 0},
+        {"phase", "check"},
+        {"kind", "check"},
+        {"offered_rate_rps", 10.0},
+        {"verdict", "pass"},
+        {"summary",
+         {{"percentiles", {50, 99.9}}, {"p50_ttft_ms", 41.0}, {"p99.9_ttft_ms", 777.0}, {"p95_ttft_ms", 123.0}}},
+        {"server", {{"mean_running", 12.5}, {"mean_waiting", 3.0}, {"max_kv_cache_usage", 0.42}}},
+        {"evaluation", json::object()}}});
+  const std::string t = steps_table(steps);
+  INFO(t);
+  CHECK(t.find("TTFT p99.9") != std::string::npos);
+  CHECK(t.find("777.0") != std::string::npos);
+  CHECK(t.find("TTFT p95") == std::string::npos);  // not chosen
+  CHECK(t.find("12.5/3.0") != std::string::npos);
+  CHECK(t.find(" 42 ") != std::string::npos);
 }
 
 TEST_CASE("cli format: text from the server cannot drive the terminal") {
@@ -109,4 +132,55 @@ TEST_CASE("cli format: text from the server cannot drive the terminal") {
   CHECK(shown.find("ok[2J]0;owned") == 0);
   CHECK(terminal_safe("a\tb\nc\x1b", true) == "a\tb\nc");
   CHECK(terminal_safe("caf\xc3\xa9 \xe6\x97\xa5") == "caf\xc3\xa9 \xe6\x97\xa5");  // printable UTF-8 stays
+}
+
+TEST_CASE("cli lengths: CSV counts with and without a header, and dataset files, counted as capsweepd counts") {
+  auto plain = read_lengths("12\n30\n\n# a comment\n7\n");
+  REQUIRE(plain.has_value());
+  CHECK(plain->prompt == std::vector<std::uint32_t>{12, 30, 7});
+  CHECK(plain->output.empty());
+  auto two = read_lengths("5,9\n6,10\n");
+  REQUIRE(two.has_value());
+  CHECK(two->prompt == std::vector<std::uint32_t>{5, 6});
+  CHECK(two->output == std::vector<std::uint32_t>{9, 10});
+  auto named = read_lengths("request_id,completion_tokens,prompt_tokens\nx,40,300\ny,41,310\n");
+  REQUIRE(named.has_value());
+  CHECK(named->prompt == std::vector<std::uint32_t>{300, 310});
+  CHECK(named->output == std::vector<std::uint32_t>{40, 41});
+  auto jsonl = read_lengths(R"({"prompt": "one two three", "max_tokens": 9}
+{"messages": [{"role": "user", "content": "a b"}], "output_tokens": 4}
+)");
+  REQUIRE(jsonl.has_value());
+  CHECK(jsonl->prompt == std::vector<std::uint32_t>{3, 2});
+  CHECK(jsonl->output == std::vector<std::uint32_t>{9, 4});
+  auto sharegpt = read_lengths(R"([{"conversations": [{"from": "human", "value": "hi there"},
+                                                      {"from": "gpt", "value": "a b c d"}]}])");
+  REQUIRE(sharegpt.has_value());
+  CHECK(sharegpt->prompt == std::vector<std::uint32_t>{2});
+  CHECK(sharegpt->output == std::vector<std::uint32_t>{4});
+
+  const json s = lengths_summary(*two);
+  CHECK(s["prompt_tokens"]["items"] == 2);
+  CHECK(s["output_tokens"]["max"] == 10);
+  CHECK(s["prompt_tokens"]["empirical"]["dist"] == "empirical");
+  const std::string text = lengths_text(s);
+  CHECK(text.find("\"prompt_tokens\": {\"dist\":\"lognormal\"") != std::string::npos);
+  CHECK(text.find("\"output_tokens\": {\"dist\":\"empirical\"") != std::string::npos);
+}
+
+TEST_CASE("cli lengths: errors name the line") {
+  auto bad = read_lengths("10\n0\n");
+  REQUIRE_FALSE(bad.has_value());
+  CHECK(bad.error().field == "line 2");
+  auto word = read_lengths("prompt,output\n3,x\n");
+  REQUIRE_FALSE(word.has_value());
+  CHECK(word.error().field == "line 2");
+  auto header = read_lengths("foo,bar\n1,2\n");
+  REQUIRE_FALSE(header.has_value());
+  CHECK(header.error().field == "line 1");
+  CHECK_FALSE(read_lengths("").has_value());
+  CHECK_FALSE(read_lengths("# only a comment\n").has_value());
+  auto ds = read_lengths("{\"prompt\": \"a\"}\n{\"nope\": 1}\n");
+  REQUIRE_FALSE(ds.has_value());
+  CHECK(ds.error().field == "line 2: /prompt");
 }

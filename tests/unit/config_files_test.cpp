@@ -9,6 +9,7 @@
 #include "api/config.hpp"
 #include "api/schema.hpp"
 #include "core/slo.hpp"
+#include "llm/dataset.hpp"
 #include "llm/target.hpp"
 #include "llm/workload.hpp"
 #include "llmsim/config.hpp"
@@ -50,7 +51,7 @@ TEST_CASE("config files: the llmsim example is valid and equals the defaults") {
 TEST_CASE("config files: every example job spec passes the schema and the spec parser") {
   static const capsweep::api::SchemaValidator validator(capsweep::api::embedded_schema("sweep-spec.schema.json"));
   for (const char* file : {"config/sweeps/demo.json", "config/sweeps/standard.json", "config/sweeps/chat.json",
-                           "config/sweeps/rag.json"}) {
+                           "config/sweeps/rag.json", "config/sweeps/sharegpt.json"}) {
     INFO(file);
     json spec = read(file);
     auto ok = validator.validate(spec);
@@ -62,6 +63,20 @@ TEST_CASE("config files: every example job spec passes the schema and the spec p
     INFO((parsed ? std::string() : parsed.error().field + ": " + parsed.error().message));
     CHECK(parsed.has_value());
   }
+}
+
+TEST_CASE("config files: the example ShareGPT dataset parses, and the spec names it by its content address") {
+  std::ifstream in(std::string(CAPSWEEP_SOURCE_DIR) + "/config/datasets/sharegpt-small.json", std::ios::binary);
+  REQUIRE(in);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto parsed = capsweep::llm::parse_dataset(capsweep::llm::DatasetFormat::sharegpt, text.str());
+  INFO((parsed ? std::string() : parsed.error().field + ": " + parsed.error().message));
+  REQUIRE(parsed.has_value());
+  CHECK(parsed->stats.items == 48);
+  CHECK(parsed->stats.prompt_tokens.p95 > 2 * parsed->stats.prompt_tokens.p50);  // a long tail, as real chats have
+  const json spec = read("config/sweeps/sharegpt.json");
+  CHECK(spec["workload"]["dataset"]["id"] == capsweep::llm::dataset_id(capsweep::llm::sha256_hex(text.str())));
 }
 
 TEST_CASE("config files: the capsweepd example is valid and equals the defaults") {

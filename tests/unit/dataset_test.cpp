@@ -63,8 +63,8 @@ TEST_CASE("dataset: JSONL errors name the line and the field") {
   CHECK(jsonl_field(R"({"prompt": "a"})") == "(parsed)");
   CHECK(jsonl_field("{bad") == "line 1: /");
   CHECK(jsonl_field("[1]") == "line 1: /");
-  CHECK(jsonl_field(R"({"text": "x"})") == "line 1: /");
-  CHECK(jsonl_field(R"({"prompt": "x", "messages": []})") == "line 1: /");
+  CHECK(jsonl_field(R"({"text": "x"})") == "line 1: /prompt");
+  CHECK(jsonl_field(R"({"prompt": "x", "messages": []})") == "line 1: /messages");
   CHECK(jsonl_field(R"({"prompt": 3})") == "line 1: /prompt");
   CHECK(jsonl_field(R"({"prompt": "   "})") == "line 1: /prompt");
   CHECK(jsonl_field(R"({"messages": []})") == "line 1: /messages");
@@ -202,10 +202,20 @@ TEST_CASE("dataset: the job's workload.dataset parses, and its errors name the f
   CHECK(field(R"({"dataset": {"id": "ds-0123456789abcdef", "output_tokens": {"dist": "zipf"}}})") ==
         "/workload/dataset/output_tokens/dist");
   CHECK(field(R"({"dataset": {"id": "ds-0123456789abcdef", "size": 1}})") == "/workload/dataset/size");
-  CHECK(field(R"({"dataset": {"id": "ds-0123456789abcdef"}, "prompt_tokens": {"dist": "fixed", "value": 5}})") ==
+  // As written by the caller (before defaults): prompts come from the dataset only.
+  auto raw = [](const char* text) {
+    auto e = check_dataset_workload(json::parse(text));
+    return e ? e->field : std::string("(fine)");
+  };
+  CHECK(raw(R"({"dataset": {"id": "ds-0123456789abcdef"}, "output_tokens": {"dist": "fixed", "value": 5}})") ==
+        "(fine)");
+  CHECK(raw(R"({"prompt_tokens": {"dist": "fixed", "value": 5}})") == "(fine)");
+  CHECK(raw(R"({"dataset": {"id": "ds-0123456789abcdef"}, "prompt_tokens": {"dist": "fixed", "value": 5}})") ==
         "/workload/prompt_tokens");
-  CHECK(field(R"({"dataset": {"id": "ds-0123456789abcdef", "output_tokens": {"dist": "fixed", "value": 5}},
-                  "output_tokens": {"dist": "fixed", "value": 5}})") == "/workload/output_tokens");
+  CHECK(raw(R"({"dataset": {"id": "ds-0123456789abcdef"}, "shared_prefix_tokens": 4})") ==
+        "/workload/shared_prefix_tokens");
+  CHECK(raw(R"({"dataset": {"id": "ds-0123456789abcdef", "output_tokens": {"dist": "fixed", "value": 5}},
+                "output_tokens": {"dist": "fixed", "value": 5}})") == "/workload/output_tokens");
 }
 
 TEST_CASE("dataset: a chat target sends a messages item's messages as they are") {

@@ -105,3 +105,58 @@ TEST_CASE("report: the page carries the verdict and charts and fetches nothing")
   CHECK(count(render_report(sweep, bare), "<svg class=\"chart\"") == 3);
   CHECK(render_report(failed, json::array()).find("baseline: no request succeeded") != std::string::npos);
 }
+
+TEST_CASE("report: a check's page shows distributions with the bound and the step over time, titled check") {
+  json dist = json::array();
+  for (double q : {0.0, 50.0, 95.0, 100.0}) dist.push_back({q, 10 * q});
+  json bins = json::array();
+  for (int i = 0; i < 5; ++i) {
+    bins.push_back({{"t_s", i},
+                    {"scheduled", 10},
+                    {"completed", 9},
+                    {"failed", 0},
+                    {"in_flight", 3 + i},
+                    {"p50_ttft_ms", 40.0 + i},
+                    {"p95_ttft_ms", 90.0 + i}});
+  }
+  const json check_step = {{"index", 0},
+                           {"kind", "check"},
+                           {"phase", "check"},
+                           {"offered_rate_rps", 10.0},
+                           {"verdict", "pass"},
+                           {"summary",
+                            {{"p50_ttft_ms", 41.0},
+                             {"p99.9_ttft_ms", 333.0},
+                             {"p95_ttft_ms", 95.0},
+                             {"distribution", {{"ttft_ms", dist}, {"itl_ms", dist}, {"e2el_ms", dist}}},
+                             {"timeline", {{"width_s", 1.0}, {"bins", bins}}}}},
+                           {"server", {{"mean_running", 7.5}, {"mean_waiting", 0.5}, {"max_kv_cache_usage", 0.31}}}};
+  const json sweep = {
+      {"id", "sw-00000000000000c1"},
+      {"kind", "check"},
+      {"name", "standard endpoint"},
+      {"status", "succeeded"},
+      {"spec",
+       {{"kind", "check"},
+        {"target", {{"base_url", "http://127.0.0.1:8000"}, {"model", "sim-8b"}, {"labels", {{"gpu", "H100 <80GB>"}}}}},
+        {"report", {{"percentiles", {50, 99.9}}}},
+        {"slo", {{"ttft_ms", {{"p95", 800}}}, {"itl_ms", {{"p95", 50}}}}}}},
+      {"result", {{"kind", "check"}, {"verdict", "pass"}, {"conditions", {{"mode", "rate"}, {"rate_rps", 10}}}}}};
+  const std::string html = render_report(sweep, json::array({check_step}));
+  CHECK(html.find("<title>capsweep check report") != std::string::npos);
+  CHECK(html.find("sweep sw-") == std::string::npos);
+  CHECK(html.find("Check verdict: <b>pass</b> at 10 req/s") != std::string::npos);
+  CHECK(html.find("gpu=H100 &lt;80GB&gt;") != std::string::npos);  // labels, escaped
+  // Three CDFs and two time charts; no rate-axis chart with a single point.
+  CHECK(count(html, "<svg class=\"chart\"") == 5);
+  CHECK(html.find("TTFT distribution (CDF)") != std::string::npos);
+  CHECK(html.find("against offered rate") == std::string::npos);
+  CHECK(html.find("SLO p95 800 ms") != std::string::npos);
+  CHECK(html.find("Requests in flight") != std::string::npos);
+  // The table follows report.percentiles.
+  CHECK(html.find("<th>TTFT p99.9 ms</th>") != std::string::npos);
+  CHECK(html.find("<th>TTFT p95 ms</th>") == std::string::npos);
+  CHECK(html.find("<td>333.0</td>") != std::string::npos);
+  CHECK(html.find("7.5 / 0.5") != std::string::npos);
+  CHECK(html.find("<td>31</td>") != std::string::npos);
+}

@@ -173,3 +173,54 @@ TEST_CASE("a length distribution knows the largest value it can draw") {
   const auto d = LengthDist::normal(500, 400, 1, 600).value();
   for (int i = 0; i < 2000; ++i) CHECK(d.sample(rng) <= d.upper_bound());
 }
+
+TEST_CASE("lengths: a log-normal sample is fitted back to its median and p95, with a histogram that parses") {
+  auto d = LengthDist::lognormal(900, 3800, 1, 1'000'000);
+  REQUIRE(d.has_value());
+  const auto drawn = draw(*d, 20000, 5);
+  std::vector<std::uint32_t> counts(drawn.begin(), drawn.end());
+  auto fit = fit_lengths(counts, 12);
+  REQUIRE(fit.has_value());
+  CHECK(fit->count == 20000);
+  CHECK(fit->lognormal_median == Approx(900).epsilon(0.03));
+  CHECK(fit->lognormal_p95 == Approx(3800).epsilon(0.05));
+  CHECK(fit->p50 == Approx(900).epsilon(0.05));
+  CHECK(fit->values.size() <= 12);
+  double total = 0;
+  for (double w : fit->weights) total += w;
+  CHECK(total == 20000);
+  CHECK(std::is_sorted(fit->values.begin(), fit->values.end()));
+  CHECK(fit->values.front() >= fit->min);
+  CHECK(fit->values.back() <= fit->max);
+  // Both blocks are what a job spec takes, and the histogram keeps the sample's mean roughly.
+  const json blocks = length_fit_blocks(*fit);
+  CHECK(blocks["lognormal"]["dist"] == "lognormal");
+  CHECK(blocks["lognormal"]["max"] == fit->max);
+  REQUIRE(parse_length_dist(blocks["lognormal"], "/x").has_value());
+  auto hist = parse_length_dist(blocks["empirical"], "/x");
+  REQUIRE(hist.has_value());
+  double mean = 0;
+  for (double v : drawn) mean += v;
+  mean /= static_cast<double>(drawn.size());
+  CHECK(hist->nominal_mean() == Approx(mean).epsilon(0.15));
+}
+
+TEST_CASE("lengths: small and degenerate samples, and the error paths of fitting") {
+  auto one = fit_lengths({7});
+  REQUIRE(one.has_value());
+  CHECK(one->p50 == 7);
+  CHECK(one->values == std::vector<std::uint32_t>{7});
+  CHECK(one->weights == std::vector<double>{1});
+  const json same = length_fit_blocks(*one);
+  CHECK(same["lognormal"] == json{{"dist", "fixed"}, {"value", 7}});
+  REQUIRE(parse_length_dist(same["lognormal"], "/x").has_value());
+  // Three distinct values with more bins than values: one bin per value at most.
+  auto few = fit_lengths({1, 2, 2, 3, 3, 3}, 16);
+  REQUIRE(few.has_value());
+  CHECK(few->values == std::vector<std::uint32_t>{1, 2, 3});
+  CHECK(few->weights == std::vector<double>{1, 2, 3});
+  CHECK(few->max == 3);
+  CHECK_FALSE(fit_lengths({}).has_value());
+  CHECK_FALSE(fit_lengths({0, 4}).has_value());
+  CHECK_FALSE(fit_lengths({3}, 0).has_value());
+}

@@ -199,3 +199,47 @@ TEST_CASE("spec: header values are split off and never part of the visible spec"
   CHECK(js.target.headers[0].second == "Bearer s3cret");
   CHECK(sweep::split_secrets(demo()).secret_headers.empty());
 }
+
+TEST_CASE("spec: report.percentiles, target.labels and target.prometheus - values and errors") {
+  json spec = demo();
+  validator().apply_defaults(spec);
+  auto parsed = sweep::parse_job_spec(spec);
+  REQUIRE(parsed.has_value());
+  CHECK(parsed->report_percentiles == std::vector<double>{50, 90, 95, 99, 99.9});
+  CHECK(spec["report"]["percentiles"] == json({50, 90, 95, 99, 99.9}));  // the default is shown in the stored spec
+
+  json chosen = with(demo(), "/report", {{"percentiles", {99.9, 50}}});
+  chosen["slo"]["ttft_ms"] = {{"p97", 900}};
+  validator().apply_defaults(chosen);
+  auto c = sweep::parse_job_spec(chosen);
+  REQUIRE(c.has_value());
+  CHECK(c->report_percentiles == std::vector<double>{50, 99.9});
+  // The summary also carries what the service reads itself and what the SLO names.
+  CHECK(sweep::summary_percentiles(*c) == std::vector<double>{50, 95, 97, 99, 99.9});
+
+  CHECK(first_error(with(demo(), "/report", {{"percentiles", {0}}})) == "/report/percentiles/0");
+  CHECK(first_error(with(demo(), "/report", {{"percentiles", {100}}})) == "/report/percentiles/0");
+  CHECK(first_error(with(demo(), "/report", {{"percentiles", {50, 50}}})) == "/report/percentiles");
+  CHECK(first_error(with(demo(), "/report", {{"percentiles", json::array()}})) == "/report/percentiles");
+  CHECK(first_error(with(demo(), "/report", {{"percentiles", {"p95"}}})) == "/report/percentiles/0");
+  CHECK(first_error(with(demo(), "/report", {{"pct", {95}}})) == "/report/pct");
+
+  CHECK(first_error(with(demo(), "/target/labels", {{"gpu", "H100"}, {"runtime_version", "0.6.3"}})).empty());
+  CHECK(first_error(with(demo(), "/target/labels", {{"gpu", 80}})) == "/target/labels/gpu");
+  CHECK(first_error(with(demo(), "/target/labels", {{"bad key!", "x"}})) == "/target/labels/bad key!");
+  CHECK(first_error(with(demo(), "/target/labels", {{"", "x"}})) == "/target/labels/");
+
+  json prom = demo();
+  prom["target"].erase("metrics_url");
+  prom["target"]["prometheus"] = {{"url", "http://127.0.0.1:9090"}, {"queries", {{"waiting", "sum(w)"}}}};
+  CHECK(first_error(prom).empty());
+  validator().apply_defaults(prom);
+  auto p = sweep::parse_job_spec(prom);
+  REQUIRE(p.has_value());
+  REQUIRE(p->prometheus.has_value());
+  CHECK(p->prometheus->queries.at("waiting") == "sum(w)");
+  CHECK(sweep::side_urls(*p).at(0).first == "/target/prometheus/url");
+  CHECK(first_error(with(prom, "/target/prometheus/queries", {{"queue", "x"}})) == "/target/prometheus/queries/queue");
+  CHECK(first_error(with(prom, "/target/prometheus/url", "ftp://x")) == "/target/prometheus/url");
+  CHECK(first_error(with(prom, "/target/metrics_url", "http://127.0.0.1:8000/metrics")) == "/target/prometheus");
+}

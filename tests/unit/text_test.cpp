@@ -48,3 +48,10 @@ TEST_CASE("text: printable_ascii keeps what a terminal and JSON can show, cut to
   CHECK(printable_ascii(std::string(500, 'x'), 10) == std::string(10, 'x'));
   CHECK(printable_ascii("") == "");
 }
+
+TEST_CASE("text: percent_encode keeps unreserved bytes and encodes the rest") {
+  CHECK(capsweep::percent_encode("sum(up{a=\"b c\"})") == "sum%28up%7Ba%3D%22b%20c%22%7D%29");
+  CHECK(capsweep::percent_encode("A-z_0.9~") == "A-z_0.9~");
+  CHECK(capsweep::percent_encode("\xff\n") == "%FF%0A");
+  CHECK(capsweep::percent_encode("").empty());
+}

@@ -1,0 +1,161 @@
+// The target's gauges read through a real Prometheus server (Debian's prometheus, started here
+// on loopback with a temporary config and storage, scraping the simulator every second)
+// against the same gauges scraped from the simulator directly.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <thread>
+
+#include "integration/llmsim_fixture.hpp"
+#include "service/daemon_fixture.hpp"
+
+using namespace capsweep;
+using namespace capsweep::testing;
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A Prometheus server of the test's own: scrapes `target_port` every second; killed at the end.
+class PrometheusServer {
+ public:
+  PrometheusServer(const TempDir& dir, std::uint16_t target_port) : port_(free_loopback_port()) {
+    const fs::path config = dir.path("prometheus.yml");
+    std::ofstream(config) << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                          << "scrape_configs:\n  - job_name: llmsim\n    static_configs:\n"
+                          << "      - targets: ['127.0.0.1:" << target_port << "']\n";
+    const std::string listen = "127.0.0.1:" + std::to_string(port_);
+    const std::string storage = dir.path("prom-data").string();
+    const std::string log = dir.path("prometheus.log").string();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      std::vector<std::string> args{"prometheus", "--config.file=" + config.string(), "--storage.tsdb.path=" + storage,
+                                    "--web.listen-address=" + listen, "--log.level=warn"};
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execvp("prometheus", argv.data());
+      ::_exit(127);
+    }
+  }
+  ~PrometheusServer() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      int status = 0;
+      ::waitpid(pid_, &status, 0);
+    }
+  }
+  std::uint16_t port() const { return port_; }
+  boost::asio::ip::tcp::endpoint endpoint() const { return {boost::asio::ip::make_address("127.0.0.1"), port_}; }
+  // Waits (bounded) until the server answers `promql` with at least one sample.
+  bool wait_for_series(const std::string& promql, std::chrono::seconds limit) const {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+      auto r = http_request(endpoint(), "GET", "/api/v1/query?query=" + promql, "", 2000ms);
+      if (r.status == 200) {
+        const json j = json::parse(r.body, nullptr, false);
+        if (j.is_object() && !j["data"]["result"].empty()) return true;
+      }
+      std::this_thread::sleep_for(250ms);
+    }
+    return false;
+  }
+
+ private:
+  std::uint16_t port_;
+  pid_t pid_ = -1;
+};
+
+json closed_loop_check(const std::string& base, int users) {
+  return {{"kind", "check"},
+          {"target", {{"base_url", base}, {"model", "sim-8b"}}},
+          {"workload",
+           {{"prompt_tokens", {{"dist", "fixed"}, {"value", 100}}},
+            {"output_tokens", {{"dist", "fixed"}, {"value", 200}}}}},
+          {"check", {{"concurrency", users}, {"duration_s", 8}, {"warmup_s", 1}}},
+          {"slo", {{"ttft_ms", {{"p95", 2000}}}}}};
+}
+
+json run_job(const Daemon& d, const json& spec) {
+  auto r = d.post("/v1/sweeps", spec.dump());
+  INFO(r.body);
+  REQUIRE(r.status == 201);
+  const std::string id = json::parse(r.body)["id"];
+  const json v = d.wait_for(
+      id, [](const json& x) { return x["status"] != "queued" && x["status"] != "running"; }, 90s);
+  INFO(v.dump(1));
+  REQUIRE(v["status"] == "succeeded");
+  const json steps = d.get_json("/v1/sweeps/" + id + "/steps")["steps"];
+  REQUIRE(steps.size() == 1);
+  return steps[0]["server"];
+}
+
+}  // namespace
+
+TEST_CASE("prometheus: gauges read through a real Prometheus server match those scraped directly") {
+  REQUIRE(shell_exit("command -v prometheus >/dev/null") == 0);
+  SimFixture sim(llmsim::SimConfig{});
+  TempDir dir;
+  PrometheusServer prom(dir, sim.endpoint().port());
+  REQUIRE(prom.wait_for_series("vllm:num_requests_running", 60s));
+  Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
+  const std::string base = "http://127.0.0.1:" + std::to_string(sim.endpoint().port());
+  const int users = 8;
+
+  json direct_spec = closed_loop_check(base, users);
+  direct_spec["target"]["metrics_url"] = base + "/metrics";
+  const json direct = run_job(d, direct_spec);
+
+  json via_spec = closed_loop_check(base, users);
+  via_spec["target"]["prometheus"] = {{"url", "http://127.0.0.1:" + std::to_string(prom.port())},
+                                      {"queries",
+                                       {{"running", "sum(vllm:num_requests_running)"},
+                                        {"waiting", "sum(vllm:num_requests_waiting)"},
+                                        {"kv_cache", "avg(vllm:kv_cache_usage_perc)"},
+                                        {"generation_tokens", "sum(vllm:generation_tokens_total)"}}}};
+  const json via = run_job(d, via_spec);
+  INFO("direct: " << direct.dump() << "\nvia Prometheus: " << via.dump());
+  REQUIRE(via["scrapes"].get<int>() >= 5);
+  CHECK(via["scrape_failures"] == 0);
+  // N users keep N requests running: both sources see it; Prometheus' samples are up to one
+  // scrape interval old, so the means may differ by the readings at the step's edges.
+  CHECK(direct["max_running"] == users);
+  CHECK(via["max_running"] == users);
+  CHECK(std::abs(via["mean_running"].get<double>() - direct["mean_running"].get<double>()) <= 2.0);
+  CHECK(via["max_waiting"].get<double>() == direct["max_waiting"].get<double>());
+  CHECK(via["max_kv_cache_usage"].get<double>() == Approx(direct["max_kv_cache_usage"].get<double>()).epsilon(0.25));
+  CHECK(via["generation_tokens_delta"].get<double>() > 0);
+
+  // A query the server rejects: the step still succeeds, its failures carry Prometheus' words.
+  json bad = closed_loop_check(base, 2);
+  bad["check"]["duration_s"] = 3;
+  bad["target"]["prometheus"] = {{"url", "http://127.0.0.1:" + std::to_string(prom.port())},
+                                 {"queries", {{"running", "sum(vllm:num_requests_running"}}}};
+  const json rejected = run_job(d, bad);
+  CHECK(rejected["scrapes"] == 0);
+  CHECK(rejected["scrape_failures"].get<int>() >= 2);
+  CHECK(rejected["last_scrape_error"].get<std::string>().find("bad_data") != std::string::npos);
+
+  // Outside the allow-list (default: loopback only): refused at submit, naming the field.
+  json far = closed_loop_check(base, 2);
+  far["target"]["prometheus"] = {{"url", "http://192.0.2.10:9090"}, {"queries", {{"running", "up"}}}};
+  auto r = d.post("/v1/sweeps", far.dump());
+  CHECK(r.status == 403);
+  CHECK(json::parse(r.body)["error"]["field"] == "/target/prometheus/url");
+  // With metrics_url as well: one source only.
+  far["target"]["prometheus"]["url"] = "http://127.0.0.1:9";
+  far["target"]["metrics_url"] = base + "/metrics";
+  r = d.post("/v1/sweeps", far.dump());
+  CHECK(r.status == 400);
+  CHECK(json::parse(r.body)["error"]["field"] == "/target/prometheus");
+  CHECK(d.alive());
+}
