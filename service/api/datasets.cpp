@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <map>
+
 #include "api/guard.hpp"
 #include "api/handlers.hpp"
 #include "core/text.hpp"
@@ -16,6 +18,12 @@ using json = nlohmann::json;
 
 ApiError no_dataset(const std::string& id) {
   return api_error(errc::not_found, fmt::format("no dataset {}", printable_ascii(id, 64)), "id");
+}
+
+// A job names a dataset that is not stored: the spec is at fault (400), naming its field.
+Error no_dataset_at(const std::string& id, const std::string& field) {
+  return Error{errc::invalid_argument,
+               fmt::format("no dataset {} is stored (POST /v1/datasets first)", printable_ascii(id, 64)), field};
 }
 
 json lengths_json(const llm::DatasetStats::Lengths& l) {
@@ -119,6 +127,55 @@ Answer delete_dataset(Env& env, const Call& c) {
                    fmt::format("queued or running jobs use the dataset ({}); cancel them first",
                                users.empty() ? std::string("-") : fmt::format("{}", fmt::join(users, ", "))),
                    "id");
+}
+
+std::optional<Error> resolve_dataset_lengths(Env& env, json& doc) {
+  for (const char* where : {"/workload/prompt_tokens", "/workload/output_tokens", "/workload/dataset/output_tokens"}) {
+    const json::json_pointer ptr(where);
+    if (!doc.contains(ptr)) continue;
+    json& d = doc[ptr];
+    if (!d.is_object() || d.value("dist", "") != "empirical" || !d.contains("dataset")) continue;
+    const std::string field = where;
+    // A stored spec sent again: the histogram is there already, the dataset its provenance.
+    if (d.contains("values")) continue;
+    if (d.contains("csv")) {
+      return Error{errc::invalid_argument, "give the lengths once: csv or a dataset", field + "/dataset"};
+    }
+    if (!d["dataset"].is_string() || !llm::is_dataset_id(d["dataset"].get<std::string>())) {
+      return Error{errc::invalid_argument, "must be a dataset id like ds-0123456789abcdef", field + "/dataset"};
+    }
+    const std::string id = d["dataset"];
+    const bool prompt_side = field == "/workload/prompt_tokens";
+    const std::string which = d.contains("field") && d["field"].is_string() ? d["field"].get<std::string>()
+                                                                            : (prompt_side ? "prompt" : "output");
+    if (which != "prompt" && which != "output") {
+      return Error{errc::invalid_argument, "must be prompt or output", field + "/field"};
+    }
+    auto row = env.ctx.store->dataset(id);
+    auto content = row ? env.ctx.store->dataset_content(id) : std::nullopt;
+    if (!row || !content) return no_dataset_at(id, field + "/dataset");
+    auto parsed =
+        llm::parse_dataset(llm::parse_dataset_format(row->format).value_or(llm::DatasetFormat::jsonl), *content);
+    if (!parsed)
+      return Error{errc::invalid_argument, fmt::format("dataset {} no longer parses", id), field + "/dataset"};
+    const auto lengths = llm::dataset_lengths(
+        parsed->entries, which == "prompt" ? llm::DatasetLength::prompt : llm::DatasetLength::output);
+    if (lengths.empty()) {
+      return Error{errc::invalid_argument, fmt::format("dataset {} gives no {} lengths", id, which), field + "/field"};
+    }
+    std::map<std::uint32_t, std::uint64_t> counts;
+    for (auto v : lengths) ++counts[v];
+    json values = json::array(), weights = json::array();
+    for (const auto& [v, n] : counts) {
+      values.push_back(v);
+      weights.push_back(n);
+    }
+    d["values"] = std::move(values);
+    d["weights"] = std::move(weights);
+    d["field"] = which;
+    d["sha256"] = row->sha256;
+  }
+  return std::nullopt;
 }
 
 }  // namespace capsweep::api

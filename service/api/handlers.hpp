@@ -71,6 +71,11 @@ nlohmann::json sweep_view(const Env& env, const store::SweepRow& row);
 // Every stored step of a sweep as the API shows it.
 nlohmann::json steps_view(const Env& env, const std::string& id);
 ApiError no_sweep(const Call& c);
+// Fills in each length distribution of a spec document that names a stored dataset's lengths
+// ({"dist": "empirical", "dataset": "ds-...", "field": "prompt" | "output"}) with the
+// dataset's histogram of that length (values and weights) and its sha256, so the stored spec
+// holds the distribution it ran with. nullopt when there is none or all resolved.
+std::optional<Error> resolve_dataset_lengths(Env& env, nlohmann::json& doc);
 
 // Handlers, one per route (router.cpp holds the table).
 Answer create_sweep(Env& env, const Call& c);

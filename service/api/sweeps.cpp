@@ -198,6 +198,7 @@ Result<sweep::JobSpec> accepted_spec(Env& env, json& doc) {
     doc["workload"].erase("prompt_tokens");
     doc["workload"].erase("shared_prefix_tokens");
   }
+  if (auto e = resolve_dataset_lengths(env, doc)) return *e;
   if (doc.value("kind", "sweep") == "sweep" && !doc.contains("sweep")) {
     doc["sweep"] = json::object();
     env.spec_validator.apply_defaults(doc);

@@ -170,3 +170,86 @@ TEST_CASE("cli: every subcommand and exit code against a running capsweepd") {
   CHECK(run({"cancel", long_id}).code == 1);  // already ended: the server says 409
   CHECK(run({"status", "sw-0000000000000000"}).code == 1);
 }
+
+TEST_CASE("cli: datasets, lengths, and a job whose exports follow report.percentiles and show its labels") {
+  SimFixture sim(llmsim::SimConfig{});
+  TempDir dir;
+  Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
+  const std::string server = "http://127.0.0.1:" + std::to_string(d.endpoint().port());
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"--server", server});
+    return cli(dir, args);
+  };
+  const std::string example = std::string(CAPSWEEP_SOURCE_DIR) + "/config/datasets/sharegpt-small.json";
+
+  // lengths: local, nothing sent; both blocks parse as workload lengths.
+  const CliRun lengths = cli(dir, {"--json", "lengths", example});
+  INFO(lengths.err);
+  REQUIRE(lengths.code == 0);
+  const json fitted = json::parse(lengths.out);
+  CHECK(fitted["prompt_tokens"]["items"] == 48);
+  CHECK(fitted["prompt_tokens"]["lognormal"]["dist"] == "lognormal");
+  CHECK(fitted["output_tokens"]["empirical"]["dist"] == "empirical");
+  const CliRun text = cli(dir, {"lengths", example});
+  CHECK(text.out.find("fitted log-normal (paste into \"workload\")") != std::string::npos);
+  std::ofstream(dir.path("bad.csv")) << "prompt_tokens\n12\nmany\n";
+  const CliRun bad_csv = cli(dir, {"lengths", dir.path("bad.csv").string()});
+  CHECK(bad_csv.code == 1);
+  CHECK(bad_csv.err.find("line 3") != std::string::npos);
+
+  // dataset upload / list / show; the same file again is the same dataset.
+  const CliRun up = run({"dataset", "upload", example, "--name", "example"});
+  INFO(up.err);
+  REQUIRE(up.code == 0);
+  const std::string id = up.out.substr(0, up.out.find('\n'));
+  CHECK(id == "ds-ae85ad79e69aec24");  // the id config/sweeps/sharegpt.json names
+  CHECK(run({"dataset", "upload", example}).err.find("already stored") != std::string::npos);
+  const CliRun listed = run({"dataset", "list"});
+  CHECK(listed.out.find(id) != std::string::npos);
+  CHECK(listed.out.find("sharegpt") != std::string::npos);
+  CHECK(run({"dataset", "show", id}).out.find("prompt_tokens") != std::string::npos);
+  CHECK(run({"dataset", "show", "ds-ffffffffffffffff"}).code == 1);
+
+  // A check on the example's recorded conversations whose output lengths come from the
+  // dataset's histogram, with chosen percentiles and labels.
+  json spec = check(sim, 8, 3);
+  spec["workload"] = {{"dataset", {{"id", id}, {"order", "shuffled"}}},
+                      {"seed", 4},
+                      {"prompt_tokens", {{"dist", "empirical"}, {"dataset", id}}}};
+  CHECK(run({"submit", write(dir, "both.json", spec)}).code == 1);  // prompts from the dataset and lengths too
+  spec["workload"].erase("prompt_tokens");
+  spec["workload"]["dataset"]["output_tokens"] = {{"dist", "empirical"}, {"dataset", id}, {"field", "output"}};
+  spec["report"] = {{"percentiles", {50, 99.9}}};
+  spec["target"]["labels"] = {{"gpu", "sim"}, {"runtime_version", "llmsim-1"}};
+  spec["slo"] = {{"ttft_ms", {{"p50", 800}}}};  // decidable on the few requests of a short check
+  const CliRun done = run({"submit", write(dir, "check.json", spec), "--wait"});
+  INFO(done.out << done.err);
+  REQUIRE(done.code == 0);
+  CHECK(done.out.find("TTFT p99.9") != std::string::npos);  // the steps table
+  const json list = d.get_json("/v1/sweeps");
+  const std::string job_id = list["sweeps"][0]["id"];
+  CHECK(list["sweeps"][0]["labels"]["gpu"] == "sim");
+  CHECK(run({"list"}).out.find("gpu=sim runtime_version=llmsim-1") != std::string::npos);
+  const json v = d.get_json("/v1/sweeps/" + job_id);
+  const json& out_dist = v["spec"]["workload"]["dataset"]["output_tokens"];
+  CHECK(out_dist["sha256"].get<std::string>().rfind("ae85ad79", 0) == 0);
+  CHECK(out_dist["values"].size() == out_dist["weights"].size());
+  CHECK(v["result"]["labels"]["runtime_version"] == "llmsim-1");
+  // Every export shows p50 and p99.9.
+  const json steps = d.get_json("/v1/sweeps/" + job_id + "/steps");
+  CHECK(steps["steps"][0]["summary"]["p99.9_ttft_ms"].is_number());
+  CHECK(steps["steps"][0]["summary"]["percentiles"] == json({50, 99.9}));
+  CHECK(v["result"]["observations"]["p99.9_itl_ms"].is_number());
+  const auto csv = d.get("/v1/sweeps/" + job_id + "/steps.csv");
+  CHECK(csv.body.find("p99.9_ttft_ms") != std::string::npos);
+  CHECK(csv.body.find("p99.9_e2el_ms") != std::string::npos);
+  CHECK(csv.body.find("p90_ttft_ms") == std::string::npos);  // not chosen
+  const auto report = d.get("/v1/sweeps/" + job_id + "/report");
+  CHECK(report.body.find("<th>TTFT p99.9 ms</th>") != std::string::npos);
+  CHECK(report.body.find("TTFT distribution (CDF)") != std::string::npos);
+  CHECK(report.body.find("runtime_version=llmsim-1") != std::string::npos);
+
+  // Once the job is done the dataset can go; a second rm finds nothing.
+  CHECK(run({"dataset", "rm", id}).code == 0);
+  CHECK(run({"dataset", "rm", id}).code == 1);
+}

@@ -209,6 +209,36 @@ TEST_CASE("datasets: a check job takes its prompts from a dataset in order and r
   CHECK(r.status == 400);
   CHECK(error_of(r)["field"] == "/workload/prompt_tokens");
 
+  // Lengths from a dataset's histogram: errors name the field.
+  json from_lengths = spec;
+  from_lengths["workload"] = {{"prompt_tokens", {{"dist", "empirical"}, {"dataset", "ds-ffffffffffffffff"}}},
+                              {"output_tokens", {{"dist", "fixed"}, {"value", 8}}}};
+  r = d.post("/v1/sweeps", from_lengths.dump());
+  CHECK(r.status == 400);
+  CHECK(error_of(r)["field"] == "/workload/prompt_tokens/dataset");
+  from_lengths["workload"]["prompt_tokens"] = {{"dist", "empirical"}, {"dataset", id}, {"field", "answer"}};
+  r = d.post("/v1/sweeps", from_lengths.dump());
+  CHECK(r.status == 400);
+  CHECK(error_of(r)["field"] == "/workload/prompt_tokens/field");
+  from_lengths["workload"]["prompt_tokens"] = {{"dist", "empirical"}, {"dataset", "not-an-id"}};
+  r = d.post("/v1/sweeps", from_lengths.dump());
+  CHECK(r.status == 400);
+  CHECK(error_of(r)["field"] == "/workload/prompt_tokens/dataset");
+  // Resolved: the histogram of the items' prompt words (3..9, once each) in the stored spec.
+  from_lengths["workload"]["prompt_tokens"] = {{"dist", "empirical"}, {"dataset", id}};
+  from_lengths["check"] = {{"rate_rps", 10}, {"duration_s", 1}, {"warmup_s", 0}};
+  r = d.post("/v1/sweeps", from_lengths.dump());
+  INFO(r.body);
+  REQUIRE(r.status == 201);
+  const json resolved = json::parse(r.body)["spec"]["workload"]["prompt_tokens"];
+  CHECK(resolved["values"] == json({3, 4, 5, 6, 7, 8, 9}));
+  CHECK(resolved["weights"] == json({1, 1, 1, 1, 1, 1, 1}));
+  CHECK(resolved["sha256"] == ds["sha256"]);
+  CHECK(resolved["field"] == "prompt");
+  d.wait_for(
+      json::parse(r.body)["id"], [](const json& x) { return x["status"] != "queued" && x["status"] != "running"; },
+      60s);
+
   r = d.post("/v1/sweeps", spec.dump());
   INFO(r.body);
   REQUIRE(r.status == 201);
