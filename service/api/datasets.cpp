@@ -72,20 +72,18 @@ Answer create_dataset(Env& env, const Call& c) {
     return api_error(errc::invalid_argument, fmt::format("nested deeper than the service's limit of {} levels", depth),
                      *deep);
   }
-  auto parsed = llm::parse_dataset(format, body);
-  if (!parsed) return from_error(parsed.error());
+  auto stats = llm::scan_dataset(format, body);
+  if (!stats) return from_error(stats.error());
   store::DatasetRow row;
   row.sha256 = llm::sha256_hex(body);
   row.id = llm::dataset_id(row.sha256);
   row.name = name;
   row.format = std::string(llm::to_string(format));
   row.bytes = body.size();
-  row.items = parsed->stats.items;
+  row.items = stats->items;
   row.stats = {{"counter", "words"},
-               {"prompt_tokens", lengths_json(parsed->stats.prompt_tokens)},
-               {"output_tokens", lengths_json(parsed->stats.output_tokens)}};
-  parsed->entries.clear();  // only the bytes are stored
-  parsed->entries.shrink_to_fit();
+               {"prompt_tokens", lengths_json(stats->prompt_tokens)},
+               {"output_tokens", lengths_json(stats->output_tokens)}};
   if (!env.ctx.store->writable()) {
     return api_error(errc::unavailable, "the database cannot be written now (disk full or locked); nothing was stored");
   }

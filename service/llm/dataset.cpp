@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "core/stats.hpp"
@@ -142,8 +143,13 @@ DatasetFormat sniff_dataset_format(std::string_view text) noexcept {
   return DatasetFormat::jsonl;
 }
 
-Result<std::vector<DatasetEntry>> parse_jsonl(std::string_view text) {
-  std::vector<DatasetEntry> out;
+namespace {
+
+using EntrySink = std::function<void(DatasetEntry&&)>;
+
+// Each item of a JSONL file, checked, to `sink`; the count of items or the first error.
+Result<std::size_t> each_jsonl_item(std::string_view text, const EntrySink& sink) {
+  std::size_t items = 0;
   std::optional<Error> failure;
   for_each_line(text, [&](std::string_view line, std::size_t line_no) {
     while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.remove_suffix(1);
@@ -157,16 +163,18 @@ Result<std::vector<DatasetEntry>> parse_jsonl(std::string_view text) {
     if (j.is_discarded()) return fail({"", "not valid JSON"});
     DatasetEntry d;
     if (auto e = read_jsonl_item(j, d)) return fail(*e);
-    out.push_back(std::move(d));
+    sink(std::move(d));
+    ++items;
     return true;
   });
   if (failure) return *failure;
-  if (out.empty()) return Error{errc::parse_error, "the JSONL file has no prompt", ""};
-  return out;
+  if (items == 0) return Error{errc::parse_error, "the JSONL file has no prompt", ""};
+  return items;
 }
 
-Result<std::vector<DatasetEntry>> parse_sharegpt(std::string_view text) {
-  std::vector<DatasetEntry> out;
+// Each usable conversation of a ShareGPT file, checked, to `sink`; the count or the first error.
+Result<std::size_t> each_sharegpt_entry(std::string_view text, const EntrySink& sink) {
+  std::size_t items = 0;
   std::optional<Error> failure;
   std::size_t index = 0;  // of the top-level entry being read
   bool top_is_array = false;
@@ -211,43 +219,77 @@ Result<std::vector<DatasetEntry>> parse_sharegpt(std::string_view text) {
       fail(where, fmt::format("entry {} is longer than {} words", i, kMaxDatasetTokens));
       return false;
     }
-    out.push_back(std::move(d));
+    sink(std::move(d));
+    ++items;
     return false;
   };
   auto doc = json::parse(text, on_event, false);
   if (failure) return *failure;
   if (doc.is_discarded()) return Error{errc::parse_error, "the ShareGPT file is not valid JSON", ""};
   if (!top_is_array) return Error{errc::parse_error, "a ShareGPT file is a JSON array of conversations", ""};
-  if (out.empty()) return Error{errc::parse_error, "the ShareGPT file has no usable conversation", ""};
+  if (items == 0) return Error{errc::parse_error, "the ShareGPT file has no usable conversation", ""};
+  return items;
+}
+
+Result<std::size_t> each_entry(DatasetFormat format, std::string_view text, const EntrySink& sink) {
+  return format == DatasetFormat::sharegpt ? each_sharegpt_entry(text, sink) : each_jsonl_item(text, sink);
+}
+
+// The length an entry gives of `which` (nullopt: none).
+std::optional<std::uint32_t> entry_length(const DatasetEntry& e, DatasetLength which) {
+  if (which == DatasetLength::prompt) return count_words(e.prompt);
+  if (e.output_tokens) return *e.output_tokens;
+  if (e.max_tokens) return *e.max_tokens;
+  if (e.reference_output_words) return e.reference_output_words;
+  return std::nullopt;
+}
+
+DatasetStats stats_of(std::size_t items, const std::vector<std::uint32_t>& prompts,
+                      const std::vector<std::uint32_t>& outputs) {
+  DatasetStats s;
+  s.items = items;
+  s.prompt_tokens = lengths_of(std::vector<double>(prompts.begin(), prompts.end()));
+  s.output_tokens = lengths_of(std::vector<double>(outputs.begin(), outputs.end()));
+  return s;
+}
+
+}  // namespace
+
+Result<std::vector<DatasetEntry>> parse_jsonl(std::string_view text) {
+  std::vector<DatasetEntry> out;
+  auto n = each_jsonl_item(text, [&](DatasetEntry&& e) { out.push_back(std::move(e)); });
+  if (!n) return n.error();
   return out;
+}
+
+Result<std::vector<DatasetEntry>> parse_sharegpt(std::string_view text) {
+  std::vector<DatasetEntry> out;
+  auto n = each_sharegpt_entry(text, [&](DatasetEntry&& e) { out.push_back(std::move(e)); });
+  if (!n) return n.error();
+  return out;
+}
+
+Result<DatasetStats> scan_dataset(DatasetFormat format, std::string_view text) {
+  std::vector<std::uint32_t> prompts, outputs;
+  auto n = each_entry(format, text, [&](DatasetEntry&& e) {
+    prompts.push_back(*entry_length(e, DatasetLength::prompt));
+    if (auto o = entry_length(e, DatasetLength::output)) outputs.push_back(*o);
+  });
+  if (!n) return n.error();
+  return stats_of(*n, prompts, outputs);
 }
 
 std::vector<std::uint32_t> dataset_lengths(const std::vector<DatasetEntry>& entries, DatasetLength which) {
   std::vector<std::uint32_t> out;
   out.reserve(entries.size());
-  for (const auto& e : entries) {
-    if (which == DatasetLength::prompt)
-      out.push_back(count_words(e.prompt));
-    else if (e.output_tokens)
-      out.push_back(*e.output_tokens);
-    else if (e.max_tokens)
-      out.push_back(*e.max_tokens);
-    else if (e.reference_output_words)
-      out.push_back(e.reference_output_words);
-  }
+  for (const auto& e : entries)
+    if (auto v = entry_length(e, which)) out.push_back(*v);
   return out;
 }
 
 DatasetStats dataset_stats(const std::vector<DatasetEntry>& entries) {
-  auto as_double = [&](DatasetLength which) {
-    const auto counts = dataset_lengths(entries, which);
-    return std::vector<double>(counts.begin(), counts.end());
-  };
-  DatasetStats s;
-  s.items = entries.size();
-  s.prompt_tokens = lengths_of(as_double(DatasetLength::prompt));
-  s.output_tokens = lengths_of(as_double(DatasetLength::output));
-  return s;
+  return stats_of(entries.size(), dataset_lengths(entries, DatasetLength::prompt),
+                  dataset_lengths(entries, DatasetLength::output));
 }
 
 Result<Dataset> parse_dataset(DatasetFormat format, std::string_view text) {

@@ -62,6 +62,9 @@ Result<std::vector<DatasetEntry>> parse_jsonl(std::string_view text);
 // are skipped. Read entry by entry (the whole document is never held as a tree). Errors name
 // the entry: field "/12/conversations/1/value".
 Result<std::vector<DatasetEntry>> parse_sharegpt(std::string_view text);
+// Checks every item and returns the statistics alone, keeping no entry (an upload's
+// check: the file's bytes are the only copy held).
+Result<DatasetStats> scan_dataset(DatasetFormat format, std::string_view text);
 // Either format, with the statistics.
 Result<Dataset> parse_dataset(DatasetFormat format, std::string_view text);
 DatasetStats dataset_stats(const std::vector<DatasetEntry>& entries);

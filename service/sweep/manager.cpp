@@ -26,13 +26,31 @@ void log_line(const std::string& text) {
 
 // The result with the load's record as submitted (defaults filled, the dataset's sha256):
 // the workload (lengths, seed, dataset), the arrival process (burstiness), what the target is
-// (target.labels) and the percentiles reported.
-json with_record(json result, const json& stored_spec) {
-  result["workload"] = stored_spec.value("workload", json::object());
-  result["arrival"] = stored_spec.value("arrival", json::object());
+// (target.labels) and the percentiles reported. A check's conditions also name the lengths,
+// the longest output a request could ask, the seed, the burstiness and the dataset, so its
+// five-part record reads whole. `max_output_tokens` is null when the distribution is unbounded.
+json with_record(json result, const json& stored_spec, std::optional<double> max_output_tokens) {
+  const json workload = stored_spec.value("workload", json::object());
+  const json arrival = stored_spec.value("arrival", json::object());
+  result["workload"] = workload;
+  result["arrival"] = arrival;
   const json target = stored_spec.value("target", json::object());
   result["labels"] = target.value("labels", json::object());
   result["report"] = stored_spec.value("report", json::object());
+  if (result.contains("conditions") && result["conditions"].is_object()) {
+    json& c = result["conditions"];
+    const json dataset = workload.value("dataset", json());
+    c["prompt_tokens"] = dataset.is_object() ? json{{"from", "dataset"}} : workload.value("prompt_tokens", json());
+    c["output_tokens"] = dataset.is_object()
+                             ? (dataset.value("output_tokens", json()).is_object() ? dataset["output_tokens"]
+                                                                                   : json{{"from", "dataset"}})
+                             : workload.value("output_tokens", json());
+    c["max_output_tokens"] = max_output_tokens ? json(*max_output_tokens) : json(nullptr);
+    c["seed"] = workload.value("seed", json(0));
+    c["burstiness"] = arrival.value("burstiness", json(1));
+    c["dataset"] = dataset.is_object() ? json{{"id", dataset.value("id", "")}, {"sha256", dataset.value("sha256", "")}}
+                                       : json(nullptr);
+  }
   return result;
 }
 
@@ -403,6 +421,16 @@ void SweepManager::worker_loop() {
   --workers_running_;
 }
 
+std::optional<double> SweepManager::max_output_tokens(const JobSpec& spec) {
+  if (spec.workload.dataset && spec.workload.dataset->output_from_dataset) {
+    const auto row = store_->dataset(spec.workload.dataset->id);
+    const json max = row ? row->stats.value("/output_tokens/max"_json_pointer, json()) : json();
+    return max.is_number() ? std::optional<double>(max.get<double>()) : std::nullopt;
+  }
+  const std::uint32_t bound = spec.workload.output_tokens.upper_bound();
+  return bound == UINT32_MAX ? std::nullopt : std::optional<double>(bound);
+}
+
 Result<std::vector<llm::DatasetEntry>> SweepManager::load_dataset(const llm::DatasetRef& ref) {
   auto meta = store_->dataset(ref.id);
   auto content = meta ? store_->dataset_content(ref.id) : std::nullopt;
@@ -494,7 +522,8 @@ void SweepManager::run(const store::SweepRow& row, const std::shared_ptr<Active>
                                 {"steps_planned", stored.size()},
                                 {"percent", 100},
                                 {"eta_s", 0}});
-      return finish(id, "succeeded", with_record(fin->result, row.spec), fmt::format("after {} steps", stored.size()));
+      return finish(id, "succeeded", with_record(fin->result, row.spec, max_output_tokens(p.spec)),
+                    fmt::format("after {} steps", stored.size()));
     }
     if (const auto* fail = std::get_if<Fail>(&action)) return finish(id, "failed", nullptr, fail->reason);
     if (std::chrono::system_clock::now() - p.started > options_.max_total_sweep) {

@@ -107,6 +107,9 @@ class SweepManager {
   std::optional<Prepared> prepare(const store::SweepRow& row, const std::shared_ptr<Active>& active);
   // A stored dataset's entries, checked against the sha256 the job recorded.
   Result<std::vector<llm::DatasetEntry>> load_dataset(const llm::DatasetRef& ref);
+  // The most output tokens a request of the job may ask: the distribution's bound, or the
+  // dataset's longest output; nullopt when unbounded or unknown.
+  std::optional<double> max_output_tokens(const JobSpec& spec);
   // Runs one ordered step under the time limit; false when the sweep ended meanwhile.
   bool run_step(const store::SweepRow& row, Prepared& p, const std::shared_ptr<Active>& active, const StepOrder& order,
                 int index, int steps_planned);

@@ -254,6 +254,14 @@ TEST_CASE("datasets: a check job takes its prompts from a dataset in order and r
   CHECK(v["spec"]["workload"]["dataset"]["sha256"] == ds["sha256"]);
   CHECK(v["result"]["workload"]["dataset"]["id"] == id);
   CHECK(v["result"]["workload"]["dataset"]["sha256"] == ds["sha256"]);
+  // The check's record names the load whole: lengths, the longest output asked, seed, dataset.
+  const json& cond = v["result"]["conditions"];
+  CHECK(cond["dataset"]["id"] == id);
+  CHECK(cond["dataset"]["sha256"] == ds["sha256"]);
+  CHECK(cond["max_output_tokens"] == 12);
+  CHECK(cond["seed"] == 3);
+  CHECK(cond["burstiness"] == 1);
+  CHECK(cond["prompt_tokens"]["from"] == "dataset");
   const json steps = d.get_json("/v1/sweeps/" + job + "/steps");
   REQUIRE(steps["steps"].size() == 1);
   CHECK(steps["steps"][0]["summary"]["dataset"]["sha256"] == ds["sha256"]);

@@ -234,3 +234,27 @@ TEST_CASE("dataset: a chat target sends a messages item's messages as they are")
   CHECK(completions["prompt"] == "s\n\nu");
   CHECK_FALSE(completions.contains("messages"));
 }
+
+TEST_CASE("dataset: scanning an upload gives the statistics of parsing it, and the same first error") {
+  const std::string jsonl =
+      "{\"prompt\": \"a b c\", \"max_tokens\": 7}\n{\"prompt\": \"d\"}\n{\"prompt\": \"e f\", \"output_tokens\": 3}\n";
+  const std::string sharegpt = R"([{"conversations": [{"value": "one two"}, {"value": "x y z"}]},
+                                   {"conversations": [{"value": "solo"}]},
+                                   {"conversations": [{"value": "a b c d"}, {"value": "w"}]}])";
+  for (const auto& [format, text] : {std::pair{DatasetFormat::jsonl, jsonl}, {DatasetFormat::sharegpt, sharegpt}}) {
+    auto scanned = scan_dataset(format, text);
+    auto parsed = parse_dataset(format, text);
+    REQUIRE(scanned.has_value());
+    REQUIRE(parsed.has_value());
+    CHECK(scanned->items == parsed->stats.items);
+    CHECK(scanned->prompt_tokens.p50 == parsed->stats.prompt_tokens.p50);
+    CHECK(scanned->prompt_tokens.max == parsed->stats.prompt_tokens.max);
+    CHECK(scanned->output_tokens.count == parsed->stats.output_tokens.count);
+    CHECK(scanned->output_tokens.p95 == parsed->stats.output_tokens.p95);
+  }
+  CHECK(scan_dataset(DatasetFormat::jsonl, jsonl)->output_tokens.count == 2);
+  CHECK(scan_dataset(DatasetFormat::sharegpt, sharegpt)->items == 2);  // a one-turn entry is skipped
+  auto bad = scan_dataset(DatasetFormat::jsonl, jsonl + "{\"prompt\": 5}\n");
+  REQUIRE_FALSE(bad.has_value());
+  CHECK(bad.error().field == "line 4: /prompt");
+}
