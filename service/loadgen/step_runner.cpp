@@ -189,7 +189,10 @@ struct StepState {
     }
   }
 
-  asio::awaitable<void> worker(Nanos end) {
+  // One closed-loop user: sends, waits for the answer (and its think time), sends again.
+  asio::awaitable<void> worker(Nanos end, std::uint32_t user) {
+    Rng think_rng(spec.seed * 0x9E3779B97F4A7C15ULL + user + 1);
+    asio::steady_timer think_timer(io);
     while (!stopping && now() < end && (!spec.requests || next_index < *spec.requests)) {
       const std::uint64_t i = next_index++;
       const Nanos t = now();
@@ -197,6 +200,10 @@ struct StepState {
       ++in_flight;
       peak_in_flight = std::max(peak_in_flight, in_flight);
       co_await one(i, t, t);
+      if (spec.think_time_ms && !stopping) {
+        think_timer.expires_after(std::chrono::milliseconds(spec.think_time_ms->sample(think_rng)));
+        co_await think_timer.async_wait(use_tuple);
+      }
     }
   }
 
@@ -230,7 +237,7 @@ struct StepState {
       // Workers start at the origin, as a schedule's first request would.
       dispatch_timer.expires_at(t0);
       co_await dispatch_timer.async_wait(use_tuple);
-      for (std::uint32_t w = 0; w < spec.concurrency; ++w) asio::co_spawn(io, worker(end), log_exception);
+      for (std::uint32_t w = 0; w < spec.concurrency; ++w) asio::co_spawn(io, worker(end, w), log_exception);
       while (!stopping && (spec.requests ? next_index < *spec.requests : now() < end)) {
         dispatch_timer.expires_at(spec.requests ? SteadyClock::now() + std::chrono::milliseconds(5) : t0 + end);
         co_await dispatch_timer.async_wait(use_tuple);

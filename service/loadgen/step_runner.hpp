@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/backlog.hpp"
+#include "core/lengths.hpp"
 #include "core/metrics.hpp"
 #include "core/schedule.hpp"
 #include "llm/target.hpp"
@@ -31,6 +32,9 @@ struct StepSpec {
   Mode mode = Mode::rate;
   ArrivalSpec arrival;            // rate mode
   std::uint32_t concurrency = 0;  // concurrency mode: in flight; rate mode: cap (0 = none)
+  // Concurrency mode: each user waits a draw of this (milliseconds) after an answer before
+  // sending its next request (none: at once).
+  std::optional<LengthDist> think_time_ms;
   Nanos duration = std::chrono::seconds(60);
   std::optional<std::uint64_t> requests;  // send exactly this many (all_at_once needs it)
   Nanos warmup{0};

@@ -48,6 +48,8 @@ json with_record(json result, const json& stored_spec, std::optional<double> max
     c["max_output_tokens"] = max_output_tokens ? json(*max_output_tokens) : json(nullptr);
     c["seed"] = workload.value("seed", json(0));
     c["burstiness"] = arrival.value("burstiness", json(1));
+    const json check = stored_spec.value("check", json::object());
+    c["think_time_ms"] = check.value("think_time_ms", json());
     c["dataset"] = dataset.is_object() ? json{{"id", dataset.value("id", "")}, {"sha256", dataset.value("sha256", "")}}
                                        : json(nullptr);
   }
@@ -83,6 +85,7 @@ loadgen::StepSpec step_spec(const JobSpec& spec, const StepOrder& order, int ind
       s.warmup = order.warmup;
       if (order.closed_loop) {
         s.mode = loadgen::Mode::concurrency;
+        s.think_time_ms = spec.kind == JobKind::check ? spec.check.think_time_ms : spec.sweep.think_time_ms;
         s.duration = order.warmup + order.duration;
         s.requests = order.requests;
       } else if (spec.arrival.process == ArrivalProcess::all_at_once) {

@@ -73,6 +73,13 @@ Result<SweepSettings> parse_sweep(const json& j) {
   if (s.max_step_duration < s.warmup + s.step_duration) {
     return invalid(f + "/max_step_duration_s", "must be at least warmup_s + step_duration_s");
   }
+  if (auto t = j.find("think_time_ms"); t != j.end()) {
+    if (s.mode != SweepMode::concurrency)
+      return invalid(f + "/think_time_ms", "applies to \"mode\": \"concurrency\" only");
+    auto d = parse_length_dist(*t, f + "/think_time_ms");
+    if (!d) return d.error();
+    s.think_time_ms = *d;
+  }
   return s;
 }
 
@@ -115,6 +122,13 @@ Result<CheckSettings> parse_check(const json& j, ArrivalProcess process) {
   }
   if (process != ArrivalProcess::all_at_once && c.warmup >= c.duration) {
     return invalid(f + "/warmup_s", "must be shorter than duration_s");
+  }
+  if (auto t = j.find("think_time_ms"); t != j.end()) {
+    if (!closed_loop)
+      return invalid(f + "/think_time_ms", "a think time belongs to a closed loop (concurrency: N users)");
+    auto d = parse_length_dist(*t, f + "/think_time_ms");
+    if (!d) return d.error();
+    c.think_time_ms = *d;
   }
   return c;
 }

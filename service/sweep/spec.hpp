@@ -29,6 +29,7 @@ enum class SweepMode { rate, concurrency };
 struct SweepSettings {
   SweepMode mode = SweepMode::rate;
   std::vector<std::uint32_t> levels{1, 2, 4, 8, 16, 32, 64};  // concurrency mode: users per step
+  std::optional<LengthDist> think_time_ms;                    // concurrency mode: each user's pause after an answer
   int steps = 6;                                              // ladder rates K
   Nanos step_duration = std::chrono::seconds(60);             // measured part of a fixed-rate step
   Nanos warmup = std::chrono::seconds(10);                    // before it, not measured
@@ -51,6 +52,7 @@ struct SweepSettings {
 struct CheckSettings {
   double rate_rps = 1;                         // +inf for all_at_once; 0 for a closed loop
   std::uint32_t concurrency = 0;               // closed loop: N users, each waits for its answer (0: rate)
+  std::optional<LengthDist> think_time_ms;     // closed loop: each user's pause after an answer
   Nanos duration = std::chrono::seconds(600);  // the schema's defaults: what parse_check fills in
   Nanos warmup{0};
   std::uint32_t max_concurrency = 0;

@@ -243,3 +243,25 @@ TEST_CASE("spec: report.percentiles, target.labels and target.prometheus - value
   CHECK(first_error(with(prom, "/target/prometheus/url", "ftp://x")) == "/target/prometheus/url");
   CHECK(first_error(with(prom, "/target/metrics_url", "http://127.0.0.1:8000/metrics")) == "/target/prometheus");
 }
+
+TEST_CASE("spec: a think time belongs to a closed loop, and its errors name the field") {
+  json closed = demo();
+  closed["kind"] = "check";
+  closed.erase("sweep");
+  closed["check"] = {{"concurrency", 4}, {"duration_s", 10}, {"think_time_ms", {{"dist", "fixed"}, {"value", 500}}}};
+  CHECK(first_error(closed).empty());
+  validator().apply_defaults(closed);
+  auto c = sweep::parse_job_spec(closed);
+  REQUIRE(c.has_value());
+  REQUIRE(c->check.think_time_ms.has_value());
+  CHECK(c->check.think_time_ms->nominal_mean() == 500);
+  json rate = closed;
+  rate["check"].erase("concurrency");
+  rate["check"]["rate_rps"] = 2;
+  CHECK(first_error(rate) == "/check/think_time_ms");
+  CHECK(first_error(with(closed, "/check/think_time_ms", {{"dist", "lognormal"}, {"median", 10}, {"p95", 5}})) ==
+        "/check/think_time_ms/p95");
+  CHECK(first_error(with(demo(), "/sweep/think_time_ms", {{"dist", "fixed"}, {"value", 5}})) == "/sweep/think_time_ms");
+  json levels = with(demo(), "/sweep/mode", "concurrency");
+  CHECK(first_error(with(levels, "/sweep/think_time_ms", {{"dist", "fixed"}, {"value", 5}})).empty());
+}

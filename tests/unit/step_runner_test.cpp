@@ -90,6 +90,31 @@ TEST_CASE("a closed-loop step keeps exactly N requests in flight") {
   CHECK(run.stats->max_concurrent == 3);
 }
 
+TEST_CASE("a closed-loop user waits its think time after each answer before the next request") {
+  FakeModel m;
+  m.ttft = 2ms;
+  m.itl = 1ms;
+  Run run(m);
+  loadgen::StepSpec s;
+  s.mode = loadgen::Mode::concurrency;
+  s.concurrency = 2;
+  s.requests = 20;
+  s.drain_timeout = 10s;
+  s.think_time_ms = LengthDist::fixed(30);
+  auto r = run.runner->run(s);
+  REQUIRE(r.has_value());
+  REQUIRE(r->requests.size() == 20);
+  CHECK(count(*r, Outcome::ok) == 20);
+  // Two users, ten requests each: the last request is sent after at least nine think times.
+  double first = 1e18, last = 0;
+  for (const auto& q : r->requests) {
+    first = std::min(first, q.scheduled_ms);
+    last = std::max(last, q.scheduled_ms);
+  }
+  CHECK(last - first >= 9 * 30);
+  CHECK(r->peak_in_flight <= 2);
+}
+
 TEST_CASE("concurrency mode without a concurrency is refused, naming the field") {
   Run run(FakeModel{});
   loadgen::StepSpec s;
