@@ -115,8 +115,7 @@ Result<WelchResult> welch(std::span<const double> a, std::span<const double> b, 
     if (diff == 0) w.p_greater = w.p_less = 0.5;
     return w;
   }
-  w.df = (va + vb) * (va + vb) /
-         (va * va / static_cast<double>(ma.n - 1) + vb * vb / static_cast<double>(mb.n - 1));
+  w.df = (va + vb) * (va + vb) / (va * va / static_cast<double>(ma.n - 1) + vb * vb / static_cast<double>(mb.n - 1));
   w.t = diff / se;
   const double cdf = student_t_cdf(w.t, w.df);
   w.p_greater = 1 - cdf;

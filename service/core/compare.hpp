@@ -14,9 +14,9 @@ namespace capsweep {
 // Welch's two-sample t-test of candidate (b) against baseline (a), runs as samples.
 struct WelchResult {
   double mean_a = 0, mean_b = 0;
-  double change_pct = 0;                // 100 (mean_b - mean_a) / mean_a
+  double change_pct = 0;                   // 100 (mean_b - mean_a) / mean_a
   double ci_low_pct = 0, ci_high_pct = 0;  // two-sided (1 - alpha) interval of change_pct
-  double t = 0, df = 0;                 // statistic and Welch-Satterthwaite degrees of freedom
+  double t = 0, df = 0;                    // statistic and Welch-Satterthwaite degrees of freedom
   double p_two_sided = 1;
   double p_greater = 0.5;  // one-sided: mean_b > mean_a
   double p_less = 0.5;     // one-sided: mean_b < mean_a

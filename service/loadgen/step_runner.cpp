@@ -201,8 +201,12 @@ struct StepState {
       peak_in_flight = std::max(peak_in_flight, in_flight);
       co_await one(i, t, t);
       if (spec.think_time_ms && !stopping) {
-        think_timer.expires_after(std::chrono::milliseconds(spec.think_time_ms->sample(think_rng)));
-        co_await think_timer.async_wait(use_tuple);
+        // Waited in short slices, so that the step's end or a cancel is noticed at once.
+        const auto until = SteadyClock::now() + std::chrono::milliseconds(spec.think_time_ms->sample(think_rng));
+        while (!stopping && now() < end && SteadyClock::now() < until) {
+          think_timer.expires_at(std::min(until, SteadyClock::now() + std::chrono::milliseconds(20)));
+          co_await think_timer.async_wait(use_tuple);
+        }
       }
     }
   }

@@ -55,8 +55,8 @@ TEST_CASE("compare: the gate fails a significant degradation past the threshold,
   w.p_greater = 0.001;
   w.p_less = 0.999;
   CHECK(judge_change(w, 10, Worse::higher) == ChangeVerdict::fail);
-  CHECK(judge_change(w, 20, Worse::higher) == ChangeVerdict::pass);        // worst end 18 < 20
-  CHECK(judge_change(w, 5, Worse::lower) == ChangeVerdict::pass);          // goodput went up
+  CHECK(judge_change(w, 20, Worse::higher) == ChangeVerdict::pass);          // worst end 18 < 20
+  CHECK(judge_change(w, 5, Worse::lower) == ChangeVerdict::pass);            // goodput went up
   CHECK(judge_change(w, 16, Worse::higher) == ChangeVerdict::inconclusive);  // 15 < 16 <= 18
   w.p_greater = 0.2;
   CHECK(judge_change(w, 10, Worse::higher) == ChangeVerdict::inconclusive);  // big but not significant

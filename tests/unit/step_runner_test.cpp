@@ -115,6 +115,24 @@ TEST_CASE("a closed-loop user waits its think time after each answer before the 
   CHECK(r->peak_in_flight <= 2);
 }
 
+TEST_CASE("a think time longer than the step does not hold the step past its end") {
+  FakeModel m;
+  m.ttft = 2ms;
+  m.itl = 1ms;
+  Run run(m);
+  loadgen::StepSpec s;
+  s.mode = loadgen::Mode::concurrency;
+  s.concurrency = 3;
+  s.duration = 300ms;
+  s.drain_timeout = 10s;
+  s.think_time_ms = LengthDist::fixed(3'600'000);  // an hour
+  const auto started = std::chrono::steady_clock::now();
+  auto r = run.runner->run(s);
+  REQUIRE(r.has_value());
+  CHECK(r->requests.size() == 3);                           // each user sent once, then thought past the end
+  CHECK(std::chrono::steady_clock::now() - started < 60s);  // a bound far above any machine's noise
+}
+
 TEST_CASE("concurrency mode without a concurrency is refused, naming the field") {
   Run run(FakeModel{});
   loadgen::StepSpec s;
