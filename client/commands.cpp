@@ -257,7 +257,7 @@ int list(const ApiClient& c, const Args& a) {
 }
 
 // Whether a file's first non-blank byte is '[' (a ShareGPT array).
-bool llm_sniff_is_array(std::string_view text) {
+bool starts_with_array(std::string_view text) {
   for (char ch : text)
     if (!std::isspace(static_cast<unsigned char>(ch))) return ch == '[';
   return false;
@@ -293,7 +293,7 @@ int dataset_upload(const ApiClient& c, const Args& a) {
     sep = "&";
   }
   if (!a.format.empty()) path += sep + "format=" + a.format;
-  const bool sharegpt = a.format.empty() ? llm_sniff_is_array(*text) : a.format == "sharegpt";
+  const bool sharegpt = a.format.empty() ? starts_with_array(*text) : a.format == "sharegpt";
   auto r = c.request("POST", path, *text, sharegpt ? "application/json" : "application/x-ndjson");
   if (r.status != 201 && r.status != 200) return report_error(r);
   const json d = json::parse(r.body, nullptr, false);

@@ -6,7 +6,7 @@
 using namespace capsweep;
 using json = nlohmann::json;
 
-TEST_CASE("quality: a JSON answer is one object; fences, arrays and prose fail with the reason") {
+TEST_CASE("quality: a JSON answer is one object, and fences, arrays and prose fail with the reason") {
   CHECK(check_json_answer(" {\"a\": 1}\n").ok);
   CHECK(answer_json("{\"a\": [1, 2]}")->at("a").size() == 2);
   const auto fenced = check_json_answer("```json\n{\"a\": 1}\n```");
@@ -47,7 +47,7 @@ TEST_CASE("quality: the length respects max_tokens and agrees with finish_reason
   CHECK(check_length(12, 64, "").reason == "the answer has no finish_reason");
 }
 
-TEST_CASE("quality: expected answers match exactly or by substring; determinism is byte equality") {
+TEST_CASE("quality: expected answers match exactly or by substring, and determinism is byte equality") {
   CHECK(check_expected(" 42\n", {{"answer", "42"}}).ok);
   CHECK(check_expected("41", {{"answer", "42"}}).reason == "the answer differs from the expected one");
   CHECK(check_expected("The capital is Paris.", {{"contains", "Paris"}}).ok);
