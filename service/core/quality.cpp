@@ -34,7 +34,8 @@ QualityVerdict check_json_answer(std::string_view answer) {
   if (body.empty()) return fail("the answer is empty");
   auto j = nlohmann::json::parse(body, nullptr, false);
   if (j.is_discarded()) {
-    return fail(body.rfind("```", 0) == 0 ? "the JSON is wrapped in a code fence" : "the answer does not parse as JSON");
+    return fail(body.rfind("```", 0) == 0 ? "the JSON is wrapped in a code fence"
+                                          : "the answer does not parse as JSON");
   }
   if (!j.is_object()) return fail("the answer is JSON but not an object");
   return {true, ""};

@@ -90,11 +90,15 @@ void Daemon::spawn() {
     ::_exit(127);
   }
   pid_ = pid;
+  // Bounded by time, not by tries: a sanitizer build on a loaded machine can take seconds to
+  // come up (a refused connection returns at once, so tries alone bound nothing).
   bool up = false;
-  for (int i = 0; i < 500 && !up; ++i) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!up && std::chrono::steady_clock::now() < deadline) {
     up = http_request(ep_, "GET", "/healthz", "", std::chrono::milliseconds(200)).status == 200;
     if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  INFO(read_text(log_));
   REQUIRE(up);
 }
 
