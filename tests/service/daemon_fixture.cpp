@@ -76,16 +76,20 @@ void Daemon::spawn() {
   std::vector<std::string> argv{CAPSWEEPD_PATH, "--listen", "127.0.0.1:" + std::to_string(ep_.port()), "--db",
                                 db_.string()};
   argv.insert(argv.end(), args_.begin(), args_.end());
+  // Everything the child needs is made before fork: the test process has threads (an
+  // in-process simulator), and a child that allocates before exec can hang on a lock one of
+  // them held at the fork.
+  std::vector<char*> raw;
+  for (auto& a : argv) raw.push_back(a.data());
+  raw.push_back(nullptr);
+  const std::string log_path = log_.string();
   const pid_t pid = ::fork();
   if (pid == 0) {
-    const int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd >= 0) {
       ::dup2(fd, 2);
       ::dup2(fd, 1);
     }
-    std::vector<char*> raw;
-    for (auto& a : argv) raw.push_back(a.data());
-    raw.push_back(nullptr);
     ::execv(raw[0], raw.data());
     ::_exit(127);
   }

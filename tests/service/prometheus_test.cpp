@@ -33,16 +33,17 @@ class PrometheusServer {
     const std::string listen = "127.0.0.1:" + std::to_string(port_);
     const std::string storage = dir.path("prom-data").string();
     const std::string log = dir.path("prometheus.log").string();
+    // The arguments are made before fork: a child of a threaded process must not allocate.
+    std::vector<std::string> args{"prometheus", "--config.file=" + config.string(), "--storage.tsdb.path=" + storage,
+                                  "--web.listen-address=" + listen, "--log.level=warn"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
     pid_ = ::fork();
     if (pid_ == 0) {
       const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
       ::dup2(fd, 1);
       ::dup2(fd, 2);
-      std::vector<std::string> args{"prometheus", "--config.file=" + config.string(), "--storage.tsdb.path=" + storage,
-                                    "--web.listen-address=" + listen, "--log.level=warn"};
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
       ::execvp("prometheus", argv.data());
       ::_exit(127);
     }
@@ -131,7 +132,9 @@ TEST_CASE("prometheus: gauges read through a real Prometheus server match those 
   CHECK(direct["max_running"] == users);
   CHECK(via["max_running"] == users);
   CHECK(std::abs(via["mean_running"].get<double>() - direct["mean_running"].get<double>()) <= 2.0);
-  CHECK(via["max_waiting"].get<double>() == direct["max_waiting"].get<double>());
+  // Waiting is a transient gauge (a request between arrival and the next batch): sampled at
+  // other instants, the two sources may see one such request or none.
+  CHECK(std::abs(via["max_waiting"].get<double>() - direct["max_waiting"].get<double>()) <= 1.0);
   CHECK(via["max_kv_cache_usage"].get<double>() == Approx(direct["max_kv_cache_usage"].get<double>()).epsilon(0.25));
   CHECK(via["generation_tokens_delta"].get<double>() > 0);
 
