@@ -15,6 +15,7 @@
 #include "core/text.hpp"
 #include "format.hpp"
 #include "lengths.hpp"
+#include "llm/dataset.hpp"
 
 namespace capsweep::cli {
 
@@ -256,13 +257,6 @@ int list(const ApiClient& c, const Args& a) {
   return kOk;
 }
 
-// Whether a file's first non-blank byte is '[' (a ShareGPT array).
-bool starts_with_array(std::string_view text) {
-  for (char ch : text)
-    if (!std::isspace(static_cast<unsigned char>(ch))) return ch == '[';
-  return false;
-}
-
 std::string dataset_line(const json& d) {
   const json& p = d.value("stats", json::object()).value("prompt_tokens", json::object());
   std::string lengths = "-";
@@ -293,7 +287,8 @@ int dataset_upload(const ApiClient& c, const Args& a) {
     sep = "&";
   }
   if (!a.format.empty()) path += sep + "format=" + a.format;
-  const bool sharegpt = a.format.empty() ? starts_with_array(*text) : a.format == "sharegpt";
+  const bool sharegpt =
+      a.format.empty() ? llm::sniff_dataset_format(*text) == llm::DatasetFormat::sharegpt : a.format == "sharegpt";
   auto r = c.request("POST", path, *text, sharegpt ? "application/json" : "application/x-ndjson");
   if (r.status != 201 && r.status != 200) return report_error(r);
   const json d = json::parse(r.body, nullptr, false);

@@ -53,6 +53,10 @@ class Child {
   // `health`: the path that answers 200 once the child serves.
   Child(std::vector<std::string> argv, const fs::path& log, std::uint16_t port, const std::string& health)
       : port_(port) {
+    // The arguments are made before fork: a child of a threaded process must not allocate.
+    std::vector<char*> raw;
+    for (auto& a : argv) raw.push_back(a.data());
+    raw.push_back(nullptr);
     pid_ = fork();
     if (pid_ == 0) {
       const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -60,9 +64,6 @@ class Child {
         dup2(fd, 1);
         dup2(fd, 2);
       }
-      std::vector<char*> raw;
-      for (auto& a : argv) raw.push_back(a.data());
-      raw.push_back(nullptr);
       execv(raw[0], raw.data());
       _exit(127);
     }
