@@ -41,6 +41,7 @@ std::thread stop_with_deadline(sweep::SweepManager& manager) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  api::without_thread_cache(argv);
   auto startup = api::startup_from_command_line(argc, argv);
   if (const int* code = std::get_if<int>(&startup)) return *code;
   const api::Startup& s = std::get<api::Startup>(startup);

@@ -12,6 +12,7 @@
 
 #include "api/router.hpp"
 #include "core/log.hpp"
+#include "core/memory.hpp"
 #include "core/text.hpp"
 
 namespace capsweep::api {
@@ -46,6 +47,9 @@ void log_request(const Request& req, const Response& res, const std::string& id,
 
 }  // namespace
 
+// An answer this large leaves enough freed memory behind to be worth handing back.
+constexpr std::size_t kLargeAnswerBytes = 64 * 1024;
+
 struct Api::Impl {
   explicit Impl(ApiContext c) : env(c), pool(static_cast<std::size_t>(std::max(c.workers, 1))) {}
   ~Impl() { pool.join(); }
@@ -75,7 +79,15 @@ http::Handler Api::handler() {
     } else if (where == Placement::worker) {
       // Run on the pool; the connection's coroutine resumes on its own strand afterwards.
       reply.response = co_await asio::co_spawn(
-          impl->pool.get_executor(), [&env, &req]() -> asio::awaitable<Response> { co_return dispatch(env, req); },
+          impl->pool.get_executor(),
+          [&env, &req]() -> asio::awaitable<Response> {
+            Response res = dispatch(env, req);
+            // A large answer was read through the store's page cache and built from a larger
+            // tree of JSON just freed on this worker: hand both back.
+            if (res.body().size() >= kLargeAnswerBytes) env.ctx.store->release_memory();
+            memory::note_freed(res.body().size());
+            co_return res;
+          },
           asio::use_awaitable);
     } else {
       Resolved r = co_await asio::co_spawn(
@@ -88,6 +100,7 @@ http::Handler Api::handler() {
         const Call call{req, std::move(r.id), std::move(r.query)};
         const boost::asio::any_io_executor pool = impl->pool.get_executor();
         reply = co_await r.route->stream(env, pool, call, stream);
+        memory::note_freed(64 * 1024);  // the pages of rows it streamed
         env.latency.observe(r.route_name,
                             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
         co_return reply;

@@ -4,9 +4,11 @@
 #include <malloc.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -111,6 +113,21 @@ std::variant<Startup, int> startup_from_command_line(int argc, char** argv) {
   // files it creates are 0600 whatever umask it was started with.
   umask(S_IRWXG | S_IRWXO);
   return Startup{std::move(*config), *endpoint};
+}
+
+void without_thread_cache(char** argv) {
+#if defined(__GLIBC__)
+  const char* set = std::getenv("GLIBC_TUNABLES");
+  std::string tunables = set ? set : "";
+  if (tunables.find("glibc.malloc.tcache_count") != std::string::npos) return;  // the operator's, or done
+  tunables += (tunables.empty() ? "" : ":") + std::string("glibc.malloc.tcache_count=0");
+  if (setenv("GLIBC_TUNABLES", tunables.c_str(), 1) != 0) return;
+  execv("/proc/self/exe", argv);
+  unsetenv("GLIBC_TUNABLES");  // no /proc: run on as started, with the cache
+  if (set) setenv("GLIBC_TUNABLES", set, 1);
+#else
+  (void)argv;
+#endif
 }
 
 void tune_allocator() {

@@ -25,6 +25,15 @@ std::variant<Startup, int> startup_from_command_line(int argc, char** argv);
 // plus every sweep's target connections); prints a notice when the hard limit is lower.
 void fit_descriptor_limit(const ServiceConfig& c);
 
+// glibc's per-thread cache keeps up to seven freed blocks of every small size for each thread;
+// to the arena they are in use, so each pins the page it lies on and a trim cannot hand those
+// pages back. An API worker that built one large answer would then keep about a megabyte
+// resident for good. glibc reads this setting only when a process starts: capsweepd starts
+// itself again at once with the cache off (GLIBC_TUNABLES glibc.malloc.tcache_count=0),
+// unless the operator's environment sets the count already. Returns only when it did not
+// re-execute (already done, set by the operator, or no /proc). No-op elsewhere.
+void without_thread_cache(char** argv);
+
 // Fixes glibc's allocator thresholds so that memory freed after a step goes back to the system:
 // left dynamic, the first large block freed (a step's rows) raises the mmap and trim thresholds
 // to its size, after which large blocks live in thread arenas whose tops malloc_trim does not

@@ -1,13 +1,13 @@
 #include "sweep/manager.hpp"
 
 #include <fmt/format.h>
-#include <malloc.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
 #include "core/log.hpp"
+#include "core/memory.hpp"
 #include "loadgen/step_runner.hpp"
 #include "sweep/orchestrator.hpp"
 #include "sweep/spec.hpp"
@@ -137,13 +137,6 @@ struct SweepManager::Active {
   }
 };
 
-// Hands the allocator's free pages (of every thread's arena) back to the system.
-void return_free_memory() {
-#if defined(__GLIBC__)
-  malloc_trim(0);
-#endif
-}
-
 // A stored step's rows are not needed any more: free them (and the page cache they were
 // written through) now and hand the freed pages back to the system, so a long run's resident
 // memory reflects what is live, not its largest step.
@@ -153,7 +146,7 @@ void release_step_memory(JudgedStep&& judged, loadgen::StepResult&& result, stor
     const JudgedStep gone = std::move(judged);
     const loadgen::StepResult also_gone = std::move(result);
   }  // freed here
-  return_free_memory();
+  memory::return_free_memory();
 }
 
 // The total time limit holds inside a step too: while a step runs, a watch thread cancels its
@@ -390,6 +383,7 @@ void SweepManager::worker_loop() {
     }
     if (!active) {
       prune();
+      memory::trim_if_pending();  // what large API answers freed since the last trim
       std::unique_lock lock(mutex_);
       if (!stopping_) wake_.wait_for(lock, options_.poll);
       continue;
@@ -418,7 +412,7 @@ void SweepManager::worker_loop() {
       active_.erase(id);
     }
     active.reset();
-    return_free_memory();  // the job's runner, workload and connections are gone too
+    memory::return_free_memory();  // the job's runner, workload and connections are gone too
     wake_.notify_all();
   }
   --workers_running_;

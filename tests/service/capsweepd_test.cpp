@@ -1,5 +1,6 @@
 // capsweepd end to end: the real program on loopback with a temporary database, aimed at
 // capsweep-llmsim (in-process), driven through its HTTP API.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <set>
@@ -402,6 +403,28 @@ TEST_CASE("capsweepd: --log-format json - every answer carries a request id - ch
   CHECK(saw_post);
   // GETs that succeed are not logged (a dashboard polling stays out of the log).
   CHECK(d.log_text().find("trace-42") == std::string::npos);
+}
+
+TEST_CASE("capsweepd: runs with glibc's per-thread cache off - an operator's own setting is kept") {
+  TempDir dir;
+  auto environ_of = [](pid_t pid) {
+    std::string env = read_text("/proc/" + std::to_string(pid) + "/environ");
+    std::replace(env.begin(), env.end(), '\0', '\n');
+    return env;
+  };
+  {
+    Daemon d(dir.path("a.db"), dir.path("a.log"));
+    CHECK(d.get("/healthz").status == 200);
+    // The environment it was last executed with: it started itself again with the setting.
+    CHECK(environ_of(d.pid()).find("GLIBC_TUNABLES=glibc.malloc.tcache_count=0\n") != std::string::npos);
+  }
+  ::setenv("GLIBC_TUNABLES", "glibc.malloc.tcache_count=3", 1);
+  Daemon d(dir.path("b.db"), dir.path("b.log"));
+  ::unsetenv("GLIBC_TUNABLES");
+  CHECK(d.get("/healthz").status == 200);
+  const std::string env = environ_of(d.pid());
+  CHECK(env.find("GLIBC_TUNABLES=glibc.malloc.tcache_count=3\n") != std::string::npos);
+  CHECK(env.find("tcache_count=0") == std::string::npos);
 }
 
 TEST_CASE("capsweepd: with tokens every endpoint but /healthz and /readyz needs one - read tokens cannot submit") {

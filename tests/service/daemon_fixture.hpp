@@ -48,6 +48,7 @@ class Daemon {
   Daemon& operator=(const Daemon&) = delete;
 
   const boost::asio::ip::tcp::endpoint& endpoint() const { return ep_; }
+  pid_t pid() const { return pid_; }
   bool alive();
   // SIGKILL, as a crash.
   void kill9();
