@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   libboost1.81-dev libboost-url1.81-dev libboost-json1.81-dev
   nlohmann-json3-dev libsqlite3-dev sqlite3 libfmt-dev catch2
-  libvalijson-dev libssl-dev libcli11-dev libyaml-cpp-dev
+  libvalijson-dev libre2-dev libssl-dev libcli11-dev libyaml-cpp-dev
   clang libclang-rt-14-dev clang-format
   curl procps wrk
   debootstrap systemd iproute2 util-linux

@@ -176,7 +176,7 @@ std::optional<ApiError> check_allow_list(const ServiceConfig& config, const swee
   if (!config.allow.allows(spec.target.host)) {
     return api_error(errc::forbidden,
                      fmt::format("target host '{}' is not in the service's allow_targets", spec.target.host),
-                     "/target/base_url");
+                     sweep::target_field(spec) + "/base_url");
   }
   for (const auto& [field, url] : sweep::side_urls(spec)) {
     auto m = llm::parse_base_url({}, url, field);

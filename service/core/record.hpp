@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -45,6 +46,9 @@ struct RequestRecord {
   std::uint32_t output_tokens = 0;  // from the server's usage, else counted
   bool output_tokens_estimated = false;
   Outcome outcome = Outcome::ok;
+  // When set (quality requests, never a timed step's): every SSE data payload of the answer,
+  // or the whole body of a non-streamed one, is appended here as it arrives.
+  std::vector<std::string>* events = nullptr;
 
   std::optional<Nanos> first_token() const {
     if (chunks.empty()) return std::nullopt;

@@ -48,6 +48,15 @@ inline std::string printable_ascii(std::string_view text, std::size_t max_bytes 
   return out;
 }
 
+// `text` cut to at most `max_bytes` without splitting a UTF-8 sequence (invalid bytes are
+// left for the JSON writer, which replaces them).
+inline std::string cut_utf8(std::string_view text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  std::size_t end = max_bytes;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;  // a continuation byte
+  return std::string(text.substr(0, end));
+}
+
 // `text` percent-encoded for a URL's query value: every byte but letters, digits and -_.~.
 inline std::string percent_encode(std::string_view text) {
   static constexpr char kHex[] = "0123456789ABCDEF";

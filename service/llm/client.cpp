@@ -59,6 +59,7 @@ struct StreamTally {
   // One SSE data payload that arrived at `now`.
   void on_event(std::string_view data, Nanos now, RequestRecord& rec) {
     if (failed || saw_done) return;
+    if (rec.events) rec.events->emplace_back(data);
     const StreamChunk sc = interpret_chunk(data);
     switch (sc.kind) {
       case StreamChunk::Kind::content: {
@@ -333,6 +334,7 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
       rec.outcome = status_outcome(status);
       co_return;
     }
+    if (rec.events) rec.events->push_back(parser.get().body());
     auto j = nlohmann::json::parse(parser.get().body(), nullptr, false);
     if (j.is_discarded() || !j.is_object()) {
       rec.outcome = Outcome::stream_error;

@@ -9,6 +9,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "core/quality.hpp"
 #include "core/stats.hpp"
 #include "core/text.hpp"
 
@@ -57,15 +58,35 @@ std::optional<ItemError> read_messages(const json& messages, DatasetEntry& out) 
 std::optional<ItemError> read_quality_fields(const json& item, DatasetEntry& out) {
   json q = json::object();
   if (auto it = item.find("response_format"); it != item.end()) {
-    if (!it->is_object() || !it->contains("type")) {
-      return ItemError{"/response_format", "must be an object with \"type\" (json_object or json_schema)"};
+    const json type = it->is_object() ? it->value("type", json()) : json();
+    if (type != "json_object" && type != "json_schema" && type != "text") {
+      return ItemError{"/response_format/type", "must be \"json_object\", \"json_schema\" or \"text\""};
+    }
+    if (type == "json_schema") {
+      const json spec = it->value("json_schema", json());
+      if (!spec.is_object() || !spec.value("schema", json()).is_object()) {
+        return ItemError{"/response_format/json_schema/schema", "must be an object: the JSON Schema answers must meet"};
+      }
+      if (auto problem = schema_problem(spec["schema"]))
+        return ItemError{"/response_format/json_schema/schema", *problem};
     }
     q["response_format"] = *it;
   }
   if (auto it = item.find("tools"); it != item.end()) {
     if (!it->is_array()) return ItemError{"/tools", "must be an array of tool objects"};
     for (std::size_t i = 0; i < it->size(); ++i) {
-      if (!(*it)[i].is_object()) return ItemError{fmt::format("/tools/{}", i), "must be an object"};
+      const json& tool = (*it)[i];
+      if (!tool.is_object()) return ItemError{fmt::format("/tools/{}", i), "must be an object"};
+      const json f = tool.value("function", json());
+      if (!f.is_object() || !f.value("name", json()).is_string()) {
+        return ItemError{fmt::format("/tools/{}/function/name", i),
+                         "a tool is {\"type\": \"function\", \"function\": {\"name\", \"parameters\"}}"};
+      }
+      if (f.contains("parameters")) {
+        if (auto problem = schema_problem(f["parameters"])) {
+          return ItemError{fmt::format("/tools/{}/function/parameters", i), *problem};
+        }
+      }
     }
     q["tools"] = *it;
   }
@@ -74,7 +95,7 @@ std::optional<ItemError> read_quality_fields(const json& item, DatasetEntry& out
     q["tool_choice"] = *it;
   }
   if (auto it = item.find("expect"); it != item.end()) {
-    if (!it->is_object()) return ItemError{"/expect", "must be an object"};
+    if (auto problem = expect_problem(*it)) return ItemError{"/expect", *problem};
     q["expect"] = *it;
   }
   if (!q.empty()) out.quality = q.dump();

@@ -96,18 +96,27 @@ struct Progress {
   std::atomic<double> p95_ttft_ms{0};  // over measured requests finished so far
 };
 
-class StepRunner {
+// What the manager holds of a run in progress, whatever it runs: its progress and a cancel
+// that works from any thread.
+class RunControl {
+ public:
+  virtual ~RunControl() = default;
+  virtual void cancel() = 0;
+  virtual const Progress& progress() const noexcept = 0;
+};
+
+class StepRunner : public RunControl {
  public:
   // Requests go through `endpoint` (default: HTTP(S) to `target`); the target still names the
   // model and API for request bodies and limits the scraper.
   StepRunner(llm::Target target, std::shared_ptr<const llm::Workload> workload, EndpointFactory endpoint = {});
-  ~StepRunner();
+  ~StepRunner() override;
 
   // Runs the step to its end (blocking the caller); errors only for a bad spec.
   Result<StepResult> run(const StepSpec& spec);
   // Stops dispatch and aborts requests in flight; run() then returns soon with cancelled set.
-  void cancel();
-  const Progress& progress() const noexcept { return progress_; }
+  void cancel() override;
+  const Progress& progress() const noexcept override { return progress_; }
 
  private:
   llm::Target target_;

@@ -63,6 +63,22 @@ struct StepRow {
   nlohmann::json outcome = nlohmann::json::object();
   nlohmann::json server;  // null when the target was not scraped
   std::string started_at, finished_at;
+  std::string role;          // regression steps: "baseline" | "candidate"; "" otherwise
+  std::optional<int> round;  // regression steps: the run's round, a quality step's pass
+};
+
+// One item a regression job's quality step asked, as stored and exported (quality.jsonl).
+struct QualityItemRow {
+  int item = 0;             // position among the items asked
+  std::uint64_t entry = 0;  // the dataset item
+  std::string outcome;      // "ok", "connect", "http_5xx", ...
+  std::string finish_reason;
+  std::optional<std::uint64_t> completion_tokens;
+  std::uint32_t max_tokens = 0;
+  std::string answer;                                   // the text (capped)
+  nlohmann::json tool_calls = nlohmann::json::array();  // [{"name", "arguments"}]
+  nlohmann::json verdicts = nlohmann::json::object();   // {"json": {"ok", "reason"}, ...}
+  std::optional<double> score;                          // the judge's
 };
 
 // One request as stored; NaN / nullopt where the request has no such time.
@@ -135,7 +151,16 @@ class Store {
   std::vector<StepRow> steps(const std::string& sweep_id);
   // Writes one step with its records in one transaction. The step's index must be the next
   // one (the number of stored steps); otherwise nothing is written and StoreError is thrown.
-  void append_step(const std::string& sweep_id, const StepRow& step, const std::vector<RequestRow>& requests);
+  void append_step(const std::string& sweep_id, const StepRow& step, const std::vector<RequestRow>& requests,
+                   const std::vector<QualityItemRow>& items = {});
+  // One page of a sweep's quality items after (step, item) = `after` (nullopt: from the start),
+  // at most `limit`, in step then item order.
+  struct ItemKey {
+    int step = 0;
+    int item = 0;
+  };
+  std::vector<std::pair<int, QualityItemRow>> quality_page(const std::string& sweep_id, std::optional<ItemKey> after,
+                                                           std::size_t limit);
   // One page of the sweep's requests after (step, request) = `after` (nullopt: from the
   // start), at most `limit`, in export order. Steps are immutable once stored, so paging by
   // key gives the same rows as one long read.
@@ -178,7 +203,9 @@ class Store {
   void write(F&& f);
   void insert_sweep_locked(const SweepRow& s);
   void insert_requests(const std::string& sweep_id, int step_index, const std::vector<RequestRow>& requests);
-  void append_step_locked(const std::string& sweep_id, const StepRow& step, const std::vector<RequestRow>& requests);
+  void insert_quality_items(const std::string& sweep_id, int step_index, const std::vector<QualityItemRow>& items);
+  void append_step_locked(const std::string& sweep_id, const StepRow& step, const std::vector<RequestRow>& requests,
+                          const std::vector<QualityItemRow>& items);
   std::string path_;
   std::shared_ptr<WriteFailure> write_failure_;  // shared by the Stores of one file
   sqlite3* db_ = nullptr;

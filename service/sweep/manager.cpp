@@ -6,10 +6,13 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/json_access.hpp"
 #include "core/log.hpp"
 #include "core/memory.hpp"
+#include "loadgen/quality_runner.hpp"
 #include "loadgen/step_runner.hpp"
 #include "sweep/orchestrator.hpp"
+#include "sweep/quality_pass.hpp"
 #include "sweep/spec.hpp"
 #include "sweep/step_judge.hpp"
 
@@ -58,12 +61,21 @@ json with_record(json result, const json& stored_spec, std::optional<double> max
 
 loadgen::StepSpec step_spec(const JobSpec& spec, const StepOrder& order, int index) {
   loadgen::StepSpec s;
-  s.seed = spec.workload.seed * 1'000'003ULL + static_cast<std::uint64_t>(index);
+  // A regression's two runs of a round get the identical schedule and prompts: both are drawn
+  // from the round, not the step.
+  const auto draw = static_cast<std::uint64_t>(order.kind == StepKind::run ? order.round : index);
+  s.seed = spec.workload.seed * 1'000'003ULL + draw;
   s.goodput = spec.slo.goodput;
   s.metrics_url = spec.metrics_url;
   s.prometheus = spec.prometheus;
-  s.request_index_base = static_cast<std::uint64_t>(index) << 32;
-  s.drain_timeout = spec.kind == JobKind::check ? spec.check.drain_timeout : spec.sweep.drain_timeout;
+  if (order.role == Role::candidate && spec.candidate) {
+    s.metrics_url = spec.candidate->metrics_url;
+    s.prometheus = spec.candidate->prometheus;
+  }
+  s.request_index_base = draw << 32;
+  s.drain_timeout = spec.kind == JobKind::check        ? spec.check.drain_timeout
+                    : spec.kind == JobKind::regression ? spec.regression.drain_timeout
+                                                       : spec.sweep.drain_timeout;
   // Count-based steps end with their last answer; the duration only bounds them.
   const Nanos bound = std::max<Nanos>(std::chrono::seconds(600), spec.target.request_timeout);
   switch (order.kind) {
@@ -101,15 +113,25 @@ loadgen::StepSpec step_spec(const JobSpec& spec, const StepOrder& order, int ind
   return s;
 }
 
+// The targets a job holds while it runs: its target, and a regression's candidate too (two
+// jobs against one server corrupt both).
+std::vector<std::string> target_keys(const store::SweepRow& row) {
+  std::vector<std::string> keys{row.target_key};
+  const json candidate = json_at(json_at(json_at(row.spec, "candidate"), "target"), "base_url");
+  if (candidate.is_string() && candidate.get<std::string>() != row.target_key)
+    keys.push_back(candidate.get<std::string>());
+  return keys;
+}
+
 }  // namespace
 
 struct SweepManager::Active {
   std::string id;
-  std::string target_key;
+  std::vector<std::string> target_keys;  // the targets it holds (a regression: both sides)
   std::atomic<bool> cancel{false};
   mutable std::mutex m;
   std::condition_variable step_ended;     // wakes the step's time-limit watch
-  loadgen::StepRunner* runner = nullptr;  // while a step runs
+  loadgen::RunControl* runner = nullptr;  // while a step runs
   // Progress of the step in flight.
   std::string phase;
   int step = 0;  // 1-based index of the step in flight
@@ -122,7 +144,7 @@ struct SweepManager::Active {
   bool in_step = false;
 
   // A step starts: what live progress shows from now on.
-  void enter_step(const StepOrder& order, int index, int planned, loadgen::StepRunner* r, Nanos fixed_length) {
+  void enter_step(const StepOrder& order, int index, int planned, loadgen::RunControl* r, Nanos fixed_length) {
     std::lock_guard al(m);
     phase = order.phase;
     step = index + 1;
@@ -134,6 +156,12 @@ struct SweepManager::Active {
     step_started = Clock::now();
     runner = r;
     in_step = true;
+  }
+  // The same step goes on with another run (a quality step's judge after its answers).
+  void switch_runner(loadgen::RunControl* r) {
+    std::lock_guard al(m);
+    runner = r;
+    if (cancel && r) r->cancel();
   }
 };
 
@@ -186,6 +214,10 @@ class StepDeadline {
 struct SweepManager::Prepared {
   JobSpec spec;
   std::unique_ptr<loadgen::StepRunner> runner;
+  // A regression job: the candidate's runner (the same workload, so the same prompts), and the
+  // items of its quality checks.
+  std::unique_ptr<loadgen::StepRunner> candidate_runner;
+  std::vector<llm::DatasetEntry> quality_entries;
   std::chrono::system_clock::time_point started;  // first start, across restarts
   Nanos fixed_step_length{0};
 };
@@ -343,22 +375,26 @@ std::shared_ptr<SweepManager::Active> SweepManager::claim() {
     auto rows = store_->list_sweeps(std::string(status), 10'000, 0);
     std::reverse(rows.begin(), rows.end());
     for (auto& row : rows) {
-      if (active_ids.count(row.id) || busy.count(row.target_key)) continue;
+      const std::vector<std::string> keys = target_keys(row);
+      auto any_busy = [&keys](const std::set<std::string>& set) {
+        return std::any_of(keys.begin(), keys.end(), [&set](const std::string& k) { return set.count(k) > 0; });
+      };
+      if (active_ids.count(row.id) || any_busy(busy)) continue;
       {
-        // Reserve the target before the store transition, so two workers cannot both take it.
+        // Reserve the targets before the store transition, so two workers cannot both take one.
         std::lock_guard lock(mutex_);
-        if (stopping_ || active_.count(row.id) || busy_targets_.count(row.target_key)) continue;
-        busy_targets_.insert(row.target_key);
+        if (stopping_ || active_.count(row.id) || any_busy(busy_targets_)) continue;
+        busy_targets_.insert(keys.begin(), keys.end());
       }
       const bool resumed = row.status == "running";
       if (!resumed && !store_->transition(row.id, "queued", "running")) {
         std::lock_guard lock(mutex_);
-        busy_targets_.erase(row.target_key);
+        for (const auto& k : keys) busy_targets_.erase(k);
         continue;
       }
       auto active = std::make_shared<Active>();
       active->id = row.id;
-      active->target_key = row.target_key;
+      active->target_keys = keys;
       {
         std::lock_guard lock(mutex_);
         active_[row.id] = active;
@@ -408,7 +444,7 @@ void SweepManager::worker_loop() {
     }
     {
       std::lock_guard lock(mutex_);
-      busy_targets_.erase(active->target_key);
+      for (const auto& k : active->target_keys) busy_targets_.erase(k);
       active_.erase(id);
     }
     active.reset();
@@ -460,10 +496,15 @@ std::optional<SweepManager::Prepared> SweepManager::prepare(const store::SweepRo
       finish(id, "failed", nullptr, fmt::format("'{}' is no longer in the service's allow_targets", refused));
       return std::nullopt;
     }
-    spec->target.allow_address = options_.allow_host;
   }
-  spec->target.max_response_bytes = options_.max_response_bytes;
-  spec->target.max_sse_event_bytes = options_.max_sse_event_bytes;
+  // Every target the job sends to: the allow-list on each address, the service's answer caps.
+  for (llm::Target* t : {&spec->target, spec->candidate ? &spec->candidate->target : nullptr,
+                         spec->judge ? &spec->judge->target : nullptr}) {
+    if (!t) continue;
+    if (options_.allow_host) t->allow_address = options_.allow_host;
+    t->max_response_bytes = options_.max_response_bytes;
+    t->max_sse_event_bytes = options_.max_sse_event_bytes;
+  }
   store_->set_resumable(id, false);
 
   Prepared p;
@@ -477,6 +518,15 @@ std::optional<SweepManager::Prepared> SweepManager::prepare(const store::SweepRo
     }
     entries = std::move(*loaded);
   }
+  if (spec->quality) {
+    auto loaded = load_dataset(spec->quality->dataset);
+    if (!loaded) {
+      finish(id, "failed", nullptr, loaded.error().message);
+      return std::nullopt;
+    }
+    loaded->resize(quality_item_count(*spec->quality, loaded->size()));
+    p.quality_entries = std::move(*loaded);
+  }
   std::string how;
   const double tokens_per_word = loadgen::calibrate_tokens_per_word(
       spec->target, how, [this, active] { return active->cancel.load() || stopping(); });
@@ -484,8 +534,13 @@ std::optional<SweepManager::Prepared> SweepManager::prepare(const store::SweepRo
       spec->workload, llm::PromptSynth(tokens_per_word, spec->workload.shared_prefix_tokens, spec->workload.seed),
       std::move(entries));
   p.runner = std::make_unique<loadgen::StepRunner>(spec->target, workload, options_.endpoint);
-  p.fixed_step_length = spec->kind == JobKind::check ? spec->check.warmup + spec->check.duration
-                                                     : spec->sweep.warmup + spec->sweep.step_duration;
+  if (spec->candidate) {
+    // The baseline's calibration serves both sides: they are sent the same prompt text.
+    p.candidate_runner = std::make_unique<loadgen::StepRunner>(spec->candidate->target, workload, options_.endpoint);
+  }
+  p.fixed_step_length = spec->kind == JobKind::check        ? spec->check.warmup + spec->check.duration
+                        : spec->kind == JobKind::regression ? spec->regression.warmup + spec->regression.duration
+                                                            : spec->sweep.warmup + spec->sweep.step_duration;
   log_line(fmt::format("sweep {} running against {} ({})", id, spec->base_url, how));
   p.spec = std::move(*spec);
   return p;
@@ -533,9 +588,25 @@ void SweepManager::run(const store::SweepRow& row, const std::shared_ptr<Active>
   }
 }
 
+bool SweepManager::pause(const std::shared_ptr<Active>& active, Nanos length) {
+  const auto until = Clock::now() + length;
+  while (Clock::now() < until) {
+    if (active->cancel || stopping()) return false;
+    std::this_thread::sleep_for(std::min<Nanos>(std::chrono::milliseconds(50), until - Clock::now()));
+  }
+  return true;
+}
+
 bool SweepManager::run_step(const store::SweepRow& row, Prepared& p, const std::shared_ptr<Active>& active,
                             const StepOrder& order, int index, int steps_planned) {
   const std::string& id = row.id;
+  if (order.pause_before.count() > 0) {
+    store_->set_progress(id, {{"phase", "cooldown"},
+                              {"step", index},
+                              {"steps_planned", steps_planned},
+                              {"percent", std::round(1000.0 * index / steps_planned) / 10}});
+    if (!pause(active, order.pause_before)) return true;  // cancelled or stopping: the caller's loop says which
+  }
   // A step that never ended twice (the process died in it) is not started a third time.
   const int attempt = store_->begin_step_attempt(id, index);
   if (attempt > 2) {
@@ -545,21 +616,23 @@ bool SweepManager::run_step(const store::SweepRow& row, Prepared& p, const std::
                     index, attempt - 1));
     return false;
   }
+  if (order.kind == StepKind::quality) return run_quality_step(row, p, active, order, index, steps_planned);
   loadgen::StepSpec ss = step_spec(p.spec, order, index);
   if (options_.max_connections > 0 && (ss.concurrency == 0 || ss.concurrency > options_.max_connections)) {
     ss.concurrency = options_.max_connections;
   }
-  active->enter_step(order, index, steps_planned, p.runner.get(), p.fixed_step_length);
+  loadgen::StepRunner& runner = order.role == Role::candidate ? *p.candidate_runner : *p.runner;
+  active->enter_step(order, index, steps_planned, &runner, p.fixed_step_length);
   store_->set_progress(id, {{"phase", order.phase},
                             {"step", index + 1},
                             {"steps_planned", steps_planned},
                             {"percent", std::round(1000.0 * index / steps_planned) / 10}});
-  if (active->cancel) p.runner->cancel();  // a cancel that raced the step's start
+  if (active->cancel) runner.cancel();  // a cancel that raced the step's start
   const std::string started_at = store::utc_now();
   bool over_time = false;
   auto result = [&] {
     StepDeadline deadline(*active, p.started + options_.max_total_sweep);
-    auto r = p.runner->run(ss);
+    auto r = runner.run(ss);
     over_time = deadline.end_step();
     return r;
   }();
@@ -581,6 +654,96 @@ bool SweepManager::run_step(const store::SweepRow& row, Prepared& p, const std::
     return true;
   }
   store_step(id, p.spec, order, index, started_at, std::move(*result));
+  return true;
+}
+
+// The judge's score of each answered item that has a reference (nullopt for the others).
+std::vector<std::optional<double>> SweepManager::judge_answers(const JobSpec& spec,
+                                                               const std::vector<llm::DatasetEntry>& entries,
+                                                               const std::vector<loadgen::QualityReply>& replies,
+                                                               const std::shared_ptr<Active>& active) {
+  const JudgeSettings& judge = *spec.judge;
+  std::vector<std::optional<double>> scores(replies.size());
+  std::vector<std::string> bodies;
+  std::vector<std::size_t> asked;
+  for (std::size_t i = 0; i < replies.size() && i < entries.size(); ++i) {
+    if (!replies[i].asked || judge_reference(entries[i]).empty()) continue;
+    const llm::Answer a = llm::assemble_answer(replies[i].events);
+    if (!a.error.empty() || a.malformed) continue;
+    bodies.push_back(llm::judge_body(judge.target, judge_prompt(judge.template_text, entries[i], a.text)));
+    asked.push_back(i);
+  }
+  loadgen::QualityRunner runner(options_.endpoint ? options_.endpoint : loadgen::http_endpoint(judge.target));
+  active->switch_runner(&runner);
+  const auto verdicts = runner.run(bodies, spec.quality->concurrency);
+  active->switch_runner(nullptr);
+  for (std::size_t k = 0; k < asked.size() && k < verdicts.size(); ++k) {
+    scores[asked[k]] = llm::judge_score(llm::assemble_answer(verdicts[k].events).text, judge.scale);
+  }
+  return scores;
+}
+
+bool SweepManager::run_quality_step(const store::SweepRow& row, Prepared& p, const std::shared_ptr<Active>& active,
+                                    const StepOrder& order, int index, int steps_planned) {
+  const std::string& id = row.id;
+  const QualitySettings& q = *p.spec.quality;
+  const llm::Target& target = order.role == Role::candidate ? p.spec.candidate->target : p.spec.target;
+  std::vector<std::string> bodies;
+  bodies.reserve(p.quality_entries.size());
+  for (const auto& e : p.quality_entries)
+    bodies.push_back(llm::quality_body(target, e, q.max_tokens, p.spec.workload.seed));
+  loadgen::QualityRunner runner(options_.endpoint ? options_.endpoint : loadgen::http_endpoint(target));
+  active->enter_step(order, index, steps_planned, &runner, Nanos{0});
+  store_->set_progress(id, {{"phase", order.phase},
+                            {"step", index + 1},
+                            {"steps_planned", steps_planned},
+                            {"percent", std::round(1000.0 * index / steps_planned) / 10}});
+  if (active->cancel) runner.cancel();
+  const std::string started_at = store::utc_now();
+  bool over_time = false;
+  std::vector<loadgen::QualityReply> replies;
+  std::vector<std::optional<double>> scores;
+  {
+    StepDeadline deadline(*active, p.started + options_.max_total_sweep);
+    replies = runner.run(bodies, q.concurrency);
+    if (p.spec.judge && !active->cancel && !stopping())
+      scores = judge_answers(p.spec, p.quality_entries, replies, active);
+    over_time = deadline.end_step();
+  }
+  store_->end_step_attempt(id);
+  if (over_time) {
+    finish(id, "failed", nullptr,
+           fmt::format("the job reached the service's max_total_sweep_s limit during step {}", index));
+    return false;
+  }
+  if (active->cancel || stopping()) return true;  // not stored; the caller's loop says why
+  const int pass = order.round;
+  JudgedQuality judged = judge_quality(q, *order.role, pass, p.quality_entries, replies, scores);
+  StepOutcome o;
+  o.kind = StepKind::quality;
+  o.role = order.role;
+  o.round = pass;
+  o.verdict = judged.failed == 0 ? Verdict::pass : Verdict::fail;
+  o.completed = judged.answered;
+  o.measured = judged.answered + judged.failed;
+  store::StepRow step;
+  step.index = index;
+  step.kind = "quality";
+  step.phase = order.phase;
+  step.verdict = std::string(to_string(o.verdict));
+  step.summary = judged.summary;
+  step.evaluation = {{"verdict", step.verdict},
+                     {"note", "pass: every item was answered; the quality verdicts are in the job's result"}};
+  step.outcome = o.to_json();
+  step.role = std::string(to_string(*order.role));
+  step.round = pass;
+  step.started_at = started_at;
+  step.finished_at = store::utc_now();
+  store_->append_step(id, step, {}, judged.items);
+  stats_.steps_run++;
+  stats_.requests_sent += judged.answered + judged.failed;
+  log_line(fmt::format("sweep {} step {} ({}): {} of {} items answered", id, index, order.phase, judged.answered,
+                       judged.answered + judged.failed));
   return true;
 }
 

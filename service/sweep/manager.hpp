@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/time.hpp"
 #include "llm/dataset.hpp"
 #include "llm/workload.hpp"
 #include "store/store.hpp"
@@ -33,6 +34,7 @@ class io_context;
 namespace capsweep::loadgen {
 class Endpoint;
 struct StepResult;
+struct QualityReply;
 }  // namespace capsweep::loadgen
 
 namespace capsweep::sweep {
@@ -113,6 +115,15 @@ class SweepManager {
   // Runs one ordered step under the time limit; false when the sweep ended meanwhile.
   bool run_step(const store::SweepRow& row, Prepared& p, const std::shared_ptr<Active>& active, const StepOrder& order,
                 int index, int steps_planned);
+  // Waits `length` unless the job is cancelled or the service stops (false then).
+  bool pause(const std::shared_ptr<Active>& active, Nanos length);
+  // A regression's quality step: asks the side every quality item, judges the answers (and
+  // has the judge score them), stores the step with its items; false when the job ended.
+  bool run_quality_step(const store::SweepRow& row, Prepared& p, const std::shared_ptr<Active>& active,
+                        const StepOrder& order, int index, int steps_planned);
+  std::vector<std::optional<double>> judge_answers(const JobSpec& spec, const std::vector<llm::DatasetEntry>& entries,
+                                                   const std::vector<loadgen::QualityReply>& replies,
+                                                   const std::shared_ptr<Active>& active);
   // Judges a finished step, stores it with its requests in one transaction, logs it and
   // frees its memory.
   void store_step(const std::string& id, const JobSpec& spec, const StepOrder& order, int index,

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "sweep/levels.hpp"
+#include "sweep/regression.hpp"
 
 namespace capsweep::sweep {
 
@@ -366,36 +367,45 @@ std::string_view to_string(StepKind k) noexcept {
       return "check";
     case StepKind::level:
       return "level";
+    case StepKind::run:
+      return "run";
+    case StepKind::quality:
+      return "quality";
   }
   return "ladder";
 }
 
 std::optional<StepKind> parse_step_kind(std::string_view s) noexcept {
-  for (StepKind k :
-       {StepKind::baseline, StepKind::probe, StepKind::ladder, StepKind::refine, StepKind::check, StepKind::level}) {
+  for (StepKind k : {StepKind::baseline, StepKind::probe, StepKind::ladder, StepKind::refine, StepKind::check,
+                     StepKind::level, StepKind::run, StepKind::quality}) {
     if (to_string(k) == s) return k;
   }
   return std::nullopt;
 }
 
 json StepOutcome::to_json() const {
-  return {{"kind", to_string(kind)},
-          {"offered_rate_rps", std::isfinite(offered_rate_rps) ? json(offered_rate_rps) : json("inf")},
-          {"verdict", capsweep::to_string(verdict)},
-          {"rerun", rerun},
-          {"saturated", saturated},
-          {"unavailable", unavailable},
-          {"generator_limited", generator_limited},
-          {"measured_rate_rps", measured_rate_rps},
-          {"users", users},
-          {"completion_ratio", completion_ratio},
-          {"completed", completed},
-          {"measured", measured},
-          {"limiting_metric", limiting_metric},
-          {"limiting_value", std::isfinite(limiting_value) ? json(limiting_value) : json("inf")},
-          {"p95_ttft_ms", p95_ttft_ms},
-          {"mean_e2el_ms", mean_e2el_ms},
-          {"server_in_system", number_or_null(server_in_system)}};
+  json j{{"kind", to_string(kind)},
+         {"offered_rate_rps", std::isfinite(offered_rate_rps) ? json(offered_rate_rps) : json("inf")},
+         {"verdict", capsweep::to_string(verdict)},
+         {"rerun", rerun},
+         {"saturated", saturated},
+         {"unavailable", unavailable},
+         {"generator_limited", generator_limited},
+         {"measured_rate_rps", measured_rate_rps},
+         {"users", users},
+         {"completion_ratio", completion_ratio},
+         {"completed", completed},
+         {"measured", measured},
+         {"limiting_metric", limiting_metric},
+         {"limiting_value", std::isfinite(limiting_value) ? json(limiting_value) : json("inf")},
+         {"p95_ttft_ms", p95_ttft_ms},
+         {"mean_e2el_ms", mean_e2el_ms},
+         {"server_in_system", number_or_null(server_in_system)}};
+  if (role) {
+    j["role"] = to_string(*role);
+    j["round"] = round;
+  }
+  return j;
 }
 
 std::optional<StepOutcome> StepOutcome::from_json(const json& j) {
@@ -424,6 +434,11 @@ std::optional<StepOutcome> StepOutcome::from_json(const json& j) {
     s.p95_ttft_ms = j.value("p95_ttft_ms", 0.0);
     s.mean_e2el_ms = j.value("mean_e2el_ms", 0.0);
     if (auto it = j.find("server_in_system"); it != j.end() && it->is_number()) s.server_in_system = it->get<double>();
+    if (auto it = j.find("role"); it != j.end()) {
+      s.role = it->is_string() ? parse_role(it->get<std::string>()) : std::nullopt;
+      if (!s.role) return std::nullopt;
+      s.round = j.value("round", 0);
+    }
     return s;
   } catch (const json::exception&) {
     return std::nullopt;
@@ -540,6 +555,7 @@ Action after_ladder(const JobSpec& spec, const Analysis& a, std::vector<std::str
 }  // namespace
 
 Action next_action(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
+  if (spec.kind == JobKind::regression) return next_regression_action(spec, steps);
   if (spec.kind == JobKind::sweep && spec.sweep.mode == SweepMode::concurrency) return next_level_action(spec, steps);
   const Analysis a = analyse(spec, steps);
   if (spec.kind == JobKind::check) {
@@ -565,6 +581,7 @@ Action next_action(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
 Plan plan_progress(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
   Plan p;
   const int done = static_cast<int>(steps.size());
+  if (spec.kind == JobKind::regression) return regression_progress(spec, steps);
   if (spec.kind == JobKind::check) {
     p.steps_planned = 1;
     p.phase = done ? "done" : "check";

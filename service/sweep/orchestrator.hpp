@@ -24,7 +24,8 @@
 
 namespace capsweep::sweep {
 
-enum class StepKind { baseline, probe, ladder, refine, check, level };
+// run: a regression job's timed run of one side; quality: its answers to the quality items.
+enum class StepKind { baseline, probe, ladder, refine, check, level, run, quality };
 std::string_view to_string(StepKind k) noexcept;
 std::optional<StepKind> parse_step_kind(std::string_view s) noexcept;
 
@@ -47,6 +48,8 @@ struct StepOutcome {
   double p95_ttft_ms = 0;
   double mean_e2el_ms = 0;
   std::optional<double> server_in_system;                // mean scraped running + waiting
+  std::optional<Role> role;                              // regression steps: whose run
+  int round = 0;                                         // regression: the round (quality: the pass)
   nlohmann::json summary = nlohmann::json::object();     // the step summary as stored
   nlohmann::json evaluation = nlohmann::json::object();  // SLO criteria as stored
 
@@ -65,6 +68,9 @@ struct StepOrder {
   std::uint32_t concurrency = 0;          // baseline and closed loops: users; else a cap (0: none)
   bool closed_loop = false;               // a check of N users (concurrency), not a rate
   bool rerun = false;
+  std::optional<Role> role;  // regression steps: which side runs (none: the job's target)
+  int round = 0;             // regression: the round of a run, the pass of a quality step
+  Nanos pause_before{0};     // wait this long before the step (a regression's cooldown)
 };
 
 struct Finish {

@@ -134,8 +134,8 @@ Result<CheckSettings> parse_check(const json& j, ArrivalProcess process) {
 }
 
 // target.labels: names of 1 to 63 characters ([A-Za-z_] then [A-Za-z0-9_.-]), string values.
-std::optional<Error> check_labels(const json& labels) {
-  if (!labels.is_object()) return invalid("/target/labels", "must be an object of strings");
+std::optional<Error> check_labels(const json& labels, const std::string& field) {
+  if (!labels.is_object()) return invalid(field, "must be an object of strings");
   for (const auto& [k, v] : labels.items()) {
     const bool name_ok = !k.empty() && k.size() <= 63 &&
                          (std::isalpha(static_cast<unsigned char>(k[0])) || k[0] == '_') &&
@@ -143,40 +143,72 @@ std::optional<Error> check_labels(const json& labels) {
                            return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
                          });
     if (!name_ok) {
-      return invalid("/target/labels/" + printable_ascii(k, 64),
+      return invalid(field + "/" + printable_ascii(k, 64),
                      "a label name is a letter or '_' then letters, digits, '_', '.' or '-' (at most 63)");
     }
-    if (!v.is_string()) return invalid("/target/labels/" + k, "must be a string");
+    if (!v.is_string()) return invalid(field + "/" + k, "must be a string");
   }
   return std::nullopt;
 }
 
-// The target (base_url is the queue key) and the optional metrics_url.
-std::optional<Error> parse_target_block(const json& spec, JobSpec& js) {
-  if (!spec.contains("target")) return invalid("/target", "is required");
-  auto t = llm::parse_target(spec.at("target"));
-  if (!t) return t.error();
-  js.target = std::move(*t);
-  js.base_url = spec.at("target").at("base_url").get<std::string>();
-  if (auto m = spec.at("target").find("metrics_url"); m != spec.at("target").end()) {
-    if (!m->is_string()) return invalid("/target/metrics_url", "must be a URL");
-    auto parsed = llm::parse_base_url({}, m->get<std::string>(), "/target/metrics_url");
+// A target object at `field` (base_url is the queue key), with its optional metrics_url or
+// Prometheus source and labels.
+std::optional<Error> parse_target_at(const json& t, const std::string& field, CandidateTarget& out) {
+  auto parsed_target = llm::parse_target(t, field);
+  if (!parsed_target) return parsed_target.error();
+  out.target = std::move(*parsed_target);
+  out.base_url = t.at("base_url").get<std::string>();
+  if (auto m = t.find("metrics_url"); m != t.end()) {
+    if (!m->is_string()) return invalid(field + "/metrics_url", "must be a URL");
+    auto parsed = llm::parse_base_url({}, m->get<std::string>(), field + "/metrics_url");
     if (!parsed) return parsed.error();
-    js.metrics_url = m->get<std::string>();
+    out.metrics_url = m->get<std::string>();
   }
-  if (auto l = spec.at("target").find("labels"); l != spec.at("target").end()) {
-    if (auto e = check_labels(*l)) return *e;
+  if (auto l = t.find("labels"); l != t.end()) {
+    if (auto e = check_labels(*l, field + "/labels")) return *e;
   }
-  if (auto p = spec.at("target").find("prometheus"); p != spec.at("target").end()) {
-    if (!js.metrics_url.empty()) {
-      return invalid("/target/prometheus", "read the gauges from metrics_url or from a Prometheus server, not both");
+  if (auto p = t.find("prometheus"); p != t.end()) {
+    if (!out.metrics_url.empty()) {
+      return invalid(field + "/prometheus", "read the gauges from metrics_url or from a Prometheus server, not both");
     }
-    auto source = observe::parse_prom_source(*p);
+    auto source = observe::parse_prom_source(*p, field + "/prometheus");
     if (!source) return source.error();
-    auto parsed = llm::parse_base_url({}, source->url, "/target/prometheus/url");
+    auto parsed = llm::parse_base_url({}, source->url, field + "/prometheus/url");
     if (!parsed) return parsed.error();
-    js.prometheus = std::move(*source);
+    out.prometheus = std::move(*source);
   }
+  return std::nullopt;
+}
+
+// The job's target: "target", or a regression job's "baseline" and "candidate" targets.
+std::optional<Error> parse_target_block(const json& spec, JobSpec& js) {
+  CandidateTarget main;
+  if (js.kind == JobKind::regression) {
+    if (spec.contains("target")) {
+      return invalid("/target", "a regression job names baseline.target and candidate.target instead");
+    }
+    for (const char* side : {"baseline", "candidate"}) {
+      auto b = spec.find(side);
+      if (b == spec.end()) return invalid(std::string("/") + side, "is required for a regression job");
+      if (!b->is_object() || !b->contains("target")) {
+        return invalid(std::string("/") + side + "/target", "is required: the target this side runs against");
+      }
+    }
+    if (auto e = parse_target_at(spec.at("baseline").at("target"), "/baseline/target", main)) return *e;
+    CandidateTarget candidate;
+    if (auto e = parse_target_at(spec.at("candidate").at("target"), "/candidate/target", candidate)) return *e;
+    js.candidate = std::move(candidate);
+  } else {
+    for (const char* side : {"baseline", "candidate"}) {
+      if (spec.contains(side)) return invalid(std::string("/") + side, "belongs to a regression job");
+    }
+    if (!spec.contains("target")) return invalid("/target", "is required");
+    if (auto e = parse_target_at(spec.at("target"), "/target", main)) return *e;
+  }
+  js.target = std::move(main.target);
+  js.base_url = std::move(main.base_url);
+  js.metrics_url = std::move(main.metrics_url);
+  js.prometheus = std::move(main.prometheus);
   return std::nullopt;
 }
 
@@ -231,8 +263,10 @@ Result<JobSpec> parse_job_spec(const json& spec) {
       js.kind = JobKind::sweep;
     else if (*k == "check")
       js.kind = JobKind::check;
+    else if (*k == "regression")
+      js.kind = JobKind::regression;
     else
-      return invalid("/kind", "must be \"sweep\" or \"check\"");
+      return invalid("/kind", "must be \"sweep\", \"check\" or \"regression\"");
   }
   if (auto n = spec.find("name"); n != spec.end()) {
     if (!n->is_string()) return invalid("/name", "must be a string");
@@ -253,7 +287,20 @@ Result<JobSpec> parse_job_spec(const json& spec) {
   auto slo = parse_slo(spec.at("slo"));
   if (!slo) return slo.error();
   js.slo = std::move(*slo);
-  if (js.kind == JobKind::sweep) {
+  if (js.kind != JobKind::regression) {
+    for (const char* block : {"regression", "quality", "judge"}) {
+      if (spec.contains(block)) return invalid(std::string("/") + block, "belongs to a regression job");
+    }
+  }
+  if (js.kind == JobKind::regression) {
+    for (const char* block : {"sweep", "check"}) {
+      if (spec.contains(block)) return invalid(std::string("/") + block, "a regression job has a \"regression\" block");
+    }
+    if (js.arrival.process == ArrivalProcess::all_at_once) {
+      return invalid("/arrival/process", "a regression job runs at a fixed rate: all_at_once is for check jobs");
+    }
+    if (auto e = parse_regression_blocks(spec, js)) return *e;
+  } else if (js.kind == JobKind::sweep) {
     if (spec.contains("check")) return invalid("/check", "belongs to a check job (\"kind\": \"check\")");
     if (js.arrival.process == ArrivalProcess::all_at_once) {
       return invalid("/arrival/process", "a sweep steps through fixed rates: all_at_once is for check jobs");
@@ -276,10 +323,23 @@ Result<JobSpec> parse_job_spec(const json& spec) {
   return js;
 }
 
+std::string target_field(const JobSpec& spec, Role role) {
+  if (spec.kind != JobKind::regression) return "/target";
+  return role == Role::baseline ? "/baseline/target" : "/candidate/target";
+}
+
 std::vector<std::pair<std::string, std::string>> side_urls(const JobSpec& spec) {
   std::vector<std::pair<std::string, std::string>> out;
-  if (!spec.metrics_url.empty()) out.emplace_back("/target/metrics_url", spec.metrics_url);
-  if (spec.prometheus) out.emplace_back("/target/prometheus/url", spec.prometheus->url);
+  const std::string a = target_field(spec, Role::baseline);
+  if (!spec.metrics_url.empty()) out.emplace_back(a + "/metrics_url", spec.metrics_url);
+  if (spec.prometheus) out.emplace_back(a + "/prometheus/url", spec.prometheus->url);
+  if (spec.candidate) {
+    const std::string b = target_field(spec, Role::candidate);
+    out.emplace_back(b + "/base_url", spec.candidate->base_url);
+    if (!spec.candidate->metrics_url.empty()) out.emplace_back(b + "/metrics_url", spec.candidate->metrics_url);
+    if (spec.candidate->prometheus) out.emplace_back(b + "/prometheus/url", spec.candidate->prometheus->url);
+  }
+  if (spec.judge) out.emplace_back("/judge/target/base_url", spec.judge->base_url);
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/compare.hpp"
 #include "core/error.hpp"
 #include "core/plan.hpp"
 #include "core/schedule.hpp"
@@ -21,7 +22,7 @@
 
 namespace capsweep::sweep {
 
-enum class JobKind { sweep, check };
+enum class JobKind { sweep, check, regression };
 // A rate sweep finds the highest request rate within the SLO; a concurrency sweep runs one
 // closed-loop step per number of users and finds the most users within the SLO.
 enum class SweepMode { rate, concurrency };
@@ -60,6 +61,75 @@ struct CheckSettings {
   Nanos drain_timeout = std::chrono::seconds(30);
 };
 
+// A regression job's two sides: the baseline (A, what runs now) and the candidate (B, the swap).
+enum class Role { baseline, candidate };
+std::string_view to_string(Role r) noexcept;
+std::optional<Role> parse_role(std::string_view s) noexcept;
+
+// One metric a regression gate judges: the step summary key it reads, the threshold that
+// bounds it (its name in regression.thresholds, in percent) and which way is worse.
+struct GateMetric {
+  std::string key;        // "request_goodput", "p95_ttft_ms", ...
+  std::string threshold;  // "goodput_drop_pct", "ttft_p95_rise_pct", ...
+  Worse worse = Worse::higher;
+  double threshold_pct = 10;
+};
+// Every threshold regression.thresholds may name, with its metric and direction; the first
+// three are judged by default (goodput -5%, TTFT p95 +10%, ITL p95 +10%).
+const std::vector<GateMetric>& gate_metric_catalogue();
+
+// How the runs of a round are ordered: "alternate" runs baseline then candidate in every
+// round (A B A B ...); "shuffled" flips a seeded coin per round.
+enum class RunOrder { alternate, shuffled };
+
+struct RegressionSettings {
+  double rate_rps = 0;                        // filled in from from_sweep at submit when that is given
+  std::string from_sweep;                     // a succeeded sweep whose max_slo_rate_rps is the rate
+  Nanos duration = std::chrono::seconds(60);  // measured part of each run
+  Nanos warmup = std::chrono::seconds(10);
+  Nanos cooldown{0};  // pause before every run but the first
+  int rounds = 3;
+  RunOrder order = RunOrder::alternate;
+  std::vector<GateMetric> metrics;  // the thresholds judged
+  double alpha = 0.05;
+  std::uint32_t max_concurrency = 0;  // cap on requests in flight (0: none)
+  Nanos drain_timeout = std::chrono::seconds(30);
+};
+
+// The quality checks of a regression job, run on both targets at temperature 0 apart from
+// the timed runs, over the items of a stored dataset.
+enum class QualityCheck { json, json_schema, tool_calls, max_length, determinism, accuracy };
+std::string_view to_string(QualityCheck c) noexcept;
+std::optional<QualityCheck> parse_quality_check(std::string_view s) noexcept;
+
+struct QualitySettings {
+  llm::DatasetRef dataset;  // its id and (filled in at submit) sha256
+  std::vector<QualityCheck> checks;
+  double max_drop_pp = 1;                      // a candidate rate this much lower (and significant) fails
+  std::optional<double> max_accuracy_drop_pp;  // accuracy's own bound (default: max_drop_pp)
+  std::uint32_t concurrency = 4;               // quality requests in flight
+  std::uint32_t max_tokens = 256;              // for items that give none
+  std::uint32_t max_items = 0;                 // the first N items (0: all)
+  bool has(QualityCheck c) const noexcept;
+};
+
+// A model that scores each answer against the item's reference (off unless given).
+struct JudgeSettings {
+  llm::Target target;
+  std::string base_url;
+  std::string template_text;  // with {question}, {reference} and {answer}
+  std::uint32_t scale = 10;   // scores 1..scale
+  double max_drop_pct = 5;    // the candidate's mean score this much lower (and significant) fails
+};
+
+// The candidate side of a regression job (the baseline is the job's own target).
+struct CandidateTarget {
+  llm::Target target;
+  std::string base_url;
+  std::string metrics_url;
+  std::optional<observe::PromSource> prometheus;
+};
+
 struct JobSpec {
   JobKind kind = JobKind::sweep;
   std::string name;
@@ -73,10 +143,19 @@ struct JobSpec {
   SweepSettings sweep;
   CheckSettings check;
   SloSpec slo;
+  // kind regression: the target above is the baseline's (baseline.target).
+  std::optional<CandidateTarget> candidate;
+  RegressionSettings regression;
+  std::optional<QualitySettings> quality;
+  std::optional<JudgeSettings> judge;
   std::string basis;
   // report.percentiles: the percentiles exports show (sorted, distinct, each in (0, 100)).
   std::vector<double> report_percentiles{50, 90, 95, 99, 99.9};
 };
+
+// Where the target of each side sits in the spec: "/target" for sweeps and checks,
+// "/baseline/target" and "/candidate/target" for a regression job.
+std::string target_field(const JobSpec& spec, Role role = Role::baseline);
 
 // The URLs besides the target's that a job reads (metrics_url, target.prometheus.url), each
 // with its field: every one must pass the allow-list as the target does.
@@ -85,6 +164,9 @@ std::vector<std::pair<std::string, std::string>> side_urls(const JobSpec& spec);
 // The percentiles a step summary carries: the report's, those the SLO names, and the ones the
 // service itself reads (p50, p95, p99), sorted and distinct.
 std::vector<double> summary_percentiles(const JobSpec& spec);
+
+// Parses the regression, quality and judge blocks of a regression job (regression_spec.cpp).
+std::optional<Error> parse_regression_blocks(const nlohmann::json& spec, JobSpec& js);
 
 // Parses a schema-valid spec. Cross-field errors: warmup_s >= step_duration_s
 // ("/sweep/warmup_s"), check warmup >= duration ("/check/warmup_s"), all_at_once without

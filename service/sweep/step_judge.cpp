@@ -203,6 +203,8 @@ JudgedStep judge_step(const JobSpec& spec, const StepOrder& order, const loadgen
   const StepMetrics& m = result.metrics;
   o.kind = order.kind;
   o.rerun = order.rerun;
+  o.role = order.role;
+  o.round = order.round;
   o.offered_rate_rps = (order.kind == StepKind::baseline || order.kind == StepKind::probe) ? 0 : order.rate_rps;
   // Every request of an all-at-once step is due at time zero, so its schedule lag measures
   // the dispatch of the burst, not a late generator: only CPU saturation counts there.
@@ -217,7 +219,13 @@ JudgedStep judge_step(const JobSpec& spec, const StepOrder& order, const loadgen
   summary["generator_limited"] = generator_limited;
   summary["step_kind"] = to_string(order.kind);
   summary["phase"] = order.phase;
-  if (order.kind == StepKind::check || order.closed_loop) summary["timeline"] = step_timeline(result);
+  if (order.role) {
+    summary["role"] = to_string(*order.role);
+    summary["round"] = order.round;
+  }
+  if (order.kind == StepKind::check || order.kind == StepKind::run || order.closed_loop) {
+    summary["timeline"] = step_timeline(result);
+  }
   if (order.closed_loop) {
     o.users = order.concurrency;
     summary["users"] = order.concurrency;
@@ -255,6 +263,10 @@ JudgedStep judge_step(const JobSpec& spec, const StepOrder& order, const loadgen
   row.summary = std::move(summary);
   row.evaluation = std::move(evaluation);
   row.outcome = o.to_json();
+  if (order.role) {
+    row.role = std::string(to_string(*order.role));
+    row.round = order.round;
+  }
   row.server = std::move(server);
   out.requests = stored_requests(result);
   return out;

@@ -40,7 +40,7 @@ TEST_CASE("dataset: JSONL items take prompt or messages, lengths and quality fie
       "\n"
       R"({"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi there"}]})"
       "\n"
-      R"({"prompt": "json please", "response_format": {"type": "json_object"}, "expect": {"answer": "42"}, "tools": [{"type": "function"}], "tool_choice": "auto"})"
+      R"({"prompt": "json please", "response_format": {"type": "json_object"}, "expect": {"answer": "42"}, "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}], "tool_choice": "auto"})"
       "\n";
   auto d = parse_jsonl(text).value();
   REQUIRE(d.size() == 3);
@@ -74,7 +74,18 @@ TEST_CASE("dataset: JSONL errors name the line and the field") {
   CHECK(jsonl_field(R"({"prompt": "x", "max_tokens": 0})") == "line 1: /max_tokens");
   CHECK(jsonl_field(R"({"prompt": "x", "output_tokens": 1.5})") == "line 1: /output_tokens");
   CHECK(jsonl_field(R"({"prompt": "x", "output_tokens": 1000001})") == "line 1: /output_tokens");
-  CHECK(jsonl_field(R"({"prompt": "x", "response_format": "json"})") == "line 1: /response_format");
+  CHECK(jsonl_field(R"({"prompt": "x", "response_format": "json"})") == "line 1: /response_format/type");
+  CHECK(jsonl_field(R"({"prompt": "x", "response_format": {"type": "yaml"}})") == "line 1: /response_format/type");
+  CHECK(jsonl_field(R"({"prompt": "x", "response_format": {"type": "json_schema"}})") ==
+        "line 1: /response_format/json_schema/schema");
+  CHECK(jsonl_field(R"({"prompt": "x", "expect": {"regex": "(a"}})") == "line 1: /expect");
+  CHECK(jsonl_field(R"({"prompt": "x", "tools": [{"type": "function"}]})") == "line 1: /tools/0/function/name");
+  CHECK(
+      jsonl_field(R"({"prompt": "x", "tools": [{"function": {"name": "f", "parameters": {"$ref": "http://x/s"}}}]})") ==
+      "line 1: /tools/0/function/parameters");
+  CHECK(jsonl_field(
+            R"({"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": 5}}}})") ==
+        "line 1: /response_format/json_schema/schema");
   CHECK(jsonl_field(R"({"prompt": "x", "tools": [1]})") == "line 1: /tools/0");
   CHECK(jsonl_field(R"({"prompt": "x", "tool_choice": 1})") == "line 1: /tool_choice");
   CHECK(jsonl_field(R"({"prompt": "x", "expect": []})") == "line 1: /expect");

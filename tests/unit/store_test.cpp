@@ -1,9 +1,11 @@
 // The SQLite store on a real temporary file: migrations, sweeps, one-transaction steps.
 #include "store/store.hpp"
 
+#include <fmt/format.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <thread>
@@ -13,6 +15,11 @@
 using namespace capsweep::store;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
+
+namespace capsweep::store {
+// The migrations compiled in (store.cpp).
+std::vector<std::pair<std::string_view, std::string_view>> migrations();
+}  // namespace capsweep::store
 
 namespace {
 
@@ -74,44 +81,104 @@ TEST_CASE("store: migrations apply once and the version is recorded - WAL is on"
   TempDb db;
   {
     Store s(db.path.string());
-    CHECK(s.schema_version() == 5);
+    CHECK(s.schema_version() == 6);
     s.insert_sweep(sweep_row("a"));
     CHECK(fs::exists(db.path.string() + "-wal"));
   }
   Store again(db.path.string());  // reopening applies nothing twice and keeps the data
-  CHECK(again.schema_version() == 5);
+  CHECK(again.schema_version() == 6);
   CHECK(again.sweep("a").has_value());
   CHECK(again.writable());
 }
 
-TEST_CASE("store: the steps table rebuild (version 4) keeps every step and request row") {
+TEST_CASE("store: the table rebuilds (versions 4 and 6) keep every sweep, step and request row") {
   TempDb db;
-  {
-    Store s(db.path.string());
-    s.insert_sweep(sweep_row("a"));
-    s.append_step("a", step_row(0), requests(5));
-    StepRow level = step_row(1);
-    level.kind = "level";  // a concurrency sweep's step: accepted from version 4
-    level.phase = "level";
-    s.append_step("a", level, requests(3));
-  }
-  // Run the rebuild again on a database full of rows, as an upgrade from version 3 would:
-  // the drop of the old table must not cascade into the requests that reference it.
+  // A version 3 database full of rows, as an upgrade would find it.
   {
     sqlite3* raw = nullptr;
     REQUIRE(sqlite3_open(db.path.string().c_str(), &raw) == SQLITE_OK);
-    CHECK(sqlite3_exec(raw, "DELETE FROM schema_version WHERE version = 4", nullptr, nullptr, nullptr) == SQLITE_OK);
+    auto exec = [raw](const std::string& sql) {
+      char* err = nullptr;
+      const int rc = sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, &err);
+      INFO((err ? err : ""));
+      sqlite3_free(err);
+      REQUIRE(rc == SQLITE_OK);
+    };
+    exec("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)");
+    auto files = capsweep::store::migrations();
+    std::sort(files.begin(), files.end());
+    for (const auto& [name, sql] : files) {
+      if (name.substr(0, 3) > "003") break;
+      exec(std::string(sql));
+      exec("INSERT INTO schema_version VALUES (" + std::to_string(std::stoi(std::string(name.substr(0, 3)))) + ", '" +
+           std::string(name) + "', 'now')");
+    }
+    exec(
+        "INSERT INTO sweeps (id, kind, target_key, status, spec, created_at, updated_at, attempts) VALUES "
+        "('a', 'sweep', 'http://t', 'succeeded', '{}', 'c', 'u', 0), ('b', 'check', 'http://u', 'queued', '{}', 'c', "
+        "'u', 0)");
+    for (int step = 0; step < 2; ++step) {
+      exec(
+          fmt::format("INSERT INTO steps VALUES ('a', {}, 'ladder', 'ladder', 1.5, 'pass', 0, '{{}}', '{{}}', "
+                      "'{{\"kind\": \"ladder\"}}', 's', 'f')",
+                      step));
+      for (int r = 0; r < 4; ++r) {
+        exec(fmt::format("INSERT INTO requests VALUES ('a', {}, {}, 0, 0, 0, 1, 1, 1, 10, 10, 1, 'ok')", step, r));
+      }
+    }
     sqlite3_close(raw);
   }
-  Store again(db.path.string());
-  CHECK(again.schema_version() == 5);
-  auto steps = again.steps("a");
+  Store s(db.path.string());
+  CHECK(s.schema_version() == 6);
+  CHECK(s.list_sweeps(std::nullopt, 10, 0).size() == 2);
+  CHECK(s.list_sweeps(std::nullopt, 10, 0)[0].id == "b");  // creation order kept
+  auto steps = s.steps("a");
   REQUIRE(steps.size() == 2);
-  CHECK(steps[1].kind == "level");
-  CHECK(again.requests_page("a", std::nullopt, 100).size() == 8);
+  CHECK(steps[1].kind == "ladder");
+  CHECK(steps[1].role.empty());
+  CHECK_FALSE(steps[1].round.has_value());
+  CHECK(all_requests(s, "a").size() == 8);
+  // What version 6 admits: regression jobs, their runs with role and round, quality items.
+  SweepRow r = sweep_row("r");
+  r.kind = "regression";
+  s.insert_sweep(r);
+  StepRow run = step_row(0);
+  run.kind = "run";
+  run.role = "candidate";
+  run.round = 2;
+  s.append_step("r", run, requests(2));
+  StepRow quality = step_row(1);
+  quality.kind = "quality";
+  quality.role = "baseline";
+  quality.round = 0;
+  QualityItemRow item;
+  item.item = 0;
+  item.entry = 3;
+  item.outcome = "ok";
+  item.answer = "{\"a\": 1}";
+  item.verdicts = {{"json", {{"ok", true}, {"reason", ""}}}};
+  item.score = 7;
+  s.append_step("r", quality, {}, {item});
+  const auto back = s.steps("r");
+  REQUIRE(back.size() == 2);
+  CHECK(back[0].role == "candidate");
+  CHECK(back[0].round == 2);
+  const auto items = s.quality_page("r", std::nullopt, 10);
+  REQUIRE(items.size() == 1);
+  CHECK(items[0].first == 1);
+  CHECK(items[0].second.entry == 3);
+  CHECK(items[0].second.verdicts["json"]["ok"] == true);
+  CHECK(items[0].second.score == 7);
+  CHECK(s.quality_page("r", Store::ItemKey{1, 0}, 10).empty());
   StepRow bogus = step_row(2);
   bogus.kind = "bogus";
-  CHECK_THROWS_AS(again.append_step("a", bogus, requests(1)), StoreError);  // the CHECK still holds
+  CHECK_THROWS_AS(s.append_step("r", bogus, requests(1)), StoreError);  // the CHECK still holds
+  StepRow bad_role = step_row(2);
+  bad_role.role = "third";
+  CHECK_THROWS_AS(s.append_step("r", bad_role, requests(1)), StoreError);
+  // Deleting the job takes its steps, requests and items with it.
+  CHECK(s.delete_sweep("r"));
+  CHECK(s.quality_page("r", std::nullopt, 10).empty());
 }
 
 TEST_CASE("store: sweeps list newest first, filter by status, and move by compare-and-set") {
@@ -371,5 +438,5 @@ TEST_CASE("store: datasets are stored once per content, listed, and not deleted 
   CHECK(s.delete_dataset(d.id) == Store::DeleteDataset::deleted);
   CHECK(s.delete_dataset(d.id) == Store::DeleteDataset::absent);
   CHECK(s.list_datasets(10, 0).empty());
-  CHECK(s.schema_version() == 5);
+  CHECK(s.schema_version() == 6);
 }

@@ -1,0 +1,134 @@
+#include "llm/answer.hpp"
+
+#include <cctype>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "core/text.hpp"
+
+namespace capsweep::llm {
+
+namespace {
+
+using json = nlohmann::json;
+
+std::string as_text(const json& j) {
+  return j.is_string() ? j.get<std::string>() : std::string();
+}
+
+// One choice of a payload: a streamed delta, a whole message, or completions text.
+void read_choice(const json& c, Answer& out, std::map<std::size_t, ToolCall>& calls) {
+  if (auto fr = c.find("finish_reason"); fr != c.end() && fr->is_string()) out.finish_reason = fr->get<std::string>();
+  if (auto t = c.find("text"); t != c.end()) out.text += as_text(*t);
+  const json* m = nullptr;
+  if (auto d = c.find("delta"); d != c.end() && d->is_object()) m = &*d;
+  if (auto msg = c.find("message"); msg != c.end() && msg->is_object()) m = &*msg;
+  if (!m) return;
+  if (auto t = m->find("content"); t != m->end()) out.text += as_text(*t);
+  auto tc = m->find("tool_calls");
+  if (tc == m->end() || !tc->is_array()) return;
+  for (std::size_t i = 0; i < tc->size(); ++i) {
+    const json& call = (*tc)[i];
+    if (!call.is_object()) continue;
+    // Deltas name their call by index; a whole message lists the calls in order.
+    const std::size_t index = call.value("index", json(i)).is_number_unsigned() ? call.value("index", i) : i;
+    ToolCall& into = calls[index];
+    const json f = call.value("function", json::object());
+    if (!f.is_object()) continue;
+    into.name += as_text(f.value("name", json()));
+    into.arguments += as_text(f.value("arguments", json()));
+  }
+}
+
+}  // namespace
+
+Answer assemble_answer(const std::vector<std::string>& events) {
+  Answer out;
+  std::map<std::size_t, ToolCall> calls;
+  for (const std::string& data : events) {
+    if (data == "[DONE]") continue;
+    if (json_nesting_exceeds(data)) {
+      out.malformed = true;
+      continue;
+    }
+    const json j = json::parse(data, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+      out.malformed = true;
+      continue;
+    }
+    if (auto e = j.find("error"); e != j.end() || j.value("object", "") == "error") {
+      const json& err = e != j.end() ? *e : j;
+      out.error = printable_ascii(err.is_object() ? as_text(err.value("message", json("error"))) : as_text(err), 200);
+      if (out.error.empty()) out.error = "error";
+      continue;
+    }
+    if (auto u = j.find("usage"); u != j.end() && u->is_object()) {
+      if (auto c = u->find("completion_tokens"); c != u->end() && c->is_number_unsigned())
+        out.completion_tokens = c->get<std::uint64_t>();
+      if (auto p = u->find("prompt_tokens"); p != u->end() && p->is_number_unsigned())
+        out.prompt_tokens = p->get<std::uint64_t>();
+    }
+    if (auto ch = j.find("choices"); ch != j.end() && ch->is_array() && !ch->empty() && (*ch)[0].is_object()) {
+      read_choice((*ch)[0], out, calls);
+    }
+  }
+  for (auto& [index, call] : calls) out.tool_calls.push_back(std::move(call));
+  return out;
+}
+
+std::uint32_t quality_max_tokens(const DatasetEntry& e, std::uint32_t default_max_tokens) {
+  return e.max_tokens.value_or(default_max_tokens);
+}
+
+std::string quality_body(const Target& t, const DatasetEntry& e, std::uint32_t default_max_tokens,
+                         std::uint64_t seed) {
+  json j = t.extra_body;
+  j["model"] = t.model;
+  const std::uint32_t max_tokens = quality_max_tokens(e, default_max_tokens);
+  if (t.api == Api::chat) {
+    j["messages"] = e.messages.empty() ? json::array({{{"role", "user"}, {"content", e.prompt}}})
+                                       : json::parse(e.messages, nullptr, false);
+    j["max_completion_tokens"] = max_tokens;
+  } else {
+    j["prompt"] = e.prompt;
+    j["max_tokens"] = max_tokens;
+  }
+  j["temperature"] = 0;
+  j["seed"] = seed;
+  if (!e.quality.empty()) {
+    const json q = json::parse(e.quality, nullptr, false);
+    if (q.is_object()) {
+      for (const char* key : {"response_format", "tools", "tool_choice"}) {
+        if (auto it = q.find(key); it != q.end()) j[key] = *it;
+      }
+    }
+  }
+  j["stream"] = t.stream;
+  if (t.stream) j["stream_options"] = {{"include_usage", true}};
+  j.erase("ignore_eos");
+  return j.dump();
+}
+
+std::string judge_body(const Target& t, const std::string& prompt) {
+  DatasetEntry e;
+  e.prompt = prompt;
+  e.max_tokens = 16;
+  return quality_body(t, e, 16, 0);
+}
+
+std::optional<double> judge_score(std::string_view answer, std::uint32_t scale) {
+  for (std::size_t i = 0; i < answer.size(); ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(answer[i]))) continue;
+    std::size_t j = i;
+    std::uint64_t v = 0;
+    while (j < answer.size() && std::isdigit(static_cast<unsigned char>(answer[j])) && v < 1000) {
+      v = v * 10 + static_cast<std::uint64_t>(answer[j] - '0');
+      ++j;
+    }
+    if (v >= 1 && v <= scale) return static_cast<double>(v);
+    return std::nullopt;  // the first number is the score, or there is none
+  }
+  return std::nullopt;
+}
+
+}  // namespace capsweep::llm

@@ -1,0 +1,370 @@
+#include "sweep/regression.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/compare.hpp"
+#include "core/random.hpp"
+
+namespace capsweep::sweep {
+
+namespace {
+
+using json = nlohmann::json;
+
+json rounded(double v, double unit = 1e-3) {
+  if (!std::isfinite(v)) return nullptr;
+  return std::round(v / unit) * unit;
+}
+
+std::string_view to_string(ChangeVerdict v) {
+  return v == ChangeVerdict::pass ? "pass" : v == ChangeVerdict::fail ? "fail" : "inconclusive";
+}
+
+int severity(std::string_view verdict) {
+  return verdict == "fail" ? 2 : verdict == "inconclusive" ? 1 : 0;
+}
+
+// The quality passes: each side once, and again when determinism is checked.
+struct QualityPass {
+  Role role;
+  int pass;
+};
+std::vector<QualityPass> quality_passes(const JobSpec& spec) {
+  if (!spec.quality) return {};
+  std::vector<QualityPass> out{{Role::baseline, 0}, {Role::candidate, 0}};
+  if (spec.quality->has(QualityCheck::determinism)) {
+    out.push_back({Role::baseline, 1});
+    out.push_back({Role::candidate, 1});
+  }
+  return out;
+}
+
+const StepOutcome* find_step(const std::vector<StepOutcome>& steps, StepKind kind, Role role, int round) {
+  for (const auto& s : steps) {
+    if (s.kind == kind && s.role == role && s.round == round) return &s;
+  }
+  return nullptr;
+}
+
+StepOrder run_order(const JobSpec& spec, Role role, int round, bool first) {
+  const RegressionSettings& r = spec.regression;
+  StepOrder o;
+  o.kind = StepKind::run;
+  o.phase = fmt::format("round {} {}", round + 1, to_string(role));
+  o.rate_rps = r.rate_rps;
+  o.duration = r.duration;
+  o.warmup = r.warmup;
+  o.concurrency = r.max_concurrency;
+  o.role = role;
+  o.round = round;
+  o.pause_before = first ? Nanos{0} : r.cooldown;
+  return o;
+}
+
+std::vector<double> run_values(const std::vector<StepOutcome>& steps, Role role, const std::string& key) {
+  std::vector<double> out;
+  for (const auto& s : steps) {
+    if (s.kind != StepKind::run || s.role != role) continue;
+    auto it = s.summary.find(key);
+    if (it != s.summary.end() && it->is_number()) out.push_back(it->get<double>());
+  }
+  return out;
+}
+
+// One metric's verdict with every number it rests on.
+json metric_verdict(const GateMetric& m, const std::vector<StepOutcome>& steps, double alpha,
+                    std::vector<std::string>& warnings) {
+  const auto a = run_values(steps, Role::baseline, m.key);
+  const auto b = run_values(steps, Role::candidate, m.key);
+  json j{{"baseline_runs", a},
+         {"candidate_runs", b},
+         {"threshold_pct", m.threshold_pct},
+         {"threshold", m.threshold},
+         {"worse", m.worse == Worse::higher ? "higher" : "lower"},
+         {"test", "welch_t"},
+         {"alpha", alpha}};
+  auto w = welch(a, b, alpha);
+  if (!w) {
+    j["verdict"] = "inconclusive";
+    j["change_pct"] = j["p_value"] = nullptr;
+    j["ci_pct"] = json::array({nullptr, nullptr});
+    j["note"] = w.error().message;
+    return j;
+  }
+  ChangeVerdict v = judge_change(*w, m.threshold_pct, m.worse, alpha);
+  const double spread = spread_pct(a);
+  j["change_pct"] = rounded(w->change_pct);
+  j["ci_pct"] = json::array({rounded(w->ci_low_pct), rounded(w->ci_high_pct)});
+  j["p_value"] = m.worse == Worse::higher ? w->p_greater : w->p_less;
+  j["baseline_spread_pct"] = rounded(spread);
+  j["df"] = rounded(w->df);
+  if (spread > m.threshold_pct) {
+    // The baseline's runs alone vary by more than the threshold: this measurement cannot
+    // judge the metric. Never a pass; a fail only on a change beyond that spread.
+    const double degradation = m.worse == Worse::higher ? w->change_pct : -w->change_pct;
+    if (v == ChangeVerdict::pass || (v == ChangeVerdict::fail && degradation <= spread)) v = ChangeVerdict::inconclusive;
+    j["a_to_a_exceeds_threshold"] = true;
+    warnings.push_back(fmt::format(
+        "{}: the baseline's own runs vary by {:.1f}%, more than its {:g}% threshold; this measurement cannot judge it "
+        "(longer runs or more rounds)",
+        m.key, spread, m.threshold_pct));
+  } else {
+    j["a_to_a_exceeds_threshold"] = false;
+  }
+  j["verdict"] = to_string(v);
+  if (v == ChangeVerdict::inconclusive && !j.contains("note")) j["note"] = "the interval straddles the threshold: add rounds";
+  return j;
+}
+
+// A quality rate of each side compared: fail when the candidate's rate is lower by more than
+// `max_drop_pp` and Fisher's exact test finds it significant; inconclusive when the drop is
+// that large but not significant (too few items); pass otherwise.
+json rate_verdict(QualityTally::Count a, QualityTally::Count b, double max_drop_pp, double alpha) {
+  json j{{"n", std::max(a.n, b.n)},
+         {"baseline_n", a.n},
+         {"candidate_n", b.n},
+         {"max_drop_pp", max_drop_pp},
+         {"test", "fisher_exact"}};
+  if (a.n == 0 || b.n == 0) {
+    j["verdict"] = "inconclusive";
+    j["baseline_rate"] = j["candidate_rate"] = j["drop_pp"] = j["p_value"] = nullptr;
+    j["note"] = "no item was asked for this check";
+    return j;
+  }
+  const double ra = static_cast<double>(a.ok) / static_cast<double>(a.n);
+  const double rb = static_cast<double>(b.ok) / static_cast<double>(b.n);
+  const double drop = 100 * (ra - rb);
+  const double p = fisher_exact_less(a.ok, a.n, b.ok, b.n);
+  j["baseline_rate"] = rounded(ra, 1e-6);
+  j["candidate_rate"] = rounded(rb, 1e-6);
+  j["drop_pp"] = rounded(drop);
+  j["p_value"] = p;
+  if (drop > max_drop_pp && p < alpha) {
+    j["verdict"] = "fail";
+  } else if (drop > max_drop_pp) {
+    j["verdict"] = "inconclusive";
+    j["note"] = "the drop exceeds the bound but is not significant with this many items";
+  } else {
+    j["verdict"] = "pass";
+  }
+  return j;
+}
+
+const QualityTally* tally_of(const std::vector<std::pair<QualityPass, QualityTally>>& tallies, Role role, int pass) {
+  for (const auto& [qp, t] : tallies) {
+    if (qp.role == role && qp.pass == pass) return &t;
+  }
+  return nullptr;
+}
+
+// Items answered identically by two passes, of the items both answered.
+QualityTally::Count same_answers(const QualityTally& x, const QualityTally& y) {
+  QualityTally::Count c;
+  for (std::size_t i = 0; i < std::min(x.answers.size(), y.answers.size()); ++i) {
+    if (x.answers[i].empty() || y.answers[i].empty()) continue;
+    ++c.n;
+    if (x.answers[i] == y.answers[i]) ++c.ok;
+  }
+  return c;
+}
+
+json judge_verdict(const JobSpec& spec, const QualityTally& a, const QualityTally& b, double alpha) {
+  std::vector<double> sa, sb;
+  for (const auto& s : a.scores)
+    if (s) sa.push_back(*s);
+  for (const auto& s : b.scores)
+    if (s) sb.push_back(*s);
+  const GateMetric m{"judge_score", "max_drop_pct", Worse::lower, spec.judge->max_drop_pct};
+  json j{{"baseline_scored", sa.size()}, {"candidate_scored", sb.size()}, {"scale", spec.judge->scale},
+         {"threshold_pct", m.threshold_pct}, {"test", "welch_t (per item)"}};
+  auto w = welch(sa, sb, alpha);
+  if (!w) {
+    j["verdict"] = "inconclusive";
+    j["note"] = w.error().message;
+    return j;
+  }
+  j["baseline_mean"] = rounded(w->mean_a);
+  j["candidate_mean"] = rounded(w->mean_b);
+  j["change_pct"] = rounded(w->change_pct);
+  j["ci_pct"] = json::array({rounded(w->ci_low_pct), rounded(w->ci_high_pct)});
+  j["p_value"] = w->p_less;
+  j["verdict"] = to_string(judge_change(*w, m.threshold_pct, m.worse, alpha));
+  return j;
+}
+
+json quality_verdicts(const JobSpec& spec, const std::vector<StepOutcome>& steps, json& judge) {
+  std::vector<std::pair<QualityPass, QualityTally>> tallies;
+  for (const auto& s : steps) {
+    if (s.kind == StepKind::quality && s.role) tallies.push_back({{*s.role, s.round}, quality_tally_from(s.summary)});
+  }
+  const QualitySettings& q = *spec.quality;
+  const double alpha = spec.regression.alpha;
+  const QualityTally* a = tally_of(tallies, Role::baseline, 0);
+  const QualityTally* b = tally_of(tallies, Role::candidate, 0);
+  json out = json::object();
+  if (!a || !b) return out;
+  for (QualityCheck c : q.checks) {
+    const std::string name(to_string(c));
+    if (c == QualityCheck::determinism) {
+      const QualityTally* a2 = tally_of(tallies, Role::baseline, 1);
+      const QualityTally* b2 = tally_of(tallies, Role::candidate, 1);
+      if (!a2 || !b2) continue;
+      json v = rate_verdict(same_answers(*a, *a2), same_answers(*b, *b2), q.max_drop_pp, alpha);
+      const auto cross = same_answers(*a, *b);
+      v["cross_match_rate"] = cross.n ? rounded(double(cross.ok) / double(cross.n), 1e-6) : json(nullptr);
+      v["note"] = v.value("note", std::string("baseline_rate and candidate_rate: each side's answers matching its own repeat; "
+                                              "cross_match_rate: baseline vs candidate"));
+      out[name] = std::move(v);
+      continue;
+    }
+    auto get = [&](const QualityTally& t) {
+      auto it = t.checks.find(name);
+      return it == t.checks.end() ? QualityTally::Count{} : it->second;
+    };
+    const double bound = c == QualityCheck::accuracy ? q.max_accuracy_drop_pp.value_or(q.max_drop_pp) : q.max_drop_pp;
+    out[name] = rate_verdict(get(*a), get(*b), bound, alpha);
+  }
+  if (spec.judge) judge = judge_verdict(spec, *a, *b, alpha);
+  return out;
+}
+
+json runs_table(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
+  json runs = json::array();
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const StepOutcome& s = steps[i];
+    if (s.kind != StepKind::run || !s.role) continue;
+    json r{{"step", i}, {"round", s.round}, {"role", to_string(*s.role)}, {"verdict", capsweep::to_string(s.verdict)}};
+    for (const auto& m : spec.regression.metrics) r[m.key] = s.summary.value(m.key, json(nullptr));
+    r["completed"] = s.completed;
+    r["achieved_rate_rps"] = s.summary.value("achieved_rate_rps", json(nullptr));
+    r["generator_limited"] = s.generator_limited;
+    runs.push_back(std::move(r));
+  }
+  return runs;
+}
+
+json side_of(const llm::Target& t, const std::string& base_url) {
+  return {{"base_url", base_url}, {"model", t.model}, {"api", t.api == llm::Api::chat ? "chat" : "completions"}};
+}
+
+}  // namespace
+
+std::vector<Role> round_order(const JobSpec& spec, int round) {
+  std::vector<Role> order{Role::baseline, Role::candidate};
+  if (spec.regression.order == RunOrder::shuffled) {
+    Rng rng(spec.workload.seed * 0x9e3779b97f4a7c15ULL + 0x5eedULL + static_cast<std::uint64_t>(round));
+    if (rng.uniform_int(0, 1) == 1) std::swap(order[0], order[1]);
+  }
+  return order;
+}
+
+Action next_regression_action(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
+  bool first = steps.empty();
+  for (int round = 0; round < spec.regression.rounds; ++round) {
+    for (Role role : round_order(spec, round)) {
+      const StepOutcome* s = find_step(steps, StepKind::run, role, round);
+      if (!s) return run_order(spec, role, round, first);
+      if (role == Role::baseline && s->completed == 0) {
+        return Fail{fmt::format("round {}: no request of the baseline's run succeeded ({} sent); check "
+                                "baseline.target and the server's logs",
+                                round + 1, s->measured)};
+      }
+      first = false;
+    }
+  }
+  for (const QualityPass& qp : quality_passes(spec)) {
+    if (find_step(steps, StepKind::quality, qp.role, qp.pass)) continue;
+    StepOrder o;
+    o.kind = StepKind::quality;
+    o.phase = fmt::format("quality {}{}", to_string(qp.role), qp.pass > 0 ? " repeat" : "");
+    o.role = qp.role;
+    o.round = qp.pass;
+    o.concurrency = spec.quality->concurrency;
+    return o;
+  }
+  return Finish{regression_result(spec, steps)};
+}
+
+Plan regression_progress(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
+  Plan p;
+  p.steps_planned = 2 * spec.regression.rounds + static_cast<int>(quality_passes(spec).size());
+  const Action next = next_regression_action(spec, steps);
+  p.phase = std::holds_alternative<StepOrder>(next) ? std::get<StepOrder>(next).phase : "done";
+  return p;
+}
+
+QualityTally quality_tally_from(const json& summary) {
+  QualityTally t;
+  if (auto c = summary.find("checks"); c != summary.end() && c->is_object()) {
+    for (const auto& [name, v] : c->items()) {
+      if (v.is_object()) t.checks[name] = {v.value("n", std::uint64_t{0}), v.value("ok", std::uint64_t{0})};
+    }
+  }
+  if (auto a = summary.find("answers"); a != summary.end() && a->is_array()) {
+    for (const auto& h : *a) t.answers.push_back(h.is_string() ? h.get<std::string>() : std::string());
+  }
+  if (auto s = summary.find("scores"); s != summary.end() && s->is_array()) {
+    for (const auto& v : *s) t.scores.push_back(v.is_number() ? std::optional<double>(v.get<double>()) : std::nullopt);
+  }
+  return t;
+}
+
+json regression_result(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
+  json r;
+  r["kind"] = "regression";
+  std::vector<std::string> warnings;
+  if (spec.candidate && spec.candidate->base_url == spec.base_url && spec.candidate->target.model == spec.target.model) {
+    warnings.push_back("baseline and candidate are the same target: an A/A calibration, not a comparison");
+  }
+  json metrics = json::object();
+  std::string worst = "pass";
+  for (const auto& m : spec.regression.metrics) {
+    json v = metric_verdict(m, steps, spec.regression.alpha, warnings);
+    if (severity(v["verdict"].get<std::string>()) > severity(worst)) worst = v["verdict"].get<std::string>();
+    metrics[m.key] = std::move(v);
+  }
+  r["metrics"] = std::move(metrics);
+  json judge;
+  r["quality"] = spec.quality ? quality_verdicts(spec, steps, judge) : json::object();
+  for (const auto& [name, v] : r["quality"].items()) {
+    const std::string verdict = v.value("verdict", "inconclusive");
+    if (severity(verdict) > severity(worst)) worst = verdict;
+  }
+  if (!judge.is_null()) {
+    if (severity(judge.value("verdict", "inconclusive")) > severity(worst)) worst = judge.value("verdict", "inconclusive");
+    r["judge"] = std::move(judge);
+  }
+  for (const auto& s : steps) {
+    if (s.kind == StepKind::run && s.generator_limited) {
+      warnings.push_back(fmt::format("round {} {}: the load generator fell behind its schedule; its numbers are suspect",
+                                     s.round + 1, to_string(*s.role)));
+    }
+  }
+  r["verdict"] = worst;
+  r["baseline"] = side_of(spec.target, spec.base_url);
+  if (spec.candidate) r["candidate"] = side_of(spec.candidate->target, spec.candidate->base_url);
+  json order = json::array();
+  for (int round = 0; round < spec.regression.rounds; ++round) {
+    json o = json::array();
+    for (Role role : round_order(spec, round)) o.push_back(to_string(role));
+    order.push_back(std::move(o));
+  }
+  r["conditions"] = {{"rate_rps", spec.regression.rate_rps},
+                     {"from_sweep", spec.regression.from_sweep.empty() ? json(nullptr) : json(spec.regression.from_sweep)},
+                     {"arrival", to_string(spec.arrival.process)},
+                     {"duration_s", to_s(spec.regression.duration)},
+                     {"warmup_s", to_s(spec.regression.warmup)},
+                     {"cooldown_s", to_s(spec.regression.cooldown)},
+                     {"rounds", spec.regression.rounds},
+                     {"order", std::move(order)},
+                     {"alpha", spec.regression.alpha}};
+  r["runs"] = runs_table(spec, steps);
+  r["warnings"] = warnings;
+  r["basis"] = spec.basis;
+  return r;
+}
+
+}  // namespace capsweep::sweep

@@ -1,0 +1,49 @@
+#pragma once
+// The regression job (kind "regression"), sans I/O like the sweep: `rounds` rounds of one
+// timed run per side (baseline A, candidate B) at one rate, in the round's order, both sides
+// of a round with the identical schedule and prompts; then, when the spec asks for quality
+// checks, each side answers the quality items once (twice when determinism is checked).
+//
+// The verdict per metric is Welch's t-test on the per-run values: fail when the degradation
+// reaches the threshold and is significant at alpha, pass when the interval's worst end stays
+// below it, otherwise inconclusive. A metric whose baseline runs alone vary by more than its
+// threshold is flagged: it is never passed, and fails only on a change beyond that spread.
+// Quality rates fail when the candidate's is lower by more than max_drop_pp and Fisher's exact
+// test finds the drop significant.
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sweep/orchestrator.hpp"
+
+namespace capsweep::sweep {
+
+// The sides in the order they run in round `round` (alternate: baseline first; shuffled: a
+// coin drawn from the workload's seed and the round).
+std::vector<Role> round_order(const JobSpec& spec, int round);
+
+Action next_regression_action(const JobSpec& spec, const std::vector<StepOutcome>& steps);
+Plan regression_progress(const JobSpec& spec, const std::vector<StepOutcome>& steps);
+
+// The result from every stored step: result.verdict (the worst), result.metrics.<key>,
+// result.quality.<check>, result.judge, result.runs, result.warnings.
+nlohmann::json regression_result(const JobSpec& spec, const std::vector<StepOutcome>& steps);
+
+// What one quality step stores in its summary and the result reads back.
+// {"role", "pass", "items", "answered", "errors", "checks": {"json": {"n", "ok"}, ...},
+//  "answers": ["<hash>" | "" per item], "scores": [judge score | null per item]}
+struct QualityTally {
+  struct Count {
+    std::uint64_t n = 0, ok = 0;
+  };
+  std::map<std::string, Count> checks;
+  std::vector<std::string> answers;  // per item: a hash of the answer, "" when it failed
+  std::vector<std::optional<double>> scores;
+};
+QualityTally quality_tally_from(const nlohmann::json& summary);
+
+}  // namespace capsweep::sweep
