@@ -8,7 +8,7 @@ namespace capsweep::cli {
 namespace {
 
 void add_job_commands(CLI::App& app, Args& a) {
-  auto* submit = app.add_subcommand("submit", "submit a job spec (sweep or check)");
+  auto* submit = app.add_subcommand("submit", "submit a job spec (sweep, check or regression)");
   submit->add_option("SPEC", a.spec_path, "job spec JSON file")->required();
   submit->add_flag("--wait", a.wait, "follow the job and print its verdict (exit code from the verdict)");
   auto* check = app.add_subcommand("check", "submit a check job and wait for its verdict");
@@ -21,6 +21,9 @@ void add_job_commands(CLI::App& app, Args& a) {
   verdict->add_option("ID", a.id, "job id")->required();
   verdict->add_option("--require-rate", a.require_rate, "exit 3 when max_slo_rate_rps is below R");
   app.add_subcommand("steps", "the stored steps of a job, as a table")->add_option("ID", a.id, "job id")->required();
+  app.add_subcommand("compare", "a regression job's verdict: each metric and quality check of both sides")
+      ->add_option("ID", a.id, "job id")
+      ->required();
   auto* list = app.add_subcommand("list", "jobs, newest first");
   list->add_option("--status", a.status_filter, "queued, running, succeeded, failed or cancelled");
   list->add_option("--limit", a.limit, "how many")->check(CLI::Range(1, 1000));

@@ -55,7 +55,8 @@ int exit_for(const json& sweep, std::optional<double> require_rate) {
   const std::string status = text_of(sweep, "status", "");
   if (status != "succeeded") return kJobFailed;
   const json& r = sweep["result"];
-  if (text_of(r, "kind", "sweep") == "check") {
+  const std::string kind = text_of(r, "kind", "sweep");
+  if (kind == "check" || kind == "regression") {
     const std::string v = text_of(r, "verdict", "inconclusive");
     return v == "pass" ? kOk : v == "fail" ? kSloFail : kInconclusive;
   }
@@ -213,6 +214,26 @@ int verdict(const ApiClient& c, const Args& a) {
   else
     fmt::print("{}\n", terminal_safe(verdict_text(*v), true));
   return exit_for(*v, a.require_rate);
+}
+
+// capsweep compare ID: a regression job's verdict table.
+int compare(const ApiClient& c, const Args& a) {
+  int code = kOk;
+  auto v = get_json(c, "/v1/sweeps/" + a.id, code);
+  if (!v) return code;
+  if (text_of(*v, "kind", "") != "regression") {
+    fmt::print(stderr, "capsweep: {} is a {} job; compare reads regression jobs\n", a.id, text_of(*v, "kind", "?"));
+    return kUsage;
+  }
+  if (!finished(*v)) {
+    fmt::print(stderr, "capsweep: {} has not finished ({})\n", a.id, text_of(*v, "status", ""));
+    return kUsage;
+  }
+  if (a.o.json_out)
+    fmt::print("{}\n", (*v)["result"].dump(2, ' ', false, json::error_handler_t::replace));
+  else
+    fmt::print("{}\n", terminal_safe(verdict_text(*v), true));
+  return exit_for(*v, std::nullopt);
 }
 
 int steps(const ApiClient& c, const Args& a) {
@@ -385,6 +406,7 @@ int run_command(const Args& a) {
   if (a.command == "cancel") return cancel(c, a);
   if (a.command == "status") return status(c, a);
   if (a.command == "verdict") return verdict(c, a);
+  if (a.command == "compare") return compare(c, a);
   if (a.command == "steps") return steps(c, a);
   if (a.command == "list") return list(c, a);
   if (a.command == "dataset-upload") return dataset_upload(c, a);

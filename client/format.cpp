@@ -108,6 +108,72 @@ std::string concurrency_verdict(const json& r, const json& slo) {
 
 }  // namespace
 
+namespace {
+
+std::string upper(std::string v) {
+  for (char& c : v) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return v;
+}
+
+std::string runs_text(const json& runs) {
+  std::string out;
+  for (const auto& v : runs) out += (out.empty() ? "" : " ") + num(v, "{:.4g}");
+  return out.empty() ? "-" : out;
+}
+
+std::string signed_pct(const json& v) {
+  return v.is_number() ? fmt::format("{:+.1f}%", v.get<double>()) : std::string("-");
+}
+
+}  // namespace
+
+std::string compare_text(const json& sweep) {
+  const json& r = at(sweep, "result");
+  const json& c = at(r, "conditions");
+  std::string out = fmt::format("{}: candidate {} ({}) against baseline {} ({}) at {} req/s, {} rounds of {} s\n",
+                                upper(text_of(r, "verdict", "?")), text_of(at(r, "candidate"), "base_url", "?"),
+                                text_of(at(r, "candidate"), "model", "?"), text_of(at(r, "baseline"), "base_url", "?"),
+                                text_of(at(r, "baseline"), "model", "?"), num(at(c, "rate_rps"), "{:g}"),
+                                num(at(c, "rounds"), "{:g}"), num(at(c, "duration_s"), "{:g}"));
+  out += fmt::format("  {:<20} {:<26} {:<26} {:>8}  {:<18} {:>9} {:>9}  {}\n", "metric", "baseline runs",
+                     "candidate runs", "change", "interval", "threshold", "p", "verdict");
+  for (const auto& [key, m] : at(r, "metrics").items()) {
+    const json& ci = at(m, "ci_pct");
+    const std::string interval = ci.is_array() && ci.size() == 2
+                                     ? fmt::format("[{}, {}]", signed_pct(ci[0]), signed_pct(ci[1]))
+                                     : std::string("-");
+    const std::string bound = fmt::format("{}{}%", text_of(m, "worse", "higher") == "higher" ? "+" : "-",
+                                          num(at(m, "threshold_pct"), "{:g}"));
+    out += fmt::format("  {:<20} {:<26} {:<26} {:>8}  {:<18} {:>9} {:>9}  {}{}\n", terminal_safe(key),
+                       runs_text(at(m, "baseline_runs")), runs_text(at(m, "candidate_runs")),
+                       signed_pct(at(m, "change_pct")), interval, bound, num(at(m, "p_value"), "{:.2g}"),
+                       upper(text_of(m, "verdict", "?")),
+                       at(m, "a_to_a_exceeds_threshold") == true ? " (A-A spread)" : "");
+  }
+  const json& quality = at(r, "quality");
+  if (quality.is_object() && !quality.empty()) {
+    out += fmt::format("  {:<20} {:>10} {:>10} {:>6} {:>9} {:>9}  {}\n", "quality", "baseline", "candidate", "n",
+                       "drop", "p", "verdict");
+    auto pct = [](const json& v) { return v.is_number() ? fmt::format("{:.1f}%", 100 * v.get<double>()) : "-"; };
+    for (const auto& [check, q] : quality.items()) {
+      out += fmt::format("  {:<20} {:>10} {:>10} {:>6} {:>9} {:>9}  {}\n", terminal_safe(check),
+                         pct(at(q, "baseline_rate")), pct(at(q, "candidate_rate")), num(at(q, "n"), "{:g}"),
+                         at(q, "drop_pp").is_number() ? fmt::format("{:.1f} pp", at(q, "drop_pp").get<double>()) : "-",
+                         num(at(q, "p_value"), "{:.2g}"), upper(text_of(q, "verdict", "?")));
+    }
+  }
+  if (const json& j = at(r, "judge"); j.is_object()) {
+    out += fmt::format("  judge: mean score {} vs {} ({}), {}\n", num(at(j, "baseline_mean"), "{:.2f}"),
+                       num(at(j, "candidate_mean"), "{:.2f}"), signed_pct(at(j, "change_pct")),
+                       upper(text_of(j, "verdict", "?")));
+  }
+  for (const auto& w : at(r, "warnings")) {
+    if (w.is_string()) out += "  warning: " + terminal_safe(w.get<std::string>()) + "\n";
+  }
+  if (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
 std::string verdict_text(const json& sweep) {
   const std::string status = text_of(sweep, "status", "");
   if (status == "failed") return "FAILED: " + text_of(sweep, "error", "(no reason recorded)");
@@ -115,6 +181,7 @@ std::string verdict_text(const json& sweep) {
   if (status != "succeeded") return fmt::format("not finished ({})", status);
   const json& r = at(sweep, "result");
   const json slo = sweep.contains("spec") ? at(sweep, "spec").value("slo", json::object()) : json::object();
+  if (text_of(r, "kind", "sweep") == "regression") return compare_text(sweep);
   if (text_of(r, "kind", "sweep") == "check") {
     std::string v = text_of(r, "verdict", "inconclusive");
     for (char& c : v) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -170,8 +237,10 @@ std::string steps_table(const json& steps) {
       if (q.is_number()) qs.push_back(q.get<double>());
   }
   if (qs.empty() || qs == kDefaultPercentiles) qs = {50, 95, 99};
-  std::string head = fmt::format("{:>3}  {:<9} {:>9} {:>9}", "#", "phase", "offered", "achieved");
-  std::string units = fmt::format("{:>3}  {:<9} {:>9} {:>9}", "", "", "req/s", "req/s");
+  std::size_t phase_width = 9;  // wide enough for the longest phase ("round 2 candidate")
+  for (const auto& s : steps) phase_width = std::max(phase_width, text_of(s, "phase", "").size());
+  std::string head = fmt::format("{:>3}  {:<{}} {:>9} {:>9}", "#", "phase", phase_width, "offered", "achieved");
+  std::string units = fmt::format("{:>3}  {:<{}} {:>9} {:>9}", "", "", phase_width, "req/s", "req/s");
   for (double q : qs) {
     head += fmt::format(" {:>10}", "TTFT " + percentile_key(q));
     units += fmt::format(" {:>10}", "ms");
@@ -191,8 +260,12 @@ std::string steps_table(const json& steps) {
     if (m.contains("rate_rps") && text_of(s, "kind", "") == "baseline")
       notes += fmt::format("r_sync {} ", num(at(m, "rate_rps"), "{:.2f}"));
     if (at(m, "users").is_number()) notes += fmt::format("{} users ", at(m, "users").dump());
-    std::string row = fmt::format("{:>3}  {:<9} {:>9} {:>9}", s.value("index", 0), text_of(s, "phase", ""),
-                                  num(at(s, "offered_rate_rps"), "{:.2f}"), num(at(m, "achieved_rate_rps"), "{:.2f}"));
+    if (text_of(s, "kind", "") == "quality") {
+      notes += fmt::format("{} of {} items answered ", num(at(m, "answered"), "{:g}"), num(at(m, "items"), "{:g}"));
+    }
+    std::string row =
+        fmt::format("{:>3}  {:<{}} {:>9} {:>9}", s.value("index", 0), text_of(s, "phase", ""), phase_width,
+                    num(at(s, "offered_rate_rps"), "{:.2f}"), num(at(m, "achieved_rate_rps"), "{:.2f}"));
     for (double q : qs) {
       const std::string key = percentile_key(q) + "_ttft_ms";
       row += fmt::format(" {:>10}", num(at(m, key.c_str())));

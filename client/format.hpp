@@ -13,6 +13,10 @@ std::string slo_text(const nlohmann::json& slo);
 // The verdict of a finished job, e.g. "max 10.2 req/s within SLO (TTFT p95 <= 800 ms, ...);
 // knee at 12.7 req/s; limited by TTFT p95", or a check's "PASS ..." line.
 std::string verdict_text(const nlohmann::json& sweep);
+// A regression job's verdict: the sides and conditions, then one line per metric (each side's
+// runs, the change with its interval, the threshold, p, the verdict) and per quality check
+// (each side's rate, the drop, p, the verdict), the judge and the warnings.
+std::string compare_text(const nlohmann::json& sweep);
 // The stored steps as an aligned table.
 std::string steps_table(const nlohmann::json& steps);
 // One line of progress: "ladder  step 4/10  42%  25.6 req/s  p95 TTFT 120 ms  ETA 1m05s";

@@ -1,5 +1,5 @@
-// Handlers of the exports of a sweep: steps.csv, requests.csv, the HTML report and the
-// autoscaler thresholds.
+// Handlers of the exports of a sweep: steps.csv, requests.csv, quality.jsonl, the HTML report
+// and the autoscaler thresholds.
 
 #include <fmt/format.h>
 
@@ -11,6 +11,8 @@
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/serializer.hpp>
 #include <boost/beast/http/write.hpp>
+#include <functional>
+#include <map>
 
 #include "api/handlers.hpp"
 #include "core/text.hpp"
@@ -71,9 +73,14 @@ Answer get_steps_csv(Env& env, const Call& c) {
 // GET /v1/sweeps/{id}/requests.csv: one line per request of every stored step, streamed in
 // chunks of a page of rows; each page is read on the worker pool, so neither the store's lock
 // nor memory is held for the whole export.
-asio::awaitable<http::Reply> stream_requests_csv(Env& env, asio::any_io_executor pool, const Call& c,
-                                                 beast::tcp_stream& stream) {
-  constexpr std::size_t kPage = 5000;
+namespace {
+
+// Streams an export of a sweep in chunked encoding, a page at a time: `next_page` runs on the
+// worker pool and appends the next page's text, returning false after the last page. Neither
+// the store's lock nor the whole export is held at once.
+asio::awaitable<http::Reply> stream_pages(Env& env, asio::any_io_executor pool, const Call& c,
+                                          beast::tcp_stream& stream, std::string content_type, std::string filename,
+                                          std::string text, std::function<bool(std::string&)> next_page) {
   const auto on_pool = [&](auto f) {
     return asio::co_spawn(
         pool, [f]() -> asio::awaitable<decltype(f())> { co_return f(); }, asio::use_awaitable);
@@ -86,26 +93,16 @@ asio::awaitable<http::Reply> stream_requests_csv(Env& env, asio::any_io_executor
   }
   bhttp::response<bhttp::empty_body> head{bhttp::status::ok, c.req.version()};
   head.set(bhttp::field::server, "capsweepd");
-  head.set(bhttp::field::content_type, "text/csv; charset=utf-8");
-  head.set(bhttp::field::content_disposition, fmt::format("attachment; filename=\"{}-requests.csv\"", c.id));
+  head.set(bhttp::field::content_type, content_type);
+  head.set(bhttp::field::content_disposition, fmt::format("attachment; filename=\"{}\"", filename));
   head.chunked(true);
   head.keep_alive(c.req.keep_alive());
   bhttp::response_serializer<bhttp::empty_body> sr{head};
   stream.expires_after(std::chrono::seconds(30));
   auto [hec, hn] = co_await bhttp::async_write_header(stream, sr, asio::as_tuple(asio::use_awaitable));
   if (hec) co_return http::Reply{std::nullopt, false};
-  auto num = [](const std::optional<double>& v) { return v ? fmt::format("{:.3f}", *v) : std::string(); };
-  std::string text =
-      "step,request,scheduled_ms,dispatched_ms,sent_ms,finished_ms,ttft_ms,e2el_ms,input_tokens,output_tokens,chunks,"
-      "outcome\n";
-  std::optional<store::Store::RequestKey> after;
-  for (;;) {
-    const auto page = co_await on_pool([&] { return env.ctx.store->requests_page(c.id, after, kPage); });
-    for (const auto& [step, r] : page) {
-      text += fmt::format("{},{},{:.3f},{},{},{},{},{},{},{},{},{}\n", step, r.index, r.scheduled_ms,
-                          num(r.dispatched_ms), num(r.sent_ms), num(r.finished_ms), num(r.ttft_ms), num(r.e2el_ms),
-                          r.input_tokens, r.output_tokens, r.chunks, printable_ascii(r.outcome, 40));
-    }
+  for (bool more = true; more;) {
+    more = co_await on_pool([&] { return next_page(text); });
     if (!text.empty()) {
       stream.expires_after(std::chrono::seconds(30));
       const auto chunk = bhttp::make_chunk(asio::buffer(text));  // named: see api.cpp on co_await temporaries
@@ -113,13 +110,76 @@ asio::awaitable<http::Reply> stream_requests_csv(Env& env, asio::any_io_executor
       if (wec) co_return http::Reply{std::nullopt, false};
       text.clear();
     }
-    if (page.size() < kPage) break;
-    after = store::Store::RequestKey{page.back().first, page.back().second.index};
   }
   stream.expires_after(std::chrono::seconds(30));
   const auto last = bhttp::make_chunk_last();
   auto [lec, ln] = co_await asio::async_write(stream, last, asio::as_tuple(asio::use_awaitable));
   co_return http::Reply{std::nullopt, !lec && c.req.keep_alive()};
+}
+
+}  // namespace
+
+asio::awaitable<http::Reply> stream_requests_csv(Env& env, asio::any_io_executor pool, const Call& c,
+                                                 beast::tcp_stream& stream) {
+  constexpr std::size_t kPage = 5000;
+  auto num = [](const std::optional<double>& v) { return v ? fmt::format("{:.3f}", *v) : std::string(); };
+  std::optional<store::Store::RequestKey> after;
+  auto next_page = [&](std::string& text) {
+    const auto page = env.ctx.store->requests_page(c.id, after, kPage);
+    for (const auto& [step, r] : page) {
+      text += fmt::format("{},{},{:.3f},{},{},{},{},{},{},{},{},{}\n", step, r.index, r.scheduled_ms,
+                          num(r.dispatched_ms), num(r.sent_ms), num(r.finished_ms), num(r.ttft_ms), num(r.e2el_ms),
+                          r.input_tokens, r.output_tokens, r.chunks, printable_ascii(r.outcome, 40));
+    }
+    if (page.size() < kPage) return false;
+    after = store::Store::RequestKey{page.back().first, page.back().second.index};
+    return true;
+  };
+  co_return co_await stream_pages(
+      env, pool, c, stream, "text/csv; charset=utf-8", c.id + "-requests.csv",
+      "step,request,scheduled_ms,dispatched_ms,sent_ms,finished_ms,ttft_ms,e2el_ms,input_tokens,output_tokens,chunks,"
+      "outcome\n",
+      next_page);
+}
+
+// GET /v1/sweeps/{id}/quality.jsonl: one JSON line per quality item a regression job asked,
+// with its side and pass, what came back and each check's verdict, streamed a page at a time.
+asio::awaitable<http::Reply> stream_quality_jsonl(Env& env, asio::any_io_executor pool, const Call& c,
+                                                  beast::tcp_stream& stream) {
+  constexpr std::size_t kPage = 500;
+  std::map<int, store::StepRow> steps;  // the quality steps, read with the first page
+  std::optional<store::Store::ItemKey> after;
+  auto next_page = [&](std::string& text) {
+    if (!after) {
+      for (auto& s : env.ctx.store->steps(c.id)) {
+        if (s.kind == "quality") steps.emplace(s.index, std::move(s));
+      }
+    }
+    const auto page = env.ctx.store->quality_page(c.id, after, kPage);
+    for (const auto& [step, it] : page) {
+      const auto s = steps.find(step);
+      const json line{{"step", step},
+                      {"role", s != steps.end() ? json(s->second.role) : json(nullptr)},
+                      {"pass", s != steps.end() && s->second.round ? json(*s->second.round) : json(nullptr)},
+                      {"item", it.item},
+                      {"entry", it.entry},
+                      {"outcome", it.outcome},
+                      {"finish_reason", it.finish_reason.empty() ? json(nullptr) : json(it.finish_reason)},
+                      {"completion_tokens", it.completion_tokens ? json(*it.completion_tokens) : json(nullptr)},
+                      {"max_tokens", it.max_tokens},
+                      {"answer", it.answer},
+                      {"tool_calls", it.tool_calls},
+                      {"verdicts", it.verdicts},
+                      {"judge_score", it.score ? json(*it.score) : json(nullptr)}};
+      text += line.dump(-1, ' ', false, json::error_handler_t::replace);
+      text += '\n';
+    }
+    if (page.size() < kPage) return false;
+    after = store::Store::ItemKey{page.back().first, page.back().second.item};
+    return true;
+  };
+  co_return co_await stream_pages(env, pool, c, stream, "application/x-ndjson; charset=utf-8", c.id + "-quality.jsonl",
+                                  std::string(), next_page);
 }
 
 // GET /v1/sweeps/{id}/autoscale?format=keda|hpa|json&u=&base_rps=&peak_rps=&cold_start_s=

@@ -88,6 +88,9 @@ Answer get_steps_csv(Env& env, const Call& c);
 // GET /v1/sweeps/{id}/requests.csv as a chunked stream, a page of rows at a time.
 boost::asio::awaitable<http::Reply> stream_requests_csv(Env& env, boost::asio::any_io_executor pool, const Call& c,
                                                         boost::beast::tcp_stream& stream);
+// GET /v1/sweeps/{id}/quality.jsonl as a chunked stream, a page of items at a time.
+boost::asio::awaitable<http::Reply> stream_quality_jsonl(Env& env, boost::asio::any_io_executor pool, const Call& c,
+                                                         boost::beast::tcp_stream& stream);
 Answer get_report(Env& env, const Call& c);
 Answer get_autoscale(Env& env, const Call& c);
 Answer create_dataset(Env& env, const Call& c);

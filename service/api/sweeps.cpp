@@ -13,6 +13,7 @@
 #include "core/json_access.hpp"
 #include "llm/target.hpp"
 #include "llm/workload.hpp"
+#include "sweep/quality_pass.hpp"
 #include "sweep/spec.hpp"
 
 namespace capsweep::api {
@@ -132,7 +133,42 @@ std::optional<ApiError> check_check_limits(const Limits& l, const sweep::CheckSe
   return std::nullopt;
 }
 
-std::optional<ApiError> check_limits(const Limits& l, const sweep::JobSpec& spec, json& doc) {
+// A regression job's runs against the service's limits, and its whole length against the total.
+std::optional<ApiError> check_regression_limits(const ServiceConfig& config, const sweep::JobSpec& spec) {
+  const Limits& l = config.limits;
+  const sweep::RegressionSettings& r = spec.regression;
+  if (r.rate_rps > l.max_rate_rps) {
+    return over("/regression/rate_rps", fmt::format("exceeds the service's limit of {} req/s", l.max_rate_rps));
+  }
+  const double run_s = to_s(r.warmup + r.duration);
+  if (run_s > l.max_step_duration_s) {
+    return over("/regression/duration_s",
+                fmt::format("warm-up + duration exceed the service's limit of {} s per step", l.max_step_duration_s));
+  }
+  if (expected_requests(r.rate_rps, run_s) > static_cast<double>(l.max_requests_per_step)) {
+    return over("/regression/duration_s",
+                fmt::format("{} req/s for {} s would send {:.0f} requests a run; the service's limit is {} per step",
+                            r.rate_rps, run_s, expected_requests(r.rate_rps, run_s), l.max_requests_per_step));
+  }
+  if (r.max_concurrency > l.max_connections_per_sweep) {
+    return over("/regression/max_concurrency",
+                fmt::format("exceeds the service's limit of {} connections", l.max_connections_per_sweep));
+  }
+  if (spec.quality && spec.quality->concurrency > l.max_connections_per_sweep) {
+    return over("/quality/concurrency",
+                fmt::format("exceeds the service's limit of {} connections", l.max_connections_per_sweep));
+  }
+  const double total_s = 2.0 * r.rounds * (run_s + to_s(r.cooldown));
+  if (total_s > config.limits.max_total_sweep_s) {
+    return over("/regression/rounds",
+                fmt::format("{} rounds of two {:.0f}-s runs take {:.0f} s; the service's limit is {} s per job",
+                            r.rounds, run_s + to_s(r.cooldown), total_s, config.limits.max_total_sweep_s));
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> check_limits(const ServiceConfig& config, const sweep::JobSpec& spec, json& doc) {
+  const Limits& l = config.limits;
   const auto& dataset = spec.workload.dataset;
   if (!dataset) {
     if (auto e = bound_lengths(spec.workload.prompt_tokens, doc["workload"], "prompt_tokens", l.max_prompt_tokens,
@@ -146,16 +182,23 @@ std::optional<ApiError> check_limits(const Limits& l, const sweep::JobSpec& spec
   if (auto e = bound_lengths(spec.workload.output_tokens, holder, "output_tokens", l.max_output_tokens,
                              in_dataset ? "/workload/dataset/output_tokens" : "/workload/output_tokens"))
     return e;
-  return spec.kind == sweep::JobKind::sweep ? check_sweep_limits(l, spec.sweep, doc)
-                                            : check_check_limits(l, spec.check);
+  switch (spec.kind) {
+    case sweep::JobKind::sweep:
+      return check_sweep_limits(l, spec.sweep, doc);
+    case sweep::JobKind::check:
+      return check_check_limits(l, spec.check);
+    case sweep::JobKind::regression:
+      return check_regression_limits(config, spec);
+  }
+  return std::nullopt;
 }
 
 // target.tls.ca_file must be a file inside the configured CA directory (symbolic links and
 // ".." resolved first), so a caller cannot probe which files exist elsewhere on the server.
 // Whether the file exists is not said here: a missing one fails the job's first connection.
-std::optional<ApiError> check_ca_file(const ServiceConfig& config, const sweep::JobSpec& spec) {
-  if (spec.target.ca_file.empty()) return std::nullopt;
-  const std::string field = "/target/tls/ca_file";
+std::optional<ApiError> check_ca_file(const ServiceConfig& config, const llm::Target& target,
+                                      const std::string& field) {
+  if (target.ca_file.empty()) return std::nullopt;
   if (config.tls_ca_dir.empty()) {
     return api_error(errc::forbidden, "this service takes no CA files from specs (tls_ca_dir is not configured)",
                      field);
@@ -163,11 +206,21 @@ std::optional<ApiError> check_ca_file(const ServiceConfig& config, const sweep::
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path dir = fs::weakly_canonical(config.tls_ca_dir, ec);
-  const fs::path file = fs::weakly_canonical(spec.target.ca_file, ec);
-  if (ec || !fs::path(spec.target.ca_file).is_absolute() || file.parent_path() != dir) {
+  const fs::path file = fs::weakly_canonical(target.ca_file, ec);
+  if (ec || !fs::path(target.ca_file).is_absolute() || file.parent_path() != dir) {
     return api_error(errc::forbidden, fmt::format("must be an absolute path of a file in {}", config.tls_ca_dir),
                      field);
   }
+  return std::nullopt;
+}
+
+// The CA file of every target the job sends to.
+std::optional<ApiError> check_ca_files(const ServiceConfig& config, const sweep::JobSpec& spec) {
+  if (auto e = check_ca_file(config, spec.target, sweep::target_field(spec) + "/tls/ca_file")) return e;
+  if (spec.candidate) {
+    if (auto e = check_ca_file(config, spec.candidate->target, "/candidate/target/tls/ca_file")) return e;
+  }
+  if (spec.judge) return check_ca_file(config, spec.judge->target, "/judge/target/tls/ca_file");
   return std::nullopt;
 }
 
@@ -239,6 +292,51 @@ std::optional<ApiError> check_dataset(Env& env, const sweep::JobSpec& spec, json
   return std::nullopt;
 }
 
+// regression.from_sweep: the rate is the named sweep's max_slo_rate_rps, written into the
+// stored spec (409 while that sweep has none: unknown, unfinished, or no rate met its SLO).
+std::optional<ApiError> resolve_from_sweep(Env& env, sweep::JobSpec& spec, json& doc) {
+  if (spec.kind != sweep::JobKind::regression || spec.regression.from_sweep.empty()) return std::nullopt;
+  const std::string field = "/regression/from_sweep";
+  auto row = env.ctx.store->sweep(spec.regression.from_sweep);
+  if (!row) return api_error(errc::conflict, fmt::format("no sweep '{}'", spec.regression.from_sweep), field);
+  if (row->kind != "sweep" || row->status != "succeeded") {
+    return api_error(
+        errc::conflict,
+        fmt::format("sweep '{}' is a {} job, {}: only a succeeded sweep gives a rate", row->id, row->kind, row->status),
+        field);
+  }
+  const json rate = json_at(row->result, "max_slo_rate_rps");
+  if (!rate.is_number() || !(rate.get<double>() > 0)) {
+    return api_error(errc::conflict, fmt::format("sweep '{}' found no rate that met its SLO", row->id), field);
+  }
+  spec.regression.rate_rps = rate.get<double>();
+  doc["regression"]["rate_rps"] = spec.regression.rate_rps;
+  return std::nullopt;
+}
+
+// quality.dataset: stored, matching a pinned sha256, with items for every check asked; its
+// sha256 is written into the stored spec.
+std::optional<ApiError> check_quality_dataset(Env& env, sweep::JobSpec& spec, json& doc) {
+  if (!spec.quality) return std::nullopt;
+  llm::DatasetRef& ref = spec.quality->dataset;
+  auto row = env.ctx.store->dataset(ref.id);
+  if (!row) return over("/quality/dataset", fmt::format("no dataset {} is stored (POST /v1/datasets first)", ref.id));
+  if (!ref.sha256.empty() && ref.sha256 != row->sha256) {
+    return over("/quality/dataset/sha256", fmt::format("dataset {} has sha256 {}", ref.id, row->sha256));
+  }
+  auto content = env.ctx.store->dataset_content(ref.id);
+  auto parsed =
+      content ? llm::parse_dataset(llm::parse_dataset_format(row->format).value_or(llm::DatasetFormat::jsonl), *content)
+              : Result<llm::Dataset>(Error{errc::not_found, "the dataset's content is gone", ""});
+  if (!parsed) return over("/quality/dataset", fmt::format("dataset {}: {}", ref.id, parsed.error().message));
+  if (auto e = sweep::quality_items_problem(*spec.quality, parsed->entries, spec.judge.has_value())) {
+    return from_error(*e);
+  }
+  ref.sha256 = row->sha256;
+  doc["quality"]["dataset"] = {{"id", ref.id}, {"sha256", ref.sha256}};
+  return std::nullopt;
+}
+
 }  // namespace
 
 json sweep_view(const Env& env, const store::SweepRow& row) {
@@ -286,6 +384,8 @@ json steps_view(const Env& env, const std::string& id) {
                      {"summary", s.summary},
                      {"evaluation", s.evaluation},
                      {"server", s.server},
+                     {"role", s.role.empty() ? json(nullptr) : json(s.role)},
+                     {"round", s.round ? json(*s.round) : json(nullptr)},
                      {"started_at", s.started_at},
                      {"finished_at", s.finished_at}});
   }
@@ -311,12 +411,19 @@ Answer create_sweep(Env& env, const Call& c) {
   }
   json doc = json::parse(c.req.body(), nullptr, false);
   if (doc.is_discarded()) return reject(api_error(errc::parse_error, "the body is not valid JSON"));
+  const json regression = json_at(doc, "regression");
+  if (regression.is_object() && regression.contains("rate_rps") && regression.contains("from_sweep")) {
+    return reject(over("/regression/rate_rps",
+                       "give the request rate (rate_rps) or a sweep to take it from (from_sweep), not both"));
+  }
   auto spec = accepted_spec(env, doc);
   if (!spec) return reject(from_error(spec.error()));
   if (auto e = check_allow_list(config, *spec)) return reject(*e);
-  if (auto e = check_ca_file(config, *spec)) return reject(*e);
-  if (auto e = check_limits(config.limits, *spec, doc)) return reject(*e);
+  if (auto e = check_ca_files(config, *spec)) return reject(*e);
+  if (auto e = check_limits(config, *spec, doc)) return reject(*e);
   if (auto e = check_dataset(env, *spec, doc)) return reject(*e);
+  if (auto e = resolve_from_sweep(env, *spec, doc)) return reject(*e);
+  if (auto e = check_quality_dataset(env, *spec, doc)) return reject(*e);
   if (env.ctx.store->count_status("queued") >= config.limits.max_queued_sweeps) {
     return reject(api_error(
         errc::too_many_requests,
@@ -331,7 +438,9 @@ Answer create_sweep(Env& env, const Call& c) {
   store::SweepRow row;
   row.id = new_sweep_id();
   row.name = spec->name;
-  row.kind = spec->kind == sweep::JobKind::check ? "check" : "sweep";
+  row.kind = spec->kind == sweep::JobKind::check        ? "check"
+             : spec->kind == sweep::JobKind::regression ? "regression"
+                                                        : "sweep";
   row.target_key = spec->base_url;
   row.status = "queued";
   row.spec = split.visible;

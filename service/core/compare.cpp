@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <vector>
 
 namespace capsweep {
 
@@ -124,6 +125,43 @@ Result<WelchResult> welch(std::span<const double> a, std::span<const double> b, 
   const double half = student_t_quantile(1 - alpha / 2, w.df) * se;
   w.ci_low_pct = 100 * (diff - half) / std::fabs(ma.mean);
   w.ci_high_pct = 100 * (diff + half) / std::fabs(ma.mean);
+  return w;
+}
+
+Result<WelchResult> paired_ratio(std::span<const double> a, std::span<const double> b, double alpha) {
+  if (a.size() != b.size()) return invalid("", "the sides have different numbers of rounds");
+  if (a.size() < 2) return invalid("", "needs at least two rounds");
+  if (!(alpha > 0 && alpha < 1)) return invalid("/alpha", "must be in (0, 1)");
+  std::vector<double> logs;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (!(a[i] > 0 && b[i] > 0 && std::isfinite(a[i]) && std::isfinite(b[i]))) {
+      return invalid("", "a round has a value that is not positive: ratios are undefined");
+    }
+    logs.push_back(std::log(b[i] / a[i]));
+  }
+  const Moments d = moments(logs);
+  WelchResult w;
+  w.mean_a = moments(a).mean;
+  w.mean_b = moments(b).mean;
+  w.change_pct = 100 * std::expm1(d.mean);
+  w.df = static_cast<double>(d.n - 1);
+  const double se = std::sqrt(d.var / static_cast<double>(d.n));
+  if (se == 0) {
+    w.ci_low_pct = w.ci_high_pct = w.change_pct;
+    w.t = d.mean == 0 ? 0 : std::copysign(std::numeric_limits<double>::infinity(), d.mean);
+    w.p_two_sided = d.mean == 0 ? 1 : 0;
+    w.p_greater = d.mean > 0 ? 0 : d.mean < 0 ? 1 : 0.5;
+    w.p_less = d.mean < 0 ? 0 : d.mean > 0 ? 1 : 0.5;
+    return w;
+  }
+  w.t = d.mean / se;
+  const double cdf = student_t_cdf(w.t, w.df);
+  w.p_greater = 1 - cdf;
+  w.p_less = cdf;
+  w.p_two_sided = std::min(1.0, 2 * std::min(w.p_greater, w.p_less));
+  const double half = student_t_quantile(1 - alpha / 2, w.df) * se;
+  w.ci_low_pct = 100 * std::expm1(d.mean - half);
+  w.ci_high_pct = 100 * std::expm1(d.mean + half);
   return w;
 }
 

@@ -27,6 +27,14 @@ struct WelchResult {
 // mean, which the A-to-A check below watches). Two sides without any spread compare exactly.
 Result<WelchResult> welch(std::span<const double> a, std::span<const double> b, double alpha = 0.05);
 
+// The paired test of a design whose rounds give both sides the identical load (schedule and
+// prompts): Student's t on the per-round log ratios ln(b_i / a_i), n - 1 degrees of freedom.
+// What varies from round to round (the schedule drawn, the hour) is common to both runs of a
+// round and cancels in the ratio. change_pct and its interval are those of the geometric mean
+// ratio (100 (e^m - 1)); mean_a and mean_b are the sides' arithmetic means. Needs at least two
+// rounds, equal counts, and positive values; rounds whose ratios are all equal compare exactly.
+Result<WelchResult> paired_ratio(std::span<const double> a, std::span<const double> b, double alpha = 0.05);
+
 // Which way a metric degrades: latency up (higher is worse) or goodput down (lower is worse).
 enum class Worse { higher, lower };
 

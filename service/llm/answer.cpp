@@ -80,8 +80,7 @@ std::uint32_t quality_max_tokens(const DatasetEntry& e, std::uint32_t default_ma
   return e.max_tokens.value_or(default_max_tokens);
 }
 
-std::string quality_body(const Target& t, const DatasetEntry& e, std::uint32_t default_max_tokens,
-                         std::uint64_t seed) {
+std::string quality_body(const Target& t, const DatasetEntry& e, std::uint32_t default_max_tokens, std::uint64_t seed) {
   json j = t.extra_body;
   j["model"] = t.model;
   const std::uint32_t max_tokens = quality_max_tokens(e, default_max_tokens);

@@ -20,7 +20,7 @@ struct Answer {
   std::vector<ToolCall> tool_calls;  // in index order
   std::string finish_reason;         // "" when none came
   std::optional<std::uint64_t> completion_tokens, prompt_tokens;
-  std::string error;  // an error event's message (at most 200 bytes), "" when none
+  std::string error;       // an error event's message (at most 200 bytes), "" when none
   bool malformed = false;  // a payload that was not JSON, or nested too deep
 };
 Answer assemble_answer(const std::vector<std::string>& events);

@@ -1,11 +1,10 @@
 // The datasets table: uploads stored once per content, and the jobs that name them.
 
-#include "store/store.hpp"
-
 #include <fmt/format.h>
 #include <sqlite3.h>
 
 #include "store/sqlite.hpp"
+#include "store/store.hpp"
 
 namespace capsweep::store {
 
@@ -85,7 +84,8 @@ namespace {
 std::vector<std::string> jobs_using(sqlite3* db, const std::string& id) {
   Stmt q(db,
          "SELECT id FROM sweeps WHERE status IN ('queued', 'running') "
-         "AND json_extract(spec, '$.workload.dataset.id') = ? ORDER BY seq");
+         "AND (json_extract(spec, '$.workload.dataset.id') = ?1 OR json_extract(spec, '$.quality.dataset.id') = ?1) "
+         "ORDER BY seq");
   q.bind(1, id);
   std::vector<std::string> out;
   while (q.step()) out.push_back(q.text(0));

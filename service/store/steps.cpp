@@ -1,15 +1,14 @@
 // The steps of a job and their per-request rows: written in one transaction per step, read
 // back whole (steps) or in keyset pages (requests).
 
-#include "store/store.hpp"
+#include <fmt/format.h>
+#include <sqlite3.h>
 
 #include <algorithm>
 #include <memory>
 
-#include <fmt/format.h>
-#include <sqlite3.h>
-
 #include "store/sqlite.hpp"
+#include "store/store.hpp"
 
 namespace capsweep::store {
 
@@ -170,7 +169,8 @@ void Store::insert_quality_items(const std::string& sweep_id, int step_index,
                                  const std::vector<QualityItemRow>& items) {
   Stmt q(db_,
          "INSERT INTO quality_items (sweep_id, step_index, item_index, entry_index, outcome, finish_reason, "
-         "completion_tokens, max_tokens, answer, tool_calls, verdicts, score) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+         "completion_tokens, max_tokens, answer, tool_calls, verdicts, score) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+         "?)");
   for (const QualityItemRow& it : items) {
     q.reset();
     q.bind(1, sweep_id).bind(2, step_index).bind(3, it.item).bind(4, it.entry).bind(5, it.outcome);

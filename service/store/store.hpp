@@ -178,7 +178,7 @@ class Store {
   std::optional<std::string> dataset_content(const std::string& id);
   // Newest first.
   std::vector<DatasetRow> list_datasets(int limit, int offset);
-  // Queued or running jobs whose spec names the dataset (workload.dataset.id).
+  // Queued or running jobs whose spec names the dataset (workload.dataset.id, quality.dataset.id).
   std::vector<std::string> jobs_using_dataset(const std::string& id);
   enum class DeleteDataset { deleted, absent, in_use };
   // Deletes a dataset no queued or running job names, in one transaction with that check.

@@ -105,12 +105,14 @@ std::optional<Error> quality_items_problem(const QualitySettings& q, const std::
   if (judge) {
     bool any = false;
     for (std::size_t k = 0; k < n && !any; ++k) any = !judge_reference(entries[k]).empty();
-    if (!any) return invalid("/judge", "a judge needs items with a reference answer (expect.answer or expect.contains)");
+    if (!any)
+      return invalid("/judge", "a judge needs items with a reference answer (expect.answer or expect.contains)");
   }
   return std::nullopt;
 }
 
-JudgedQuality judge_quality(const QualitySettings& q, Role role, int pass, const std::vector<llm::DatasetEntry>& entries,
+JudgedQuality judge_quality(const QualitySettings& q, Role role, int pass,
+                            const std::vector<llm::DatasetEntry>& entries,
                             const std::vector<loadgen::QualityReply>& replies,
                             const std::vector<std::optional<double>>& scores) {
   JudgedQuality out;
@@ -124,15 +126,15 @@ JudgedQuality judge_quality(const QualitySettings& q, Role role, int pass, const
     const loadgen::QualityReply& reply = replies[i];
     const json fields = item_fields(entries[i]);
     const llm::Answer a = llm::assemble_answer(reply.events);
-    const bool ok_transport = reply.asked && (reply.record.outcome == Outcome::ok ||
-                                              reply.record.outcome == Outcome::empty_stream);
+    const bool ok_transport =
+        reply.asked && (reply.record.outcome == Outcome::ok || reply.record.outcome == Outcome::empty_stream);
     const bool answered = ok_transport && a.error.empty() && !a.malformed;
     answered ? ++out.answered : ++out.failed;
     store::QualityItemRow row;
     row.item = static_cast<int>(i);
     row.entry = i;
-    row.outcome = !reply.asked ? "not_asked"
-                  : answered   ? "ok"
+    row.outcome = !reply.asked   ? "not_asked"
+                  : answered     ? "ok"
                   : ok_transport ? "stream_error"
                                  : std::string(to_string(reply.record.outcome));
     row.finish_reason = printable_ascii(a.finish_reason, 40);
@@ -155,9 +157,14 @@ JudgedQuality judge_quality(const QualitySettings& q, Role role, int pass, const
     score_list.push_back(row.score ? json(*row.score) : json(nullptr));
     out.items.push_back(std::move(row));
   }
-  out.summary = {{"role", to_string(role)}, {"pass", pass},          {"items", n},
-                 {"answered", out.answered}, {"errors", out.failed}, {"checks", std::move(checks)},
-                 {"answers", std::move(answers)}, {"scores", std::move(score_list)}};
+  out.summary = {{"role", to_string(role)},
+                 {"pass", pass},
+                 {"items", n},
+                 {"answered", out.answered},
+                 {"errors", out.failed},
+                 {"checks", std::move(checks)},
+                 {"answers", std::move(answers)},
+                 {"scores", std::move(score_list)}};
   return out;
 }
 

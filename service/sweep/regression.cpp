@@ -64,58 +64,98 @@ StepOrder run_order(const JobSpec& spec, Role role, int round, bool first) {
   return o;
 }
 
-std::vector<double> run_values(const std::vector<StepOutcome>& steps, Role role, const std::string& key) {
-  std::vector<double> out;
+// A metric's value in each run of one side, in round order; nullopt where a run lacks it.
+std::vector<std::optional<double>> run_values(const std::vector<StepOutcome>& steps, const JobSpec& spec, Role role,
+                                              const std::string& key, bool per_request = false) {
+  std::vector<std::optional<double>> out(static_cast<std::size_t>(spec.regression.rounds));
   for (const auto& s : steps) {
-    if (s.kind != StepKind::run || s.role != role) continue;
+    if (s.kind != StepKind::run || s.role != role || s.round < 0 || s.round >= spec.regression.rounds) continue;
     auto it = s.summary.find(key);
-    if (it != s.summary.end() && it->is_number()) out.push_back(it->get<double>());
+    if (it == s.summary.end() || !it->is_number()) continue;
+    double v = it->get<double>();
+    if (per_request) {
+      // Per request the schedule offered: what the round's draw of arrivals does to a rate is
+      // taken out, so the baseline's spread shows the measurement's own noise.
+      const double offered = s.summary.value("achieved_rate_rps", 0.0);
+      if (!(offered > 0)) continue;
+      v /= offered;
+    }
+    out[static_cast<std::size_t>(s.round)] = v;
   }
   return out;
 }
 
-// One metric's verdict with every number it rests on.
-json metric_verdict(const GateMetric& m, const std::vector<StepOutcome>& steps, double alpha,
+std::vector<double> present(const std::vector<std::optional<double>>& v) {
+  std::vector<double> out;
+  for (const auto& x : v)
+    if (x) out.push_back(*x);
+  return out;
+}
+
+json result_json(const WelchResult& w, Worse worse) {
+  return {{"change_pct", rounded(w.change_pct)},
+          {"ci_pct", json::array({rounded(w.ci_low_pct), rounded(w.ci_high_pct)})},
+          {"p_value", worse == Worse::higher ? w.p_greater : w.p_less},
+          {"df", rounded(w.df)}};
+}
+
+// One metric's verdict with every number it rests on. The test is paired when every round has
+// both runs (they had the identical schedule and prompts): Student's t on the per-round
+// ratios; otherwise Welch's t on the per-run values. Welch's result is shown either way.
+json metric_verdict(const GateMetric& m, const JobSpec& spec, const std::vector<StepOutcome>& steps,
                     std::vector<std::string>& warnings) {
-  const auto a = run_values(steps, Role::baseline, m.key);
-  const auto b = run_values(steps, Role::candidate, m.key);
+  const double alpha = spec.regression.alpha;
+  const auto a_rounds = run_values(steps, spec, Role::baseline, m.key);
+  const auto b_rounds = run_values(steps, spec, Role::candidate, m.key);
+  const auto a = present(a_rounds), b = present(b_rounds);
   json j{{"baseline_runs", a},
          {"candidate_runs", b},
          {"threshold_pct", m.threshold_pct},
          {"threshold", m.threshold},
          {"worse", m.worse == Worse::higher ? "higher" : "lower"},
-         {"test", "welch_t"},
          {"alpha", alpha}};
   auto w = welch(a, b, alpha);
-  if (!w) {
+  if (w) j["welch"] = result_json(*w, m.worse);
+  std::vector<double> pa, pb;
+  for (std::size_t r = 0; r < a_rounds.size(); ++r) {
+    if (a_rounds[r] && b_rounds[r]) {
+      pa.push_back(*a_rounds[r]);
+      pb.push_back(*b_rounds[r]);
+    }
+  }
+  const bool complete = pa.size() == a_rounds.size();
+  const Result<WelchResult> paired = complete ? paired_ratio(pa, pb, alpha) : Result<WelchResult>(WelchResult{});
+  const bool use_paired = complete && paired.has_value();
+  const Result<WelchResult>& chosen = use_paired ? paired : w;
+  j["test"] = use_paired ? "paired_t_log_ratio" : "welch_t";
+  if (!chosen) {
     j["verdict"] = "inconclusive";
     j["change_pct"] = j["p_value"] = nullptr;
     j["ci_pct"] = json::array({nullptr, nullptr});
-    j["note"] = w.error().message;
+    j["note"] = chosen.error().message;
     return j;
   }
-  ChangeVerdict v = judge_change(*w, m.threshold_pct, m.worse, alpha);
-  const double spread = spread_pct(a);
-  j["change_pct"] = rounded(w->change_pct);
-  j["ci_pct"] = json::array({rounded(w->ci_low_pct), rounded(w->ci_high_pct)});
-  j["p_value"] = m.worse == Worse::higher ? w->p_greater : w->p_less;
+  j.update(result_json(*chosen, m.worse));
+  ChangeVerdict v = judge_change(*chosen, m.threshold_pct, m.worse, alpha);
+  // The baseline's own run-to-run spread (a rate in its per-request form): beyond the threshold,
+  // this measurement cannot judge the metric: never a pass, a fail only beyond that spread.
+  const std::string& spread_key = m.spread_key.empty() ? m.key : m.spread_key;
+  const double spread = spread_pct(present(run_values(steps, spec, Role::baseline, spread_key, m.spread_per_offered)));
+  j["spread_of"] = spread_key + (m.spread_per_offered ? " per request offered" : "");
   j["baseline_spread_pct"] = rounded(spread);
-  j["df"] = rounded(w->df);
+  j["a_to_a_exceeds_threshold"] = spread > m.threshold_pct;
   if (spread > m.threshold_pct) {
-    // The baseline's runs alone vary by more than the threshold: this measurement cannot
-    // judge the metric. Never a pass; a fail only on a change beyond that spread.
-    const double degradation = m.worse == Worse::higher ? w->change_pct : -w->change_pct;
-    if (v == ChangeVerdict::pass || (v == ChangeVerdict::fail && degradation <= spread)) v = ChangeVerdict::inconclusive;
-    j["a_to_a_exceeds_threshold"] = true;
+    const double degradation = m.worse == Worse::higher ? chosen->change_pct : -chosen->change_pct;
+    if (v == ChangeVerdict::pass || (v == ChangeVerdict::fail && degradation <= spread))
+      v = ChangeVerdict::inconclusive;
     warnings.push_back(fmt::format(
         "{}: the baseline's own runs vary by {:.1f}%, more than its {:g}% threshold; this measurement cannot judge it "
         "(longer runs or more rounds)",
         m.key, spread, m.threshold_pct));
-  } else {
-    j["a_to_a_exceeds_threshold"] = false;
   }
   j["verdict"] = to_string(v);
-  if (v == ChangeVerdict::inconclusive && !j.contains("note")) j["note"] = "the interval straddles the threshold: add rounds";
+  if (v == ChangeVerdict::inconclusive && !j.contains("note"))
+    j["note"] = "the interval straddles the threshold: add rounds";
   return j;
 }
 
@@ -177,9 +217,12 @@ json judge_verdict(const JobSpec& spec, const QualityTally& a, const QualityTall
     if (s) sa.push_back(*s);
   for (const auto& s : b.scores)
     if (s) sb.push_back(*s);
-  const GateMetric m{"judge_score", "max_drop_pct", Worse::lower, spec.judge->max_drop_pct};
-  json j{{"baseline_scored", sa.size()}, {"candidate_scored", sb.size()}, {"scale", spec.judge->scale},
-         {"threshold_pct", m.threshold_pct}, {"test", "welch_t (per item)"}};
+  const GateMetric m{"judge_score", "max_drop_pct", Worse::lower, spec.judge->max_drop_pct, "", false};
+  json j{{"baseline_scored", sa.size()},
+         {"candidate_scored", sb.size()},
+         {"scale", spec.judge->scale},
+         {"threshold_pct", m.threshold_pct},
+         {"test", "welch_t (per item)"}};
   auto w = welch(sa, sb, alpha);
   if (!w) {
     j["verdict"] = "inconclusive";
@@ -215,8 +258,9 @@ json quality_verdicts(const JobSpec& spec, const std::vector<StepOutcome>& steps
       json v = rate_verdict(same_answers(*a, *a2), same_answers(*b, *b2), q.max_drop_pp, alpha);
       const auto cross = same_answers(*a, *b);
       v["cross_match_rate"] = cross.n ? rounded(double(cross.ok) / double(cross.n), 1e-6) : json(nullptr);
-      v["note"] = v.value("note", std::string("baseline_rate and candidate_rate: each side's answers matching its own repeat; "
-                                              "cross_match_rate: baseline vs candidate"));
+      v["note"] =
+          v.value("note", std::string("baseline_rate and candidate_rate: each side's answers matching its own repeat; "
+                                      "cross_match_rate: baseline vs candidate"));
       out[name] = std::move(v);
       continue;
     }
@@ -268,9 +312,10 @@ Action next_regression_action(const JobSpec& spec, const std::vector<StepOutcome
       const StepOutcome* s = find_step(steps, StepKind::run, role, round);
       if (!s) return run_order(spec, role, round, first);
       if (role == Role::baseline && s->completed == 0) {
-        return Fail{fmt::format("round {}: no request of the baseline's run succeeded ({} sent); check "
-                                "baseline.target and the server's logs",
-                                round + 1, s->measured)};
+        return Fail{
+            fmt::format("round {}: no request of the baseline's run succeeded ({} sent); check "
+                        "baseline.target and the server's logs",
+                        round + 1, s->measured)};
       }
       first = false;
     }
@@ -316,13 +361,14 @@ json regression_result(const JobSpec& spec, const std::vector<StepOutcome>& step
   json r;
   r["kind"] = "regression";
   std::vector<std::string> warnings;
-  if (spec.candidate && spec.candidate->base_url == spec.base_url && spec.candidate->target.model == spec.target.model) {
+  if (spec.candidate && spec.candidate->base_url == spec.base_url &&
+      spec.candidate->target.model == spec.target.model) {
     warnings.push_back("baseline and candidate are the same target: an A/A calibration, not a comparison");
   }
   json metrics = json::object();
   std::string worst = "pass";
   for (const auto& m : spec.regression.metrics) {
-    json v = metric_verdict(m, steps, spec.regression.alpha, warnings);
+    json v = metric_verdict(m, spec, steps, warnings);
     if (severity(v["verdict"].get<std::string>()) > severity(worst)) worst = v["verdict"].get<std::string>();
     metrics[m.key] = std::move(v);
   }
@@ -334,13 +380,15 @@ json regression_result(const JobSpec& spec, const std::vector<StepOutcome>& step
     if (severity(verdict) > severity(worst)) worst = verdict;
   }
   if (!judge.is_null()) {
-    if (severity(judge.value("verdict", "inconclusive")) > severity(worst)) worst = judge.value("verdict", "inconclusive");
+    if (severity(judge.value("verdict", "inconclusive")) > severity(worst))
+      worst = judge.value("verdict", "inconclusive");
     r["judge"] = std::move(judge);
   }
   for (const auto& s : steps) {
     if (s.kind == StepKind::run && s.generator_limited) {
-      warnings.push_back(fmt::format("round {} {}: the load generator fell behind its schedule; its numbers are suspect",
-                                     s.round + 1, to_string(*s.role)));
+      warnings.push_back(
+          fmt::format("round {} {}: the load generator fell behind its schedule; its numbers are suspect", s.round + 1,
+                      to_string(*s.role)));
     }
   }
   r["verdict"] = worst;
@@ -352,15 +400,16 @@ json regression_result(const JobSpec& spec, const std::vector<StepOutcome>& step
     for (Role role : round_order(spec, round)) o.push_back(to_string(role));
     order.push_back(std::move(o));
   }
-  r["conditions"] = {{"rate_rps", spec.regression.rate_rps},
-                     {"from_sweep", spec.regression.from_sweep.empty() ? json(nullptr) : json(spec.regression.from_sweep)},
-                     {"arrival", to_string(spec.arrival.process)},
-                     {"duration_s", to_s(spec.regression.duration)},
-                     {"warmup_s", to_s(spec.regression.warmup)},
-                     {"cooldown_s", to_s(spec.regression.cooldown)},
-                     {"rounds", spec.regression.rounds},
-                     {"order", std::move(order)},
-                     {"alpha", spec.regression.alpha}};
+  r["conditions"] = {
+      {"rate_rps", spec.regression.rate_rps},
+      {"from_sweep", spec.regression.from_sweep.empty() ? json(nullptr) : json(spec.regression.from_sweep)},
+      {"arrival", to_string(spec.arrival.process)},
+      {"duration_s", to_s(spec.regression.duration)},
+      {"warmup_s", to_s(spec.regression.warmup)},
+      {"cooldown_s", to_s(spec.regression.cooldown)},
+      {"rounds", spec.regression.rounds},
+      {"order", std::move(order)},
+      {"alpha", spec.regression.alpha}};
   r["runs"] = runs_table(spec, steps);
   r["warnings"] = warnings;
   r["basis"] = spec.basis;

@@ -62,13 +62,15 @@ Result<RegressionSettings> parse_regression(const json& j) {
   const std::string f = "/regression";
   RegressionSettings r;
   if (!j.is_object()) return invalid(f, "is required for a regression job: {\"rate_rps\" or \"from_sweep\", ...}");
+  // Both appear in a stored spec: the service writes from_sweep's rate into rate_rps at submit.
   const bool has_rate = j.contains("rate_rps"), has_sweep = j.contains("from_sweep");
-  if (has_rate == has_sweep) {
-    return invalid(f + "/rate_rps", "give the request rate (rate_rps) or a sweep to take it from (from_sweep), one of them");
+  if (!has_rate && !has_sweep) {
+    return invalid(f + "/rate_rps", "give the request rate (rate_rps) or a sweep to take it from (from_sweep)");
   }
   if (has_sweep) {
     const json& s = j.at("from_sweep");
-    if (!s.is_string() || s.get_ref<const std::string&>().rfind("sw-", 0) != 0 || s.get_ref<const std::string&>().size() > 64) {
+    if (!s.is_string() || s.get_ref<const std::string&>().rfind("sw-", 0) != 0 ||
+        s.get_ref<const std::string&>().size() > 64) {
       return invalid(f + "/from_sweep", "must be the id of a succeeded sweep (\"sw-...\")");
     }
     r.from_sweep = s.get<std::string>();
@@ -124,7 +126,8 @@ Result<QualitySettings> parse_quality(const json& j) {
   }
   const json& checks = j.value("checks", json());
   if (!checks.is_array() || checks.empty()) {
-    return invalid(f + "/checks", "must list the checks: json, json_schema, tool_calls, max_length, determinism, accuracy");
+    return invalid(f + "/checks",
+                   "must list the checks: json, json_schema, tool_calls, max_length, determinism, accuracy");
   }
   for (std::size_t i = 0; i < checks.size(); ++i) {
     const std::string fi = fmt::format("{}/checks/{}", f, i);
@@ -186,12 +189,12 @@ std::optional<Role> parse_role(std::string_view s) noexcept {
 
 const std::vector<GateMetric>& gate_metric_catalogue() {
   static const std::vector<GateMetric> all{
-      {"request_goodput", "goodput_drop_pct", Worse::lower, 5},
-      {"p95_ttft_ms", "ttft_p95_rise_pct", Worse::higher, 10},
-      {"p95_itl_ms", "itl_p95_rise_pct", Worse::higher, 10},
-      {"p95_tpot_ms", "tpot_p95_rise_pct", Worse::higher, 10},
-      {"p95_e2el_ms", "e2el_p95_rise_pct", Worse::higher, 10},
-      {"output_throughput", "output_throughput_drop_pct", Worse::lower, 5},
+      {"request_goodput", "goodput_drop_pct", Worse::lower, 5, "goodput_attainment_pct", false},
+      {"p95_ttft_ms", "ttft_p95_rise_pct", Worse::higher, 10, "", false},
+      {"p95_itl_ms", "itl_p95_rise_pct", Worse::higher, 10, "", false},
+      {"p95_tpot_ms", "tpot_p95_rise_pct", Worse::higher, 10, "", false},
+      {"p95_e2el_ms", "e2el_p95_rise_pct", Worse::higher, 10, "", false},
+      {"output_throughput", "output_throughput_drop_pct", Worse::lower, 5, "", true},
   };
   return all;
 }

@@ -73,6 +73,11 @@ struct GateMetric {
   std::string threshold;  // "goodput_drop_pct", "ttft_p95_rise_pct", ...
   Worse worse = Worse::higher;
   double threshold_pct = 10;
+  // What the baseline's run-to-run spread is read from: the metric itself, or for a rate the
+  // per-request form that the round's draw of arrivals does not move (goodput: the share of
+  // measured requests that were good; output throughput: divided by the rate achieved).
+  std::string spread_key;  // "" = key
+  bool spread_per_offered = false;
 };
 // Every threshold regression.thresholds may name, with its metric and direction; the first
 // three are judged by default (goodput -5%, TTFT p95 +10%, ITL p95 +10%).

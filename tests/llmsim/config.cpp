@@ -55,6 +55,11 @@ Result<SimConfig> apply_json(SimConfig cfg, const nlohmann::json& j) {
     CAPSWEEP_SIM_KEY("ready_lies", cfg.ready_lies, bool)
     CAPSWEEP_SIM_KEY("error_rate", cfg.error_rate, double)
     CAPSWEEP_SIM_KEY("disconnect_rate", cfg.disconnect_rate, double)
+    CAPSWEEP_SIM_KEY("json_corrupt_rate", cfg.json_corrupt_rate, double)
+    CAPSWEEP_SIM_KEY("tool_call_corrupt_rate", cfg.tool_call_corrupt_rate, double)
+    CAPSWEEP_SIM_KEY("overrun_max_tokens_rate", cfg.overrun_max_tokens_rate, double)
+    CAPSWEEP_SIM_KEY("nondeterminism_rate", cfg.nondeterminism_rate, double)
+    CAPSWEEP_SIM_KEY("wrong_answer_rate", cfg.wrong_answer_rate, double)
     CAPSWEEP_SIM_KEY("stall_ms", cfg.stall_ms, double)
     CAPSWEEP_SIM_KEY("stall_rate", cfg.stall_rate, double)
     CAPSWEEP_SIM_KEY("seed", cfg.seed, std::uint64_t)
@@ -86,6 +91,13 @@ Result<SimConfig> validate(const SimConfig& cfg) {
   if (!std::isfinite(cfg.load_time_s) || cfg.load_time_s < 0) return invalid("/load_time_s", "must be >= 0");
   if (!probability(cfg.error_rate)) return invalid("/error_rate", "must be a probability in [0, 1]");
   if (!probability(cfg.disconnect_rate)) return invalid("/disconnect_rate", "must be a probability in [0, 1]");
+  for (const auto& [rate, name] : {std::pair{cfg.json_corrupt_rate, "/json_corrupt_rate"},
+                                   std::pair{cfg.tool_call_corrupt_rate, "/tool_call_corrupt_rate"},
+                                   std::pair{cfg.overrun_max_tokens_rate, "/overrun_max_tokens_rate"},
+                                   std::pair{cfg.nondeterminism_rate, "/nondeterminism_rate"},
+                                   std::pair{cfg.wrong_answer_rate, "/wrong_answer_rate"}}) {
+    if (!probability(rate)) return invalid(name, "must be a probability in [0, 1]");
+  }
   if (!probability(cfg.stall_rate)) return invalid("/stall_rate", "must be a probability in [0, 1]");
   if (!std::isfinite(cfg.stall_ms) || cfg.stall_ms < 0) return invalid("/stall_ms", "must be >= 0");
   if (!std::isfinite(cfg.drain_s) || cfg.drain_s < 0) return invalid("/drain_s", "must be >= 0");

@@ -25,6 +25,12 @@ struct SimConfig {
   double disconnect_rate = 0;  // probability of dropping a stream mid-way
   double stall_ms = 0;         // pause of a stalled stream
   double stall_rate = 0;       // probability that a stream stalls once
+  // Quality faults (regression rehearsals), each a probability per answer of its kind:
+  double json_corrupt_rate = 0;        // a response_format answer that is not valid JSON / not the schema's
+  double tool_call_corrupt_rate = 0;   // a tool call with broken arguments or an unknown name
+  double overrun_max_tokens_rate = 0;  // an answer longer than max_tokens
+  double nondeterminism_rate = 0;      // a temperature-0 answer that differs from the last one to the prompt
+  double wrong_answer_rate = 0;        // a wrong result to an arithmetic question
   std::uint64_t seed = 0;
   double drain_s = 30;  // on SIGTERM, how long running streams may finish
 };

@@ -87,6 +87,7 @@ std::optional<CompletionRequest> parse_completion_request(std::string_view body,
       const auto& s = prompt->get_ref<const std::string&>();
       req.prompt_tokens = count_words(s);
       text_hash = hash_text(s);
+      req.question = s;
     } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number_integer()) {
       for (const auto& t : *prompt) {
         if (!t.is_number_integer()) return fail(error, "prompt", "token ids must be integers");
@@ -112,6 +113,7 @@ std::optional<CompletionRequest> parse_completion_request(std::string_view body,
       if (content->is_string()) {
         req.prompt_tokens += count_words(content->get_ref<const std::string&>());
         text_hash = mix(text_hash ^ hash_text(content->get_ref<const std::string&>()));
+        if (m["role"] == "user") req.question = content->get<std::string>();
       } else if (content->is_array()) {
         for (const auto& part : *content) {
           if (part.is_object() && part.contains("text") && part["text"].is_string()) {
@@ -166,10 +168,27 @@ std::optional<CompletionRequest> parse_completion_request(std::string_view body,
     }
   }
   std::uint64_t seed = server_seed;
-  if (auto s = j.find("seed"); s != j.end() && s->is_number_integer()) {
-    seed = mix(seed ^ s->get<std::uint64_t>());
-  }
+  const auto s = j.find("seed");
+  if (s != j.end() && s->is_number_integer()) seed = mix(seed ^ s->get<std::uint64_t>());
   req.text_seed = mix(seed ^ text_hash);
+  if (auto t = j.find("temperature"); t != j.end() && !t->is_null()) {
+    if (!t->is_number() || t->get<double>() < 0 || t->get<double>() > 2) {
+      return fail(error, "temperature", "'temperature' must be a number in [0, 2]");
+    }
+    req.sampled = t->get<double>() > 0 && s == j.end();
+  }
+  if (auto rf = j.find("response_format"); rf != j.end() && !rf->is_null()) {
+    if (!rf->is_object() || !rf->contains("type")) {
+      return fail(error, "response_format", "'response_format' must be an object with a 'type'");
+    }
+    req.response_format = *rf;
+  }
+  if (auto tools = j.find("tools"); tools != j.end() && !tools->is_null()) {
+    if (api != Api::chat) return fail(error, "tools", "'tools' needs /v1/chat/completions");
+    if (!tools->is_array()) return fail(error, "tools", "'tools' must be an array");
+    req.tools = *tools;
+  }
+  if (auto tc = j.find("tool_choice"); tc != j.end()) req.tool_choice = *tc;
   return req;
 }
 
@@ -196,13 +215,54 @@ void ChunkFormatter::append_usage_object(std::string& out, std::uint32_t complet
   out += '}';
 }
 
+std::string_view ChunkFormatter::piece(std::uint32_t index) const {
+  const auto& pieces = req_.script.pieces;
+  return index < pieces.size() ? std::string_view(pieces[index]) : token_text(req_.text_seed, index);
+}
+
+std::string_view ChunkFormatter::finish_reason(std::uint32_t completion_tokens) const {
+  const auto& sc = req_.script;
+  if (!sc.pieces.empty() && completion_tokens == sc.pieces.size()) return sc.finish_reason;
+  return "length";  // the word stream always runs to max_tokens; a cut script too
+}
+
 void ChunkFormatter::append_tokens(std::string& out, std::uint32_t first, std::uint32_t count,
                                    std::uint32_t completion_tokens, bool finished) const {
   out += head_;
-  out += req_.api == Api::chat ? R"({"index":0,"delta":{"content":")" : R"({"index":0,"text":")";
-  for (std::uint32_t i = 0; i < count; ++i) out += token_text(req_.text_seed, first + i);
-  out += req_.api == Api::chat ? R"("},"logprobs":null,"finish_reason":)" : R"(","logprobs":null,"finish_reason":)";
-  out += finished ? R"("length","stop_reason":null}])" : R"(null,"stop_reason":null}])";
+  const bool scripted = !req_.script.pieces.empty();
+  if (req_.script.tool_call) {
+    out += R"({"index":0,"delta":{"tool_calls":[{"index":0,)";
+    if (first == 0) {
+      out += R"("id":"call_)";
+      out += id_;
+      out += R"(","type":"function","function":{"name":)";
+      out += json(req_.script.tool_name).dump();
+      out += R"(,"arguments":")";
+    } else {
+      out += R"("function":{"arguments":")";
+    }
+  } else {
+    out += req_.api == Api::chat ? R"({"index":0,"delta":{"content":")" : R"({"index":0,"text":")";
+  }
+  for (std::uint32_t i = 0; i < count; ++i) {
+    if (!scripted) {
+      out += token_text(req_.text_seed, first + i);
+      continue;
+    }
+    const std::string quoted = json(std::string(piece(first + i))).dump();
+    out.append(quoted, 1, quoted.size() - 2);
+  }
+  if (req_.script.tool_call)
+    out += R"("}}]},"logprobs":null,"finish_reason":)";
+  else
+    out += req_.api == Api::chat ? R"("},"logprobs":null,"finish_reason":)" : R"(","logprobs":null,"finish_reason":)";
+  if (finished) {
+    out += '"';
+    out += finish_reason(completion_tokens);
+    out += R"(","stop_reason":null}])";
+  } else {
+    out += R"(null,"stop_reason":null}])";
+  }
   if (req_.continuous_usage) {
     out += ',';
     append_usage_object(out, completion_tokens);
@@ -223,17 +283,24 @@ void ChunkFormatter::append_done(std::string& out) {
 
 std::string ChunkFormatter::full_response(std::uint32_t completion_tokens) const {
   std::string text;
-  for (std::uint32_t i = 0; i < completion_tokens; ++i) text += token_text(req_.text_seed, i);
+  for (std::uint32_t i = 0; i < completion_tokens; ++i) text += piece(i);
   json j;
   j["id"] = id_;
   j["created"] = created_;
   j["object"] = req_.api == Api::chat ? "chat.completion" : "text_completion";
   j["model"] = req_.model;
+  const std::string finish(finish_reason(completion_tokens));
   if (req_.api == Api::chat) {
-    j["choices"] = json::array(
-        {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", text}}}, {"finish_reason", "length"}}});
+    json message{{"role", "assistant"}, {"content", text}};
+    if (req_.script.tool_call) {
+      message["content"] = nullptr;
+      message["tool_calls"] = json::array({{{"id", "call_" + id_},
+                                            {"type", "function"},
+                                            {"function", {{"name", req_.script.tool_name}, {"arguments", text}}}}});
+    }
+    j["choices"] = json::array({{{"index", 0}, {"message", message}, {"finish_reason", finish}}});
   } else {
-    j["choices"] = json::array({{{"index", 0}, {"text", text}, {"finish_reason", "length"}}});
+    j["choices"] = json::array({{{"index", 0}, {"text", text}, {"finish_reason", finish}}});
   }
   j["usage"] = {{"prompt_tokens", req_.prompt_tokens},
                 {"completion_tokens", completion_tokens},

@@ -4,9 +4,11 @@
 // whitespace-separated words; generated text is one word per token, deterministic per seed.
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -24,6 +26,20 @@ struct CompletionRequest {
   bool continuous_usage = false;  // stream_options.continuous_usage_stats
   bool ignore_eos = false;        // accepted; the simulator always generates max_tokens
   std::uint64_t text_seed = 0;    // mixes the request's seed and its prompt
+  bool sampled = false;           // temperature > 0 without a seed: the text differs every time
+  // What shapes a structured answer (absent: null): response_format, tools, tool_choice, and
+  // the last user turn's text (an arithmetic question is answered).
+  nlohmann::json response_format, tools, tool_choice;
+  std::string question;
+  // A structured answer (answers.hpp): its text one piece per token, and how it ends; empty
+  // pieces: the word stream.
+  struct Script {
+    bool tool_call = false;  // the pieces are a call's arguments
+    std::string tool_name;
+    std::vector<std::string> pieces;
+    std::string finish_reason = "stop";  // once every piece was generated ("tool_calls" for a call)
+  } script;
+  std::uint32_t reported_tokens_extra = 0;  // the overrun fault: tokens generated past max_tokens
 };
 
 // An OpenAI-style error: HTTP status and the body's message / type / param.
@@ -52,8 +68,9 @@ class ChunkFormatter {
 
   // Chat only: the role-only first chunk ({"delta": {"role": "assistant", "content": ""}}).
   void append_role(std::string& out) const;
-  // A content chunk carrying tokens [first, first + count); `completion_tokens` is the total
-  // generated so far (for continuous usage); `finished` sets finish_reason "length".
+  // A content chunk carrying tokens [first, first + count) (a tool call's argument delta when
+  // the script is a call); `completion_tokens` is the total generated so far (for continuous
+  // usage); `finished` sets the finish_reason ("length", or the script's own end).
   void append_tokens(std::string& out, std::uint32_t first, std::uint32_t count, std::uint32_t completion_tokens,
                      bool finished) const;
   // The usage-only chunk (choices empty) sent last when include_usage is set.
@@ -66,6 +83,10 @@ class ChunkFormatter {
 
  private:
   void append_usage_object(std::string& out, std::uint32_t completion_tokens) const;
+  // The text of token `index`: the script's piece, else a word of the stream.
+  std::string_view piece(std::uint32_t index) const;
+  // How an answer of `completion_tokens` tokens ends.
+  std::string_view finish_reason(std::uint32_t completion_tokens) const;
   const CompletionRequest& req_;
   std::string id_;
   std::int64_t created_;

@@ -65,6 +65,21 @@ std::variant<SimConfig, int> parse_options(int argc, char** argv) {
   app.add_option("--error-rate", cfg.error_rate, "probability of an HTTP 500")->capture_default_str();
   app.add_option("--disconnect-rate", cfg.disconnect_rate, "probability of dropping a stream mid-way")
       ->capture_default_str();
+  app.add_option("--json-corrupt-rate", cfg.json_corrupt_rate,
+                 "probability that a response_format answer is not valid JSON (or not the schema's)")
+      ->capture_default_str();
+  app.add_option("--tool-call-corrupt-rate", cfg.tool_call_corrupt_rate,
+                 "probability that a tool call has broken arguments or names no offered tool")
+      ->capture_default_str();
+  app.add_option("--overrun-max-tokens-rate", cfg.overrun_max_tokens_rate,
+                 "probability that an answer runs past max_tokens")
+      ->capture_default_str();
+  app.add_option("--nondeterminism-rate", cfg.nondeterminism_rate,
+                 "probability that a temperature-0 answer differs from the one before")
+      ->capture_default_str();
+  app.add_option("--wrong-answer-rate", cfg.wrong_answer_rate,
+                 "probability of a wrong result to an arithmetic question")
+      ->capture_default_str();
   app.add_option("--stall-ms", cfg.stall_ms, "pause of a stalled stream")->capture_default_str();
   app.add_option("--stall-rate", cfg.stall_rate, "probability that a stream stalls once")->capture_default_str();
   app.add_option("--seed", cfg.seed, "seed of the generated text and the faults")->capture_default_str();

@@ -18,6 +18,7 @@
 #include "core/random.hpp"
 #include "core/stats.hpp"
 #include "http/server.hpp"
+#include "llmsim/answers.hpp"
 #include "llmsim/openai.hpp"
 #include "observe/text_writer.hpp"
 
@@ -378,14 +379,20 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
     ApiError error;
     auto parsed = parse_completion_request(req.body(), api, cfg.model, cfg.seed, error);
     if (!parsed) co_return error_reply(req, error);
+    script_answer(*parsed, cfg, rng);
     if (cfg.error_rate > 0 && rng.uniform01() < cfg.error_rate) {
       co_return error_reply(req, {500, "injected server error", "InternalServerError", ""});
     }
     const std::uint64_t n = next_request++;
     auto stream = std::make_shared<Stream>(*this, conn, std::move(*parsed),
                                            fmt::format("{}-{}", api == Api::chat ? "chatcmpl" : "cmpl", n));
-    auto id = engine.submit(
-        {stream->req.prompt_tokens, stream->req.max_tokens, reinterpret_cast<std::uintptr_t>(stream.get())});
+    // A structured answer ends with its last piece (or at max_tokens); the overrun fault runs past.
+    const auto& script = stream->req.script.pieces;
+    const std::uint32_t tokens =
+        (script.empty() ? stream->req.max_tokens
+                        : std::min<std::uint32_t>(stream->req.max_tokens, static_cast<std::uint32_t>(script.size()))) +
+        stream->req.reported_tokens_extra;
+    auto id = engine.submit({stream->req.prompt_tokens, tokens, reinterpret_cast<std::uintptr_t>(stream.get())});
     if (!id) {
       co_return error_reply(req, {400, id.error().message, "BadRequestError", "max_tokens"});
     }

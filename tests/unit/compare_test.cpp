@@ -127,3 +127,80 @@ TEST_CASE("compare: Fisher's exact test of a lower candidate rate") {
   CHECK(fisher_exact_less(990, 1000, 900, 1000) < 1e-10);
   CHECK(fisher_exact_less(11, 10, 1, 10) == 1);  // impossible counts: no evidence
 }
+
+namespace {
+
+// Rounds in which both sides share the round's load (a factor common to both runs, spread
+// `shared`) and each run adds its own noise (`own`); the candidate is `rise` slower.
+Tally paired_gate(double rise, double shared, double own, int rounds = 3, int repetitions = 200) {
+  Tally t;
+  for (int seed = 0; seed < repetitions; ++seed) {
+    Rng rng(5000 + static_cast<std::uint64_t>(seed));
+    std::vector<double> a, b;
+    for (int r = 0; r < rounds; ++r) {
+      const double load = 1 + shared * rng.normal();
+      a.push_back(40 * load * (1 + own * rng.normal()));
+      b.push_back(40 * (1 + rise) * load * (1 + own * rng.normal()));
+    }
+    const auto w = paired_ratio(a, b);
+    REQUIRE(w.has_value());
+    const auto v = judge_change(*w, 10, Worse::higher);
+    (v == ChangeVerdict::pass ? t.pass : v == ChangeVerdict::fail ? t.fail : t.inconclusive)++;
+  }
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("compare: the paired test on per-round ratios - exact cases and its errors") {
+  const std::vector<double> a{10, 20, 40}, b{11, 22, 44};  // +10% in every round, whatever the round's level
+  const auto w = paired_ratio(a, b).value();
+  CHECK(w.change_pct == Approx(10));
+  CHECK(w.ci_low_pct == Approx(10));
+  CHECK(w.ci_high_pct == Approx(10));
+  CHECK(w.p_greater == 0);
+  CHECK(w.df == 2);
+  const auto v = paired_ratio(std::vector<double>{10, 20, 40}, std::vector<double>{10.5, 22, 42}).value();
+  CHECK(v.change_pct > 5);
+  CHECK(v.change_pct < 10);
+  CHECK(v.ci_low_pct < v.change_pct);
+  CHECK(v.ci_high_pct > v.change_pct);
+  CHECK(v.p_greater < 0.05);
+  CHECK(paired_ratio(std::vector<double>{1, 2}, std::vector<double>{1}).error().message ==
+        "the sides have different numbers of rounds");
+  CHECK(paired_ratio(std::vector<double>{1}, std::vector<double>{1}).error().message == "needs at least two rounds");
+  CHECK(paired_ratio(std::vector<double>{1, 0}, std::vector<double>{1, 1}).error().message ==
+        "a round has a value that is not positive: ratios are undefined");
+}
+
+TEST_CASE("compare: when rounds vary more than the runs within them, the paired test still judges") {
+  // Each round's load moves both runs by 8% (3 rounds); within a round the runs differ by 1%.
+  const Tally same = paired_gate(0.0, 0.08, 0.01);
+  INFO("A vs A': pass " << same.pass << ", fail " << same.fail << ", inconclusive " << same.inconclusive);
+  CHECK(same.pass >= 190);
+  CHECK(same.fail <= 2);
+  const Tally rise = paired_gate(0.15, 0.08, 0.01);
+  INFO("15% rise: pass " << rise.pass << ", fail " << rise.fail << ", inconclusive " << rise.inconclusive);
+  CHECK(rise.fail >= 150);
+  CHECK(rise.pass == 0);
+  // Noise within the rounds larger than the rise: no verdict either way, most of the time.
+  const Tally noisy = paired_gate(0.15, 0.08, 0.25);
+  INFO("15% rise, 25% run noise: pass " << noisy.pass << ", fail " << noisy.fail << ", inconclusive "
+                                        << noisy.inconclusive);
+  CHECK(noisy.inconclusive >= 150);
+  CHECK(noisy.pass <= 10);
+  // Welch on the same A vs A' runs sees the rounds' spread as noise and often cannot pass.
+  int welch_pass = 0;
+  for (int seed = 0; seed < 200; ++seed) {
+    Rng rng(5000 + static_cast<std::uint64_t>(seed));
+    std::vector<double> a, b;
+    for (int r = 0; r < 3; ++r) {
+      const double load = 1 + 0.08 * rng.normal();
+      a.push_back(40 * load * (1 + 0.01 * rng.normal()));
+      b.push_back(40 * load * (1 + 0.01 * rng.normal()));
+    }
+    welch_pass += judge_change(welch(a, b).value(), 10, Worse::higher) == ChangeVerdict::pass;
+  }
+  INFO("Welch passes A vs A' " << welch_pass << " of 200");
+  CHECK(welch_pass < same.pass);
+}
