@@ -137,21 +137,33 @@ json metric_verdict(const GateMetric& m, const JobSpec& spec, const std::vector<
   }
   j.update(result_json(*chosen, m.worse));
   ChangeVerdict v = judge_change(*chosen, m.threshold_pct, m.worse, alpha);
-  // The baseline's own run-to-run spread (a rate in its per-request form): beyond the threshold,
-  // this measurement cannot judge the metric: never a pass, a fail only beyond that spread.
+  // The run-to-run variation the comparison is exposed to: with paired rounds, the spread of
+  // the per-round ratios (a round's load moves both of its runs alike and cancels); otherwise
+  // the baseline's own runs (a rate in its per-request form). Beyond the threshold this
+  // measurement cannot judge the metric: never a pass, a fail only beyond that spread.
   const std::string& spread_key = m.spread_key.empty() ? m.key : m.spread_key;
-  const double spread = spread_pct(present(run_values(steps, spec, Role::baseline, spread_key, m.spread_per_offered)));
-  j["spread_of"] = spread_key + (m.spread_per_offered ? " per request offered" : "");
-  j["baseline_spread_pct"] = rounded(spread);
+  const double baseline_spread =
+      spread_pct(present(run_values(steps, spec, Role::baseline, spread_key, m.spread_per_offered)));
+  j["baseline_spread_pct"] = rounded(baseline_spread);
+  double spread = baseline_spread;
+  if (use_paired) {
+    std::vector<double> ratios;
+    for (std::size_t i = 0; i < pa.size(); ++i) ratios.push_back(pb[i] / pa[i]);
+    spread = spread_pct(ratios);
+    j["spread_of"] = "per-round ratios";
+  } else {
+    j["spread_of"] = spread_key + (m.spread_per_offered ? " per request offered" : "") + " (baseline runs)";
+  }
+  j["spread_pct"] = rounded(spread);
   j["a_to_a_exceeds_threshold"] = spread > m.threshold_pct;
   if (spread > m.threshold_pct) {
     const double degradation = m.worse == Worse::higher ? chosen->change_pct : -chosen->change_pct;
     if (v == ChangeVerdict::pass || (v == ChangeVerdict::fail && degradation <= spread))
       v = ChangeVerdict::inconclusive;
     warnings.push_back(fmt::format(
-        "{}: the baseline's own runs vary by {:.1f}%, more than its {:g}% threshold; this measurement cannot judge it "
+        "{}: run-to-run variation of {:.1f}% ({}) exceeds its {:g}% threshold; this measurement cannot judge it "
         "(longer runs or more rounds)",
-        m.key, spread, m.threshold_pct));
+        m.key, spread, j["spread_of"].get<std::string>(), m.threshold_pct));
   }
   j["verdict"] = to_string(v);
   if (v == ChangeVerdict::inconclusive && !j.contains("note"))

@@ -4,10 +4,13 @@
 // of a round with the identical schedule and prompts; then, when the spec asks for quality
 // checks, each side answers the quality items once (twice when determinism is checked).
 //
-// The verdict per metric is Welch's t-test on the per-run values: fail when the degradation
-// reaches the threshold and is significant at alpha, pass when the interval's worst end stays
-// below it, otherwise inconclusive. A metric whose baseline runs alone vary by more than its
-// threshold is flagged: it is never passed, and fails only on a change beyond that spread.
+// The verdict per metric: when every round has both runs, Student's t on the per-round log
+// ratios (both runs of a round had the identical schedule and prompts, so what the round's
+// draw does to both cancels); otherwise Welch's t on the per-run values (shown beside the
+// paired test either way). Fail when the degradation reaches the threshold and is significant
+// at alpha, pass when the interval's worst end stays below it, otherwise inconclusive. A
+// metric whose run-to-run variation (the per-round ratios' spread; unpaired, the baseline
+// runs') exceeds its threshold is flagged: never passed, failed only beyond that spread.
 // Quality rates fail when the candidate's is lower by more than max_drop_pp and Fisher's exact
 // test finds the drop significant.
 

@@ -118,7 +118,8 @@ std::optional<long long> arithmetic_answer(std::string_view text) {
     return v;
   };
   for (std::size_t i = 0; i < text.size(); ++i) {
-    if (!std::isdigit(static_cast<unsigned char>(text[i])) || (i > 0 && std::isdigit(static_cast<unsigned char>(text[i - 1]))))
+    if (!std::isdigit(static_cast<unsigned char>(text[i])) ||
+        (i > 0 && std::isdigit(static_cast<unsigned char>(text[i - 1]))))
       continue;
     std::size_t j = i;
     const auto a = integer_at(j);
