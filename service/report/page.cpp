@@ -15,6 +15,7 @@
 #include "report/html.hpp"
 #include "report/html_text.hpp"
 #include "report/percentiles.hpp"
+#include "report/regression_page.hpp"
 
 namespace capsweep::report {
 
@@ -46,11 +47,13 @@ dd{margin:0;overflow-wrap:anywhere;font-family:ui-monospace,monospace;font-size:
 </style></head><body>
 )";
 
-// What the page is about: a check (one step judged), a concurrency sweep or a rate sweep.
-enum class PageKind { rate_sweep, concurrency_sweep, check };
+// What the page is about: a check (one step judged), a concurrency sweep, a rate sweep, or a
+// regression (two sides compared).
+enum class PageKind { rate_sweep, concurrency_sweep, check, regression };
 
 PageKind page_kind(const json& sweep) {
   const json& r = at(sweep, "result");
+  if (at(r, "kind") == "regression" || text(sweep, "kind") == "regression") return PageKind::regression;
   if (at(r, "kind") == "check" || text(sweep, "kind") == "check") return PageKind::check;
   if (text(r, "mode") == "concurrency" || text(at(at(sweep, "spec"), "sweep"), "mode") == "concurrency")
     return PageKind::concurrency_sweep;
@@ -58,7 +61,7 @@ PageKind page_kind(const json& sweep) {
 }
 
 std::string head_section(const json& sweep, PageKind kind) {
-  const char* noun = kind == PageKind::check ? "check" : "sweep";
+  const char* noun = kind == PageKind::check ? "check" : kind == PageKind::regression ? "regression" : "sweep";
   std::string h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">";
   h += fmt::format("<title>capsweep {} report {}</title>", noun, esc(text(sweep, "id")));
   h += kStyle;
@@ -72,7 +75,12 @@ std::string verdict_section(const json& sweep) {
   const json& r = at(sweep, "result");
   std::string verdict;
   bool good = false;
-  if (at(r, "kind") == "check") {
+  if (at(r, "kind") == "regression") {
+    verdict = fmt::format("Regression verdict: <b>{}</b> for candidate {} against baseline {} at {} req/s",
+                          esc(text(r, "verdict")), esc(text(at(r, "candidate"), "base_url")),
+                          esc(text(at(r, "baseline"), "base_url")), esc(text(at(r, "conditions"), "rate_rps")));
+    good = at(r, "verdict") == "pass";
+  } else if (at(r, "kind") == "check") {
     const json& cond = at(r, "conditions");
     const std::string load = text(cond, "mode") == "concurrency"
                                  ? fmt::format("{} users (closed loop)", esc(text(cond, "concurrency")))
@@ -100,9 +108,15 @@ std::string verdict_section(const json& sweep) {
 
 std::string spec_section(const json& spec) {
   std::string h = "<h2>Spec</h2><dl>";
-  const json& target = at(spec, "target");
-  h += fmt::format("<dt>target</dt><dd>{} ({}, model {})</dd>", esc(text(target, "base_url")), esc(text(target, "api")),
-                   esc(text(target, "model")));
+  const bool regression = at(spec, "baseline").is_object();
+  const json& target = regression ? at(at(spec, "baseline"), "target") : at(spec, "target");
+  h += fmt::format("<dt>{}</dt><dd>{} ({}, model {})</dd>", regression ? "baseline (A)" : "target",
+                   esc(text(target, "base_url")), esc(text(target, "api")), esc(text(target, "model")));
+  if (regression) {
+    const json& b = at(at(spec, "candidate"), "target");
+    h += fmt::format("<dt>candidate (B)</dt><dd>{} ({}, model {})</dd>", esc(text(b, "base_url")), esc(text(b, "api")),
+                     esc(text(b, "model")));
+  }
   if (at(target, "labels").is_object() && !target["labels"].empty()) {
     std::string labels;
     for (const auto& [k, v] : target["labels"].items()) {
@@ -124,6 +138,9 @@ std::string spec_section(const json& spec) {
   h += fmt::format("<dt>arrival</dt><dd>{}</dd>", esc(at(spec, "arrival").dump()));
   if (at(spec, "sweep").is_object()) h += fmt::format("<dt>sweep</dt><dd>{}</dd>", esc(spec["sweep"].dump()));
   if (at(spec, "check").is_object()) h += fmt::format("<dt>check</dt><dd>{}</dd>", esc(spec["check"].dump()));
+  for (const char* block : {"regression", "quality"}) {
+    if (at(spec, block).is_object()) h += fmt::format("<dt>{}</dt><dd>{}</dd>", block, esc(spec[block].dump()));
+  }
   h += fmt::format("<dt>SLO</dt><dd>{}</dd>", esc(describe_slo(at(spec, "slo"))));
   if (at(spec, "basis").is_string())
     h += fmt::format("<dt>basis</dt><dd>{}</dd>", esc(spec["basis"].get<std::string>()));
@@ -367,7 +384,8 @@ std::string render_report(const json& sweep, const json& steps) {
     if ((kind == PageKind::check && k == "check") || (kind == PageKind::concurrency_sweep && k == "level"))
       judged.push_back(&s);
   }
-  if (kind != PageKind::check) h += sweep_charts(sweep, steps, qs);
+  if (kind == PageKind::regression) h += regression_sections(sweep, steps);
+  if (kind == PageKind::rate_sweep || kind == PageKind::concurrency_sweep) h += sweep_charts(sweep, steps, qs);
   if (!judged.empty()) {
     h += distribution_charts(at(spec, "slo"), judged);
     h += timeline_charts(at(spec, "slo"), judged);

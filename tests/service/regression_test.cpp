@@ -58,7 +58,12 @@ json regression_job(const std::string& a, const std::string& b, const std::strin
             {"output_tokens", {{"dist", "fixed"}, {"value", 64}}},
             {"seed", 3}}},
           {"arrival", {{"process", "poisson"}}},
-          {"regression", {{"rate_rps", 10}, {"duration_s", 8}, {"warmup_s", 1}, {"rounds", 4}, {"thresholds", {{"tpot_p95_rise_pct", 10}}}}},
+          {"regression",
+           {{"rate_rps", 10},
+            {"duration_s", 8},
+            {"warmup_s", 1},
+            {"rounds", 4},
+            {"thresholds", {{"tpot_p95_rise_pct", 10}}}}},
           {"slo", {{"ttft_ms", {{"p95", 800}}}, {"itl_ms", {{"p95", 50}}}}}};
 }
 
@@ -194,6 +199,14 @@ TEST_CASE("regression: a slower candidate that breaks JSON fails on ITL p95, TPO
   CHECK(table.rfind("FAIL: candidate", 0) == 0);
   CHECK(table.find("p95_itl_ms") != std::string::npos);
   CHECK(table.find("json") != std::string::npos);
+  // The report: both sides per round and the verdict tables.
+  auto page = d.get("/v1/sweeps/" + v["id"].get<std::string>() + "/report");
+  REQUIRE(page.status == 200);
+  CHECK(page.body.find("Regression verdict: <b>fail</b>") != std::string::npos);
+  for (const char* id : {"regression-metrics", "regression-quality", "regression-rounds"}) {
+    CHECK(page.body.find(std::string("id=\"") + id + "\"") != std::string::npos);
+  }
+  CHECK(count_of(page.body, "<svg class=\"chart\"") == 4);  // one per gated metric
 }
 
 TEST_CASE("regression: a candidate that breaks 10% of its JSON fails on that rate while its performance passes") {
@@ -261,7 +274,8 @@ TEST_CASE("regression: bad specs get a 4xx naming the field - nothing is stored 
       {"no candidate", [](json& j) { j.erase("candidate"); }, 400, "/candidate"},
       {"a top-level target too", [&](json& j) { j["target"] = j["baseline"]["target"]; }, 400, "/target"},
       {"a candidate outside the allow-list",
-       [](json& j) { j["candidate"]["target"]["base_url"] = "http://10.1.2.3:8000"; }, 403, "/candidate/target/base_url"},
+       [](json& j) { j["candidate"]["target"]["base_url"] = "http://10.1.2.3:8000"; }, 403,
+       "/candidate/target/base_url"},
       {"no rate", [](json& j) { j["regression"].erase("rate_rps"); }, 400, "/regression/rate_rps"},
       {"a rate and a sweep", [](json& j) { j["regression"]["from_sweep"] = "sw-00000000000000aa"; }, 400,
        "/regression/rate_rps"},
@@ -278,8 +292,11 @@ TEST_CASE("regression: bad specs get a 4xx naming the field - nothing is stored 
        },
        409, "/regression/from_sweep"},
       {"one round", [](json& j) { j["regression"]["rounds"] = 1; }, 400, "/regression/rounds"},
-      {"an unknown threshold", [](json& j) { j["regression"]["thresholds"] = {{"latency_pct", 5}}; }, 400,
-       "/regression/thresholds"},
+      {"an unknown threshold",
+       [](json& j) {
+         j["regression"]["thresholds"] = {{"latency_pct", 5}};
+       },
+       400, "/regression/thresholds"},
       {"more time than the service gives a job",
        [](json& j) {
          j["regression"]["rounds"] = 50;
@@ -288,15 +305,25 @@ TEST_CASE("regression: bad specs get a 4xx naming the field - nothing is stored 
        400, "/regression/rounds"},
       {"a sweep block", [](json& j) { j["sweep"] = json::object(); }, 400, "/sweep"},
       {"an unknown dataset",
-       [](json& j) { j["quality"] = {{"dataset", "ds-0123456789abcdef"}, {"checks", {"json"}}}; }, 400,
-       "/quality/dataset"},
+       [](json& j) {
+         j["quality"] = {{"dataset", "ds-0123456789abcdef"}, {"checks", {"json"}}};
+       },
+       400, "/quality/dataset"},
       {"a dataset without response_format items",
-       [&](json& j) { j["quality"] = {{"dataset", plain}, {"checks", {"max_length", "json"}}}; }, 400,
-       "/quality/checks/1"},
+       [&](json& j) {
+         j["quality"] = {{"dataset", plain}, {"checks", {"max_length", "json"}}};
+       },
+       400, "/quality/checks/1"},
       {"a dataset without expect items",
-       [&](json& j) { j["quality"] = {{"dataset", plain}, {"checks", {"accuracy"}}}; }, 400, "/quality/checks/0"},
-      {"an unknown check", [&](json& j) { j["quality"] = {{"dataset", rich}, {"checks", {"style"}}}; }, 400,
-       "/quality/checks/0"},
+       [&](json& j) {
+         j["quality"] = {{"dataset", plain}, {"checks", {"accuracy"}}};
+       },
+       400, "/quality/checks/0"},
+      {"an unknown check",
+       [&](json& j) {
+         j["quality"] = {{"dataset", rich}, {"checks", {"style"}}};
+       },
+       400, "/quality/checks/0"},
       {"tool calls on the completions API",
        [&](json& j) {
          j["baseline"]["target"]["api"] = "completions";
@@ -304,7 +331,10 @@ TEST_CASE("regression: bad specs get a 4xx naming the field - nothing is stored 
        },
        400, "/baseline/target/api"},
       {"a judge without a quality block",
-       [&](json& j) { j["judge"] = {{"target", j["baseline"]["target"]}, {"template", "{answer}"}}; }, 400, "/judge"},
+       [&](json& j) {
+         j["judge"] = {{"target", j["baseline"]["target"]}, {"template", "{answer}"}};
+       },
+       400, "/judge"},
       {"a judge template without {answer}",
        [&](json& j) {
          j["quality"] = {{"dataset", rich}, {"checks", {"accuracy"}}};

@@ -16,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "loadgen/endpoint.hpp"
 
@@ -28,6 +29,9 @@ struct FakeModel {
   bool hang = false;  // never answer: requests end only when cancelled
   // The outcome of request `index` (from the request id's last number); ok = answer normally.
   std::function<Outcome(std::uint64_t index)> outcome_of;
+  // What an answer says, as the SSE data payloads a target would send for this request body
+  // (kept when the request asks for them: quality requests); none: no payloads.
+  std::function<std::vector<std::string>(const std::string& body)> answer;
 };
 
 // What the fake saw, readable after the step (the runner's generator thread has joined).
@@ -42,7 +46,7 @@ class FakeEndpoint final : public loadgen::Endpoint {
   FakeEndpoint(boost::asio::io_context& io, FakeModel model, std::shared_ptr<FakeStats> stats)
       : io_(io), model_(std::move(model)), stats_(std::move(stats)) {}
 
-  boost::asio::awaitable<void> send(std::string, RequestRecord& rec, SteadyClock::time_point origin,
+  boost::asio::awaitable<void> send(std::string body, RequestRecord& rec, SteadyClock::time_point origin,
                                     std::string request_id) override {
     const auto now = [origin] { return SteadyClock::now() - origin; };
     rec.sent = now();
@@ -67,6 +71,7 @@ class FakeEndpoint final : public loadgen::Endpoint {
         if (alive) rec.chunks.push_back(Chunk{now(), 1});
       }
       if (alive) rec.output_tokens = model_.tokens;
+      if (alive && rec.events && model_.answer) *rec.events = model_.answer(body);
       rec.outcome = alive ? Outcome::ok : Outcome::cancelled;
     }
     timers_.erase(&timer);

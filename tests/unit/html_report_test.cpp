@@ -1,4 +1,6 @@
 // The HTML report: chart geometry and a page that needs nothing from elsewhere.
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 
 #include "report/html.hpp"
@@ -159,4 +161,77 @@ TEST_CASE("report: a check's page shows distributions with the bound and the ste
   CHECK(html.find("<td>333.0</td>") != std::string::npos);
   CHECK(html.find("7.5 / 0.5") != std::string::npos);
   CHECK(html.find("<td>31</td>") != std::string::npos);
+}
+
+TEST_CASE("report: a regression's page shows both sides per round, the verdict tables and a chart per metric") {
+  json steps = json::array();
+  for (int i = 0; i < 4; ++i) {
+    json s = step(i, 8, i % 2 ? 30.0 : 22.0, "pass");
+    s["kind"] = "run";
+    s["phase"] = fmt::format("round {} {}", i / 2 + 1, i % 2 ? "candidate" : "baseline");
+    s["role"] = i % 2 ? "candidate" : "baseline";
+    s["round"] = i / 2;
+    s["summary"]["measured"] = 80;
+    steps.push_back(s);
+  }
+  const json metric{{"verdict", "fail"},
+                    {"baseline_runs", {22.0, 22.0}},
+                    {"candidate_runs", {30.0, 30.0}},
+                    {"change_pct", 36.4},
+                    {"ci_pct", {30.0, 42.0}},
+                    {"threshold_pct", 10},
+                    {"worse", "higher"},
+                    {"p_value", 0.001},
+                    {"test", "paired_t_log_ratio"},
+                    {"spread_pct", 1.5},
+                    {"a_to_a_exceeds_threshold", false}};
+  const json sweep{
+      {"id", "sw-0000000000000001"},
+      {"name", "swap <b>"},
+      {"kind", "regression"},
+      {"status", "succeeded"},
+      {"spec",
+       {{"baseline", {{"target", {{"base_url", "http://a"}, {"model", "m"}, {"api", "chat"}}}}},
+        {"candidate", {{"target", {{"base_url", "http://b"}, {"model", "m"}, {"api", "chat"}}}}},
+        {"regression", {{"rate_rps", 8}, {"rounds", 2}}},
+        {"slo", {{"ttft_ms", {{"p95", 800}}}}}}},
+      {"result",
+       {{"kind", "regression"},
+        {"verdict", "fail"},
+        {"baseline", {{"base_url", "http://a"}}},
+        {"candidate", {{"base_url", "http://b"}}},
+        {"conditions", {{"rate_rps", 8}}},
+        {"metrics", {{"p95_ttft_ms", metric}}},
+        {"quality",
+         {{"json",
+           {{"verdict", "fail"},
+            {"baseline_rate", 1.0},
+            {"candidate_rate", 0.9},
+            {"n", 100},
+            {"drop_pp", 10.0},
+            {"p_value", 0.0005}}}}},
+        {"judge",
+         {{"baseline_mean", 8.0}, {"candidate_mean", 6.5}, {"scale", 10}, {"change_pct", -18.75}, {"verdict", "fail"}}},
+        {"warnings", {"baseline and candidate are the same target"}}}}};
+  const std::string page = render_report(sweep, steps);
+  CHECK(page.find("<title>capsweep regression report") != std::string::npos);
+  CHECK(page.find("Regression verdict: <b>fail</b> for candidate http://b against baseline http://a") !=
+        std::string::npos);
+  CHECK(page.find("swap &lt;b&gt;") != std::string::npos);  // escaped
+  CHECK(page.find("id=\"regression-metrics\"") != std::string::npos);
+  CHECK(page.find("+36.4%") != std::string::npos);
+  CHECK(page.find("[+30.0%, +42.0%]") != std::string::npos);
+  CHECK(page.find("id=\"regression-quality\"") != std::string::npos);
+  CHECK(page.find("90.0%") != std::string::npos);
+  CHECK(page.find("id=\"judge\"") != std::string::npos);
+  // Rounds side by side: one row per round with both sides' values and the order they ran in.
+  const auto rounds = page.substr(page.find("id=\"regression-rounds\""));
+  CHECK(count(rounds.substr(0, rounds.find("</table>")), "<tr>") == 3);  // the head and two rounds
+  CHECK(rounds.find("<td>22</td><td>30</td>") != std::string::npos);
+  CHECK(rounds.find("A, B") != std::string::npos);
+  CHECK(count(page, "<svg class=\"chart\"") == 1);  // one chart: one gated metric
+  CHECK(page.find("baseline (A)") != std::string::npos);
+  CHECK(page.find("candidate (B)") != std::string::npos);
+  for (const char* banned : {"<script", "<link", "src=", "url("}) CHECK(page.find(banned) == std::string::npos);
+  CHECK(page.find("same target") != std::string::npos);
 }

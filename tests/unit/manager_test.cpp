@@ -4,8 +4,10 @@
 #include "sweep/manager.hpp"
 
 #include <catch2/catch.hpp>
+#include <set>
 #include <thread>
 
+#include "llm/dataset.hpp"
 #include "support/fake_endpoint.hpp"
 #include "support/temp_db.hpp"
 
@@ -173,4 +175,91 @@ TEST_CASE("manager: a job past the service's total time limit fails during its s
   CHECK(row.error.find("max_total_sweep_s") != std::string::npos);
   CHECK(h.store->steps(id).empty());
   CHECK(h.stats->requests < 600);
+}
+
+TEST_CASE("manager: a regression job alternates its sides, asks the quality items and the judge, and judges both") {
+  // The candidate (model "b") cuts every JSON answer short; the judge scores a whole answer 8,
+  // a cut one 3.
+  testing::FakeModel m;
+  m.ttft = 2ms;
+  m.itl = 1ms;
+  m.answer = [](const std::string& body) -> std::vector<std::string> {
+    const json req = json::parse(body);
+    auto content = [](const std::string& text) {
+      return json{{"choices", {{{"index", 0}, {"delta", {{"content", text}}}, {"finish_reason", "stop"}}}},
+                  {"usage", {{"completion_tokens", 3}}}}
+          .dump();
+    };
+    const std::string prompt = req["messages"][0]["content"];
+    if (prompt.rfind("Judge:", 0) == 0) return {content(prompt.find("ok\"}") != std::string::npos ? "8" : "3")};
+    return {content(req["model"] == "b" ? "{\"answer\": \"ok" : "{\"answer\": \"ok\"}"), "[DONE]"};
+  };
+  Harness h(m);
+  std::string items;
+  for (int i = 0; i < 30; ++i) {
+    items += json{{"prompt", "question " + std::to_string(i)},
+                  {"max_tokens", 8},
+                  {"response_format", {{"type", "json_object"}}},
+                  {"expect", {{"contains", "ok"}}}}
+                 .dump() +
+             "\n";
+  }
+  store::DatasetRow ds;
+  ds.sha256 = llm::sha256_hex(items);
+  ds.id = llm::dataset_id(ds.sha256);
+  ds.format = "jsonl";
+  ds.items = 30;
+  ds.bytes = items.size();
+  ds.created_at = store::utc_now();
+  h.store->insert_dataset(ds, items);
+  auto side = [](const std::string& port, const std::string& model) {
+    return json{{"target", {{"base_url", "http://127.0.0.1:" + port}, {"api", "chat"}, {"model", model}}}};
+  };
+  const json spec{
+      {"name", "regression"},
+      {"kind", "regression"},
+      {"baseline", side("9", "a")},
+      {"candidate", side("10", "b")},
+      {"workload",
+       {{"prompt_tokens", {{"dist", "fixed"}, {"value", 8}}}, {"output_tokens", {{"dist", "fixed"}, {"value", 4}}}}},
+      {"arrival", {{"process", "constant"}}},
+      {"slo", {{"ttft_ms", {{"p95", 800}}}}},
+      {"regression", {{"rate_rps", 20}, {"duration_s", 1}, {"warmup_s", 0}, {"rounds", 2}, {"order", "shuffled"}}},
+      {"quality", {{"dataset", {{"id", ds.id}, {"sha256", ds.sha256}}}, {"checks", {"json", "accuracy"}}}},
+      {"judge",
+       {{"target", {{"base_url", "http://127.0.0.1:11"}, {"api", "chat"}, {"model", "judge"}}},
+        {"template", "Judge: {question} / {reference} / {answer}"}}}};
+  const std::string id = h.queue(spec);
+  h.manager->start();
+  const auto row = h.wait_end(id);
+  INFO(row.error);
+  REQUIRE(row.status == "succeeded");
+  const auto steps = h.store->steps(id);
+  REQUIRE(steps.size() == 6);  // 2 rounds of 2 runs, then one quality pass per side
+  std::set<std::string> round_roles[2];
+  for (int i = 0; i < 4; ++i) {
+    CHECK(steps[i].kind == "run");
+    round_roles[*steps[i].round].insert(steps[i].role);
+  }
+  CHECK(round_roles[0].size() == 2);  // each round runs both sides, in its own (seeded) order
+  CHECK(round_roles[1].size() == 2);
+  CHECK(steps[4].kind == "quality");
+  CHECK(steps[4].role == "baseline");
+  CHECK(steps[5].role == "candidate");
+  const json& r = row.result;
+  CHECK(r["verdict"] == "fail");
+  CHECK(r["quality"]["json"]["baseline_rate"] == 1.0);
+  CHECK(r["quality"]["json"]["candidate_rate"] == 0.0);
+  CHECK(r["quality"]["json"]["verdict"] == "fail");
+  CHECK(r["quality"]["accuracy"]["verdict"] == "pass");  // the broken answers still contain "ok"
+  CHECK(r["judge"]["baseline_mean"] == 8.0);
+  CHECK(r["judge"]["candidate_mean"] == 3.0);
+  CHECK(r["judge"]["verdict"] == "fail");
+  CHECK(r["conditions"]["order"].size() == 2);
+  // The items are stored with their verdicts and the judge's score.
+  const auto page = h.store->quality_page(id, std::nullopt, 100);
+  REQUIRE(page.size() == 60);
+  CHECK(page[0].second.score == 8.0);
+  CHECK(page[30].second.score == 3.0);
+  CHECK(page[30].second.verdicts["json"]["ok"] == false);
 }
