@@ -14,9 +14,11 @@ namespace {
 
 using json = nlohmann::json;
 
+// `v` to the nearest multiple of `unit` (1e-3: three decimals), as the closest double to it.
 json rounded(double v, double unit = 1e-3) {
   if (!std::isfinite(v)) return nullptr;
-  return std::round(v / unit) * unit;
+  const double scale = std::round(1 / unit);
+  return std::round(v * scale) / scale;
 }
 
 std::string_view to_string(ChangeVerdict v) {

@@ -2,6 +2,7 @@
 // and the cross-field checks of parse_job_spec.
 #include "sweep/spec.hpp"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <sstream>
@@ -264,4 +265,85 @@ TEST_CASE("spec: a think time belongs to a closed loop, and its errors name the 
   CHECK(first_error(with(demo(), "/sweep/think_time_ms", {{"dist", "fixed"}, {"value", 5}})) == "/sweep/think_time_ms");
   json levels = with(demo(), "/sweep/mode", "concurrency");
   CHECK(first_error(with(levels, "/sweep/think_time_ms", {{"dist", "fixed"}, {"value", 5}})).empty());
+}
+
+namespace {
+
+json regression_spec() {
+  const json target{{"base_url", "http://127.0.0.1:8000"}, {"api", "chat"}, {"model", "m"}};
+  json b = target;
+  b["base_url"] = "http://127.0.0.1:8001";
+  return {{"kind", "regression"},
+          {"baseline", {{"target", target}}},
+          {"candidate", {{"target", b}}},
+          {"regression", {{"rate_rps", 8}, {"duration_s", 30}, {"warmup_s", 5}, {"rounds", 3}}},
+          {"quality", {{"dataset", "ds-0123456789abcdef"}, {"checks", {"json", "tool_calls"}}}},
+          {"slo", {{"ttft_ms", {{"p95", 800}}}}}};
+}
+
+}  // namespace
+
+TEST_CASE("spec: a regression job parses both targets, its thresholds, quality and judge") {
+  json spec = regression_spec();
+  spec["regression"]["thresholds"] = {{"itl_p95_rise_pct", 15}, {"e2el_p95_rise_pct", 20}};
+  spec["regression"]["order"] = "shuffled";
+  spec["judge"] = {
+      {"target", spec["baseline"]["target"]}, {"template", "Rate {answer} against {reference}"}, {"scale", 5}};
+  REQUIRE(first_error(spec).empty());
+  validator().apply_defaults(spec);
+  const auto s = sweep::parse_job_spec(spec).value();
+  CHECK(s.kind == sweep::JobKind::regression);
+  CHECK(s.base_url == "http://127.0.0.1:8000");
+  REQUIRE(s.candidate.has_value());
+  CHECK(s.candidate->base_url == "http://127.0.0.1:8001");
+  CHECK(s.regression.rate_rps == 8);
+  CHECK(s.regression.order == sweep::RunOrder::shuffled);
+  // goodput, TTFT, ITL by default, E2EL asked; ITL's threshold as given.
+  REQUIRE(s.regression.metrics.size() == 4);
+  CHECK(s.regression.metrics[0].key == "request_goodput");
+  CHECK(s.regression.metrics[0].threshold_pct == 5);
+  CHECK(s.regression.metrics[2].key == "p95_itl_ms");
+  CHECK(s.regression.metrics[2].threshold_pct == 15);
+  CHECK(s.regression.metrics[3].key == "p95_e2el_ms");
+  CHECK(s.quality->checks.size() == 2);
+  CHECK(s.quality->concurrency == 4);
+  CHECK(s.judge->scale == 5);
+  CHECK(sweep::target_field(s, sweep::Role::candidate) == "/candidate/target");
+  const auto urls = sweep::side_urls(s);
+  CHECK(std::find(urls.begin(), urls.end(),
+                  std::pair<std::string, std::string>{"/candidate/target/base_url", "http://127.0.0.1:8001"}) !=
+        urls.end());
+}
+
+TEST_CASE("spec: regression errors name the field") {
+  const json r = regression_spec();
+  CHECK(first_error(without(r, "", "candidate")) == "/candidate");
+  CHECK(first_error(with(r, "/target", r["baseline"]["target"])) == "/target");
+  CHECK(first_error(with(r, "/candidate/target/model", 5)) == "/candidate/target/model");
+  CHECK(first_error(with(r, "/candidate/target/base_url", "ftp://x")) == "/candidate/target/base_url");
+  CHECK(first_error(without(r, "/regression", "rate_rps")) == "/regression/rate_rps");
+  CHECK(first_error(with(r, "/regression/rounds", 1)) == "/regression/rounds");
+  CHECK(first_error(with(r, "/regression/order", "random")) == "/regression/order");
+  CHECK(first_error(with(r, "/regression/alpha", 0.9)) == "/regression/alpha");
+  CHECK(first_error(with(r, "/regression/thresholds", json{{"itl_p95_rise_pct", -1}})) ==
+        "/regression/thresholds/itl_p95_rise_pct");
+  CHECK(first_error(with(r, "/regression/from_sweep", "sweep-1")) == "/regression/from_sweep");
+  CHECK(first_error(with(r, "/quality/checks", json::array())) == "/quality/checks");
+  CHECK(first_error(with(r, "/quality/checks", json{"json", "json"})) == "/quality/checks");
+  CHECK(first_error(with(r, "/quality/dataset", "ds-x")) == "/quality/dataset");
+  CHECK(first_error(with(r, "/baseline/target/api", "completions")) == "/baseline/target/api");  // tool_calls
+  CHECK(first_error(with(r, "/arrival", json{{"process", "all_at_once"}})) == "/arrival/process");
+  CHECK(first_error(with(r, "/sweep", json::object())) == "/sweep");
+  CHECK(first_error(with(r, "/judge", json{{"target", r["baseline"]["target"]}, {"template", "no placeholder"}})) ==
+        "/judge/template");
+  json no_quality = without(r, "", "quality");
+  CHECK(first_error(with(no_quality, "/judge", json{{"target", r["baseline"]["target"]}, {"template", "{answer}"}})) ==
+        "/judge");
+  // The regression blocks belong to regression jobs only.
+  json check = demo();
+  check["regression"] = r["regression"];
+  CHECK(first_error(check) == "/regression");
+  json with_side = demo();
+  with_side["candidate"] = r["candidate"];
+  CHECK(first_error(with_side) == "/candidate");
 }

@@ -36,9 +36,17 @@ TEST_CASE("llmsim config: bad settings name the key") {
   }
   CHECK_FALSE(apply_json(SimConfig{}, json::array()).has_value());
   const std::vector<std::pair<std::string, std::string>> ranges{
-      {R"({"error_rate": 1.5})", "/error_rate"},           {R"({"disconnect_rate": -0.1})", "/disconnect_rate"},
-      {R"({"events_per_write": 0})", "/events_per_write"}, {R"({"tokens_per_chunk": 0})", "/tokens_per_chunk"},
-      {R"({"max_num_seqs": 0})", "/max_num_seqs"},         {R"({"stall_ms": -5})", "/stall_ms"},
+      {R"({"error_rate": 1.5})", "/error_rate"},
+      {R"({"disconnect_rate": -0.1})", "/disconnect_rate"},
+      {R"({"events_per_write": 0})", "/events_per_write"},
+      {R"({"tokens_per_chunk": 0})", "/tokens_per_chunk"},
+      {R"({"max_num_seqs": 0})", "/max_num_seqs"},
+      {R"({"stall_ms": -5})", "/stall_ms"},
+      {R"({"json_corrupt_rate": 2})", "/json_corrupt_rate"},
+      {R"({"tool_call_corrupt_rate": -1})", "/tool_call_corrupt_rate"},
+      {R"({"overrun_max_tokens_rate": 1.01})", "/overrun_max_tokens_rate"},
+      {R"({"nondeterminism_rate": -0.5})", "/nondeterminism_rate"},
+      {R"({"wrong_answer_rate": 7})", "/wrong_answer_rate"},
   };
   for (const auto& [text, field] : ranges) {
     INFO(text);
