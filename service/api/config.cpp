@@ -41,6 +41,7 @@ Result<ServiceConfig> parse_config(const nlohmann::json& input) {
   c.limits.max_dataset_bytes = l.at("max_dataset_bytes").get<std::size_t>();
   c.limits.max_json_depth = l.at("max_json_depth").get<int>();
   c.limits.max_requests_per_step = l.at("max_requests_per_step").get<std::uint64_t>();
+  c.limits.max_quality_items = l.at("max_quality_items").get<std::uint64_t>();
   c.limits.max_prompt_tokens = l.at("max_prompt_tokens").get<std::uint32_t>();
   c.limits.max_output_tokens = l.at("max_output_tokens").get<std::uint32_t>();
   c.limits.max_api_connections = l.at("max_api_connections").get<std::size_t>();

@@ -24,6 +24,7 @@ struct Limits {
   std::size_t max_dataset_bytes = 64 << 20;         // a dataset upload's body
   int max_json_depth = 64;                          // nesting of a request body
   std::uint64_t max_requests_per_step = 1'000'000;  // requests (and stored rows) of one step
+  std::uint64_t max_quality_items = 10'000;         // items a regression's quality pass asks (and stores)
   std::uint32_t max_prompt_tokens = 131'072;        // largest prompt a workload may ask for
   std::uint32_t max_output_tokens = 32'768;         // largest max_tokens a workload may ask for
   std::size_t max_api_connections = 512;            // API connections open at once (503 beyond)

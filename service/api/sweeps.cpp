@@ -329,6 +329,12 @@ std::optional<ApiError> check_quality_dataset(Env& env, sweep::JobSpec& spec, js
       content ? llm::parse_dataset(llm::parse_dataset_format(row->format).value_or(llm::DatasetFormat::jsonl), *content)
               : Result<llm::Dataset>(Error{errc::not_found, "the dataset's content is gone", ""});
   if (!parsed) return over("/quality/dataset", fmt::format("dataset {}: {}", ref.id, parsed.error().message));
+  const std::size_t asked = sweep::quality_item_count(*spec.quality, parsed->entries.size());
+  if (asked > env.ctx.config->limits.max_quality_items) {
+    return over("/quality/max_items",
+                fmt::format("a pass would ask {} items; the service's limit is {} (set quality.max_items)", asked,
+                            env.ctx.config->limits.max_quality_items));
+  }
   if (auto e = sweep::quality_items_problem(*spec.quality, parsed->entries, spec.judge.has_value())) {
     return from_error(*e);
   }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <limits>
@@ -353,16 +354,33 @@ std::vector<double> summary_percentiles(const JobSpec& spec) {
   return out;
 }
 
+namespace {
+
+// Every target object a spec may hold; their headers are secrets.
+constexpr std::array<const char*, 4> kTargetPointers{"/target", "/baseline/target", "/candidate/target",
+                                                     "/judge/target"};
+
+}  // namespace
+
 SplitSpec split_secrets(json spec) {
   SplitSpec out;
   out.secret_headers = json::object();
-  if (spec.is_object() && spec.contains("target") && spec["target"].is_object() && spec["target"].contains("headers")) {
-    json& h = spec["target"]["headers"];
-    if (h.is_object()) {
-      for (auto& [k, v] : h.items()) {
-        out.secret_headers[k] = v;
-        v = "(secret)";
-      }
+  if (!spec.is_object()) {
+    out.visible = std::move(spec);
+    return out;
+  }
+  for (const char* pointer : kTargetPointers) {
+    const json::json_pointer at(pointer);
+    if (!spec.contains(at) || !spec[at].is_object() || !spec[at].contains("headers")) continue;
+    json& h = spec[at]["headers"];
+    if (!h.is_object()) continue;
+    // The job's own target keeps the flat form {"Header": "value"}; the others are kept under
+    // their pointer (a header name never starts with '/').
+    json& into = std::string_view(pointer) == "/target" ? out.secret_headers : out.secret_headers[pointer];
+    if (!into.is_object()) into = json::object();
+    for (auto& [k, v] : h.items()) {
+      into[k] = v;
+      v = "(secret)";
     }
   }
   out.visible = std::move(spec);
@@ -370,7 +388,20 @@ SplitSpec split_secrets(json spec) {
 }
 
 json join_secrets(json visible, const json& secret_headers) {
-  if (secret_headers.is_object() && !secret_headers.empty()) visible["target"]["headers"] = secret_headers;
+  if (!secret_headers.is_object()) return visible;
+  json flat = json::object();
+  for (const auto& item : secret_headers.items()) {
+    const std::string& k = item.key();
+    const json& v = item.value();
+    const bool elsewhere = !k.empty() && k[0] == '/' && v.is_object() &&
+                           std::find_if(kTargetPointers.begin(), kTargetPointers.end(),
+                                        [&k](const char* p) { return k == p; }) != kTargetPointers.end();
+    if (elsewhere)
+      visible[json::json_pointer(k)]["headers"] = v;
+    else
+      flat[k] = v;
+  }
+  if (!flat.empty()) visible["target"]["headers"] = flat;
   return visible;
 }
 

@@ -179,8 +179,9 @@ std::optional<Error> parse_regression_blocks(const nlohmann::json& spec, JobSpec
 // probe_concurrency > probe_requests is clipped, not an error.
 Result<JobSpec> parse_job_spec(const nlohmann::json& spec);
 
-// The spec as stored and returned: `target.headers` replaced by the header names only
-// (values are secrets), and the secrets apart.
+// The spec as stored and returned: the headers of every target (target, baseline.target,
+// candidate.target, judge.target) with their values replaced (values are secrets), and the
+// secrets apart: {"Header": "value"} for `target`, {"/candidate/target": {...}} for the others.
 struct SplitSpec {
   nlohmann::json visible;
   nlohmann::json secret_headers;  // {"Authorization": "Bearer ..."} or {}

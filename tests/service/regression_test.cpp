@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <set>
 #include <sstream>
@@ -367,6 +368,7 @@ TEST_CASE("regression: bad specs get a 4xx naming the field - nothing is stored 
   json from = regression_job(a, b, "from a sweep");
   from["regression"].erase("rate_rps");
   from["regression"]["from_sweep"] = "sw-00000000000000aa";
+  from["candidate"]["target"]["headers"] = {{"Authorization", "Bearer candidate-s3cret"}};
   auto ok = d.post("/v1/sweeps", from.dump());
   INFO(ok.body);
   REQUIRE(ok.status == 201);
@@ -376,6 +378,10 @@ TEST_CASE("regression: bad specs get a 4xx naming the field - nothing is stored 
   CHECK(stored["spec"]["regression"]["from_sweep"] == "sw-00000000000000aa");
   CHECK(stored["spec"]["regression"]["thresholds"]["goodput_drop_pct"] == 5);
   const std::string id = stored["id"];
+  // Every target's header values are write-only.
+  CHECK(ok.body.find("candidate-s3cret") == std::string::npos);
+  CHECK(d.get("/v1/sweeps/" + id).body.find("candidate-s3cret") == std::string::npos);
+  CHECK(stored["spec"]["candidate"]["target"]["headers"]["Authorization"] == "(secret)");
   CHECK(d.post("/v1/sweeps/" + id + "/cancel", "").status == 202);
   // A dataset a queued or running regression names cannot be deleted.
   json with_quality = regression_job("http://127.0.0.1:9", "http://127.0.0.1:10", "holds a dataset");
@@ -384,4 +390,18 @@ TEST_CASE("regression: bad specs get a 4xx naming the field - nothing is stored 
   REQUIRE(held.status == 201);
   CHECK(json::parse(held.body)["spec"]["quality"]["dataset"]["sha256"].get<std::string>().size() == 64);
   CHECK(d.del("/v1/datasets/" + rich).status == 409);
+  // A quality pass larger than the service allows is refused until max_items bounds it.
+  {
+    std::ofstream(dir.path("small.json")) << R"({"limits": {"max_quality_items": 100}})";
+    Daemon small(dir.path("small.db"), dir.path("small.log"), {"--config", dir.path("small.json").string()});
+    const std::string id200 = upload(small, rehearsal_dataset());
+    json big = regression_job("http://127.0.0.1:9", "http://127.0.0.1:10", "too many items");
+    big["quality"] = {{"dataset", id200}, {"checks", {"json"}}};
+    auto refused = small.post("/v1/sweeps", big.dump());
+    INFO(refused.body);
+    CHECK(refused.status == 400);
+    CHECK(json::parse(refused.body)["error"]["field"] == "/quality/max_items");
+    big["quality"]["max_items"] = 100;
+    CHECK(small.post("/v1/sweeps", big.dump()).status == 201);
+  }
 }

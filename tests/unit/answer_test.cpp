@@ -40,12 +40,12 @@ TEST_CASE("answer: streamed content, tool-call deltas, finish_reason and usage a
 }
 
 TEST_CASE("answer: a whole (non-streamed) chat answer and completions text read the same way") {
-  const json whole{{"choices",
-                    {{{"message",
-                       {{"content", nullptr},
-                        {"tool_calls", {{{"function", {{"name", "f"}, {"arguments", "{\"x\": 1}"}}}}}}}},
-                      {"finish_reason", "tool_calls"}}}},
-                   {"usage", {{"completion_tokens", 5}}}};
+  const json whole{
+      {"choices",
+       {{{"message",
+          {{"content", nullptr}, {"tool_calls", {{{"function", {{"name", "f"}, {"arguments", "{\"x\": 1}"}}}}}}}},
+         {"finish_reason", "tool_calls"}}}},
+      {"usage", {{"completion_tokens", 5}}}};
   const Answer a = assemble_answer({whole.dump()});
   REQUIRE(a.tool_calls.size() == 1);
   CHECK(a.tool_calls[0].arguments == "{\"x\": 1}");

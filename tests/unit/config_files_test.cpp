@@ -13,6 +13,7 @@
 #include "llm/target.hpp"
 #include "llm/workload.hpp"
 #include "llmsim/config.hpp"
+#include "sweep/quality_pass.hpp"
 #include "sweep/spec.hpp"
 
 using json = nlohmann::json;
@@ -51,14 +52,14 @@ TEST_CASE("config files: the llmsim example is valid and equals the defaults") {
 TEST_CASE("config files: every example job spec passes the schema and the spec parser") {
   static const capsweep::api::SchemaValidator validator(capsweep::api::embedded_schema("sweep-spec.schema.json"));
   for (const char* file : {"config/sweeps/demo.json", "config/sweeps/standard.json", "config/sweeps/chat.json",
-                           "config/sweeps/rag.json", "config/sweeps/sharegpt.json"}) {
+                           "config/sweeps/rag.json", "config/sweeps/sharegpt.json", "config/sweeps/regression.json"}) {
     INFO(file);
     json spec = read(file);
     auto ok = validator.validate(spec);
     INFO((ok ? std::string() : ok.error().field + ": " + ok.error().message));
     REQUIRE(ok.has_value());
     validator.apply_defaults(spec);
-    if (!spec.contains("sweep")) spec["sweep"] = json::object();
+    if (!spec.contains("sweep") && spec.value("kind", "sweep") == "sweep") spec["sweep"] = json::object();
     auto parsed = capsweep::sweep::parse_job_spec(spec);
     INFO((parsed ? std::string() : parsed.error().field + ": " + parsed.error().message));
     CHECK(parsed.has_value());
@@ -77,6 +78,23 @@ TEST_CASE("config files: the example ShareGPT dataset parses, and the spec names
   CHECK(parsed->stats.prompt_tokens.p95 > 2 * parsed->stats.prompt_tokens.p50);  // a long tail, as real chats have
   const json spec = read("config/sweeps/sharegpt.json");
   CHECK(spec["workload"]["dataset"]["id"] == capsweep::llm::dataset_id(capsweep::llm::sha256_hex(text.str())));
+}
+
+TEST_CASE("config files: the quality rehearsal dataset serves every check, and the regression example names it") {
+  std::ifstream in(std::string(CAPSWEEP_SOURCE_DIR) + "/config/datasets/quality-rehearsal.jsonl", std::ios::binary);
+  REQUIRE(in);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto parsed = capsweep::llm::parse_dataset(capsweep::llm::DatasetFormat::jsonl, text.str());
+  INFO((parsed ? std::string() : parsed.error().field + ": " + parsed.error().message));
+  REQUIRE(parsed.has_value());
+  CHECK(parsed->stats.items == 200);
+  const json spec = read("config/sweeps/regression.json");
+  CHECK(spec["quality"]["dataset"] == capsweep::llm::dataset_id(capsweep::llm::sha256_hex(text.str())));
+  capsweep::sweep::QualitySettings q;
+  for (const auto& c : spec["quality"]["checks"])
+    q.checks.push_back(*capsweep::sweep::parse_quality_check(c.get<std::string>()));
+  CHECK_FALSE(capsweep::sweep::quality_items_problem(q, parsed->entries, true).has_value());
 }
 
 TEST_CASE("config files: the capsweepd example is valid and equals the defaults") {

@@ -45,11 +45,8 @@ TEST_CASE("quality pass: each check judges the items it applies to, and failed r
       item("e", json::object()),
   };
   std::vector<loadgen::QualityReply> replies{
-      reply("{\"x\": 1}", "stop", 5),
-      reply("```json\n{}\n```", "stop", 6),
-      reply("42", "stop", 1),
-      reply("", "", 0, Outcome::http_5xx),
-      reply("words words", "length", 20),  // past its 16 tokens
+      reply("{\"x\": 1}", "stop", 5),      reply("```json\n{}\n```", "stop", 6), reply("42", "stop", 1),
+      reply("", "", 0, Outcome::http_5xx), reply("words words", "length", 20),  // past its 16 tokens
   };
   const JudgedQuality j = judge_quality(q, Role::candidate, 0, entries, replies, {});
   CHECK(j.answered == 4);
@@ -77,8 +74,9 @@ TEST_CASE("quality pass: schema and tool-call checks use the item's schema and t
   QualitySettings q;
   q.checks = {QualityCheck::json_schema, QualityCheck::tool_calls};
   const json schema{{"type", "object"}, {"required", {"n"}}, {"properties", {{"n", {{"type", "integer"}}}}}};
-  const json tools = json::array(
-      {{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", {{"type", "object"}, {"required", {"x"}}}}}}}});
+  const json tools =
+      json::array({{{"type", "function"},
+                    {"function", {{"name", "f"}, {"parameters", {{"type", "object"}, {"required", {"x"}}}}}}}});
   const std::vector<llm::DatasetEntry> entries{
       item("s1", {{"response_format", {{"type", "json_schema"}, {"json_schema", {{"schema", schema}}}}}}),
       item("s2", {{"response_format", {{"type", "json_schema"}, {"json_schema", {{"schema", schema}}}}}}),
@@ -86,9 +84,15 @@ TEST_CASE("quality pass: schema and tool-call checks use the item's schema and t
       item("t2", {{"tools", tools}, {"tool_choice", "required"}}),
   };
   loadgen::QualityReply call = reply("", "tool_calls", 3);
-  call.events = {json{{"choices", {{{"delta", {{"tool_calls", {{{"index", 0}, {"function", {{"name", "f"}, {"arguments", "{\"x\": 1}"}}}}}}}}}}}}.dump()};
+  call.events = {json{
+      {"choices",
+       {{{"delta", {{"tool_calls", {{{"index", 0}, {"function", {{"name", "f"}, {"arguments", "{\"x\": 1}"}}}}}}}}}}}}
+                     .dump()};
   loadgen::QualityReply bad_call = call;
-  bad_call.events = {json{{"choices", {{{"delta", {{"tool_calls", {{{"index", 0}, {"function", {{"name", "f"}, {"arguments", "{\"y\": 1}"}}}}}}}}}}}}.dump()};
+  bad_call.events = {json{
+      {"choices",
+       {{{"delta", {{"tool_calls", {{{"index", 0}, {"function", {{"name", "f"}, {"arguments", "{\"y\": 1}"}}}}}}}}}}}}
+                         .dump()};
   std::vector<loadgen::QualityReply> replies{reply("{\"n\": 3}", "stop", 3), reply("{\"n\": \"3\"}", "stop", 3), call,
                                              bad_call};
   const JudgedQuality j = judge_quality(q, Role::baseline, 1, entries, replies, {});

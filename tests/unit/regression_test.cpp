@@ -74,7 +74,8 @@ json latencies(double ttft, double itl, double goodput = 8, double attainment = 
 TEST_CASE("regression: each round runs both sides (alternate: baseline first), cooldown before all but the first") {
   std::vector<StepOrder> orders;
   const JobSpec spec = regression_spec(3);
-  run(spec, [](Role, int) { return latencies(20, 10); }, orders);
+  run(
+      spec, [](Role, int) { return latencies(20, 10); }, orders);
   REQUIRE(orders.size() == 6);
   for (int i = 0; i < 6; ++i) {
     CHECK(orders[i].kind == StepKind::run);
@@ -109,7 +110,8 @@ TEST_CASE("regression: identical sides pass every metric - a 25% slower candidat
   std::vector<StepOrder> orders;
   // Each round's load moves both sides alike (rounds 0..2 at 95%, 100%, 108%).
   const double load[] = {0.95, 1.0, 1.08};
-  const json same = run(regression_spec(), [&](Role, int r) { return latencies(20 * load[r], 10 * load[r]); }, orders);
+  const json same = run(
+      regression_spec(), [&](Role, int r) { return latencies(20 * load[r], 10 * load[r]); }, orders);
   CHECK(same["verdict"] == "pass");
   for (const auto& [k, m] : same["metrics"].items()) {
     INFO(k);
@@ -199,7 +201,8 @@ TEST_CASE("regression: a small drop past the bound with few items is inconclusiv
   };
   JobSpec spec = regression_spec(3, true);
   spec.quality->checks = {QualityCheck::json};
-  const json r = run(spec, [](Role, int) { return latencies(20, 10); }, orders, quality);
+  const json r = run(
+      spec, [](Role, int) { return latencies(20, 10); }, orders, quality);
   CHECK(r["quality"]["json"]["verdict"] == "inconclusive");
   CHECK(r["quality"]["json"]["drop_pp"] == 10.0);
 }

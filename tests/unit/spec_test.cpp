@@ -187,6 +187,10 @@ TEST_CASE("spec: a concurrency sweep lists its levels") {
   CHECK(first_error(rate_levels) == "/sweep/levels");
 }
 
+namespace {
+json regression_spec();
+}  // namespace
+
 TEST_CASE("spec: header values are split off and never part of the visible spec") {
   json d = with(demo(), "/target/headers", json{{"Authorization", "Bearer s3cret"}});
   auto split = sweep::split_secrets(d);
@@ -199,6 +203,23 @@ TEST_CASE("spec: header values are split off and never part of the visible spec"
   REQUIRE(js.target.headers.size() == 1);
   CHECK(js.target.headers[0].second == "Bearer s3cret");
   CHECK(sweep::split_secrets(demo()).secret_headers.empty());
+}
+
+TEST_CASE("spec: a regression's header values are split off for each target and put back where they were") {
+  json r = regression_spec();
+  r["baseline"]["target"]["headers"] = {{"Authorization", "Bearer a-secret"}};
+  r["candidate"]["target"]["headers"] = {{"Authorization", "Bearer b-secret"}, {"X-Key", "k"}};
+  r["judge"] = {{"target", {{"base_url", "http://127.0.0.1:9"}, {"model", "j"}, {"headers", {{"X-J", "j-secret"}}}}},
+                {"template", "{answer}"}};
+  const auto split = sweep::split_secrets(r);
+  const std::string visible = split.visible.dump();
+  for (const char* secret : {"a-secret", "b-secret", "j-secret"}) CHECK(visible.find(secret) == std::string::npos);
+  CHECK(split.visible["candidate"]["target"]["headers"]["X-Key"] == "(secret)");
+  CHECK(split.secret_headers["/candidate/target"]["X-Key"] == "k");
+  CHECK(sweep::join_secrets(split.visible, split.secret_headers) == r);
+  // A row stored before these keys existed (the flat form) still joins onto "target".
+  const json old = sweep::join_secrets(demo(), {{"Authorization", "Bearer x"}});
+  CHECK(old["target"]["headers"]["Authorization"] == "Bearer x");
 }
 
 TEST_CASE("spec: report.percentiles, target.labels and target.prometheus - values and errors") {

@@ -113,11 +113,13 @@ TEST_CASE("llmsim answers: the overrun and wrong-answer faults, and bad fields n
   CHECK(text_of(q) == "6");
   CHECK(q.reported_tokens_extra >= 1);
   ApiError error;
-  CHECK_FALSE(parse_completion_request(R"({"model": "m", "prompt": "x", "tools": []})", Api::completions, "m", 0, error));
+  CHECK_FALSE(
+      parse_completion_request(R"({"model": "m", "prompt": "x", "tools": []})", Api::completions, "m", 0, error));
   CHECK(error.param == "tools");
-  CHECK_FALSE(parse_completion_request(R"({"model": "m", "prompt": "x", "temperature": 3})", Api::completions, "m", 0, error));
+  CHECK_FALSE(
+      parse_completion_request(R"({"model": "m", "prompt": "x", "temperature": 3})", Api::completions, "m", 0, error));
   CHECK(error.param == "temperature");
-  CHECK_FALSE(parse_completion_request(R"({"model": "m", "prompt": "x", "response_format": "json"})", Api::completions, "m", 0,
-                                       error));
+  CHECK_FALSE(parse_completion_request(R"({"model": "m", "prompt": "x", "response_format": "json"})", Api::completions,
+                                       "m", 0, error));
   CHECK(error.param == "response_format");
 }
