@@ -377,7 +377,9 @@ json regression_result(const JobSpec& spec, const std::vector<StepOutcome>& step
   std::vector<std::string> warnings;
   if (spec.candidate && spec.candidate->base_url == spec.base_url &&
       spec.candidate->target.model == spec.target.model) {
-    warnings.push_back("baseline and candidate are the same target: an A/A calibration, not a comparison");
+    warnings.push_back(
+        "baseline and candidate are the same target: an A/A calibration, not a comparison (a server with a prefix "
+        "cache may serve a round's second run from its first, which sent the same prompts)");
   }
   json metrics = json::object();
   std::string worst = "pass";

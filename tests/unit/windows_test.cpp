@@ -1,0 +1,83 @@
+// Scenario windows: rows made incrementally as requests end, closed once their requests ended
+// (or a window later), latencies by scheduled time, completions and gaps where they happened.
+#include "core/windows.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace capsweep;
+using namespace std::chrono_literals;
+
+namespace {
+
+RequestRecord request(Nanos scheduled, Nanos ttft, int tokens, Nanos itl, Outcome outcome = Outcome::ok) {
+  RequestRecord r;
+  r.scheduled = r.dispatched = r.sent = scheduled;
+  r.outcome = outcome;
+  if (outcome != Outcome::ok) {
+    r.finished = scheduled + 5ms;
+    return r;
+  }
+  for (int i = 0; i < tokens; ++i) r.chunks.push_back({scheduled + ttft + itl * i, 1});
+  r.finished = r.chunks.back().arrival;
+  r.output_tokens = static_cast<std::uint32_t>(tokens);
+  return r;
+}
+
+double per_window(Nanos, Nanos) {
+  return 10;  // the profile expects 10 requests in each 5-s window: 2 req/s
+}
+
+}  // namespace
+
+TEST_CASE("windows: a row per window, latencies by scheduled time, completions where they happened") {
+  WindowAccumulator acc(5s, 20s, WindowGoodput{800.0, std::nullopt, std::nullopt});
+  REQUIRE(acc.windows() == 4);
+  // Window 0: two requests, one finishing in window 1; window 1: one fast, one slow (TTFT 900 ms).
+  const auto a = request(1s, 100ms, 5, 20ms), b = request(4s, 200ms, 60, 20ms);  // b ends at ~5.4 s
+  const auto c = request(6s, 50ms, 3, 10ms), d = request(7s, 900ms, 3, 10ms);
+  const auto e = request(8s, 0ms, 0, 0ms, Outcome::http_5xx);
+  for (const auto* r : {&a, &b, &c, &d, &e}) acc.on_scheduled(r->scheduled);
+  acc.on_ended(a, false);
+  // Nothing closes before the window's end.
+  CHECK(acc.take_closed(4500ms, 1, {}, per_window).empty());
+  // At 5.2 s window 0 still waits for b (not ended): it stays open.
+  CHECK(acc.take_closed(5200ms, 1, {}, per_window).empty());
+  acc.on_ended(b, false);
+  acc.on_ended(c, false);
+  acc.on_ended(d, false);
+  acc.on_ended(e, true);
+  auto rows = acc.take_closed(10500ms, 0, {}, per_window);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].index == 0);
+  CHECK(rows[0].scheduled == 2);
+  CHECK(rows[0].completed == 1);  // a; b completed in window 1
+  CHECK(rows[0].in_flight == 1);  // b, at the first look after the window's end
+  CHECK(rows[0].p50_ttft_ms == Approx(150));
+  CHECK(rows[0].offered_rps == Approx(2));
+  CHECK(rows[1].completed == 3);  // b, c, d
+  CHECK(rows[1].good == 2);       // d's TTFT is past 800 ms
+  CHECK(rows[1].goodput_rps == Approx(0.4));
+  CHECK(rows[1].errors[static_cast<std::size_t>(Outcome::http_5xx)] == 1);
+  CHECK(rows[1].rejected == 1);
+  CHECK(rows[1].p95_ttft_ms.value() > 800);
+  CHECK(rows[1].p95_itl_ms == Approx(20));  // most gaps ending in window 1 are b's
+  // The rest close at the end, empty.
+  rows = acc.take_closed(20s, 0, {}, per_window, true);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[1].index == 3);
+  CHECK(rows[1].scheduled == 0);
+  CHECK_FALSE(rows[1].p95_ttft_ms.has_value());
+  CHECK(acc.take_closed(30s, 0, {}, per_window, true).empty());
+}
+
+TEST_CASE("windows: a window whose requests still wait closes one window later with their wait as TTFT") {
+  WindowAccumulator acc(5s, 10s, {});
+  acc.on_scheduled(1s);
+  acc.on_scheduled(2s);
+  acc.on_ended(request(1s, 100ms, 2, 10ms), false);
+  CHECK(acc.take_closed(9s, 1, {2s}, per_window).empty());  // the second request may still answer
+  const auto rows = acc.take_closed(10s, 1, {2s}, per_window);
+  REQUIRE(rows.size() == 2);  // and the empty second window, which ended too
+  CHECK(rows[0].ttft_censored == 1);
+  CHECK(rows[0].p99_ttft_ms.value() == Approx(8000).margin(100));  // waited 8 s and counting
+}
