@@ -106,8 +106,8 @@ Result<Schedule> profile_schedule(const Profile& profile, ArrivalProcess process
   }
   const double total = profile.expected_total();
   if (total > static_cast<double>(max_requests) * 1.1 + 100) {
-    return invalid("/profile", fmt::format("the profile offers about {:.0f} requests; the limit is {}", total,
-                                           max_requests));
+    return invalid("/profile",
+                   fmt::format("the profile offers about {:.0f} requests; the limit is {}", total, max_requests));
   }
   Schedule s;
   s.spec.process = process;

@@ -54,7 +54,7 @@ class Profile {
 
 // The send times over the whole profile (process constant, poisson or gamma with
 // `burstiness`), at most `max_requests` (more is an error at "/profile").
-Result<Schedule> profile_schedule(const Profile& profile, ArrivalProcess process, double burstiness,
-                                  std::uint64_t seed, std::uint64_t max_requests = kMaxScheduledRequests);
+Result<Schedule> profile_schedule(const Profile& profile, ArrivalProcess process, double burstiness, std::uint64_t seed,
+                                  std::uint64_t max_requests = kMaxScheduledRequests);
 
 }  // namespace capsweep

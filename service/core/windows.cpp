@@ -66,8 +66,7 @@ void WindowAccumulator::on_ended(const RequestRecord& rec, bool fast_rejection) 
 
 std::vector<WindowRow> WindowAccumulator::take_closed(Nanos now, std::uint64_t in_flight,
                                                       const std::vector<Nanos>& waiting_since,
-                                                      const std::function<double(Nanos, Nanos)>& expected,
-                                                      bool final) {
+                                                      const std::function<double(Nanos, Nanos)>& expected, bool final) {
   std::vector<WindowRow> out;
   while (next_ < windows()) {
     Slot& s = slots_[static_cast<std::size_t>(next_)];

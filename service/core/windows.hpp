@@ -32,9 +32,9 @@ struct WindowRow {
   std::uint64_t in_flight = 0;  // requests sent and not ended at the window's end
   std::optional<double> p50_ttft_ms, p95_ttft_ms, p99_ttft_ms;  // of requests scheduled in it
   std::optional<double> p95_itl_ms;                             // of gaps that ended in it
-  std::uint64_t ttft_censored = 0;  // requests still waiting for a first token when it closed
+  std::uint64_t ttft_censored = 0;                    // requests still waiting for a first token when it closed
   std::array<std::uint64_t, kOutcomeCount> errors{};  // requests scheduled in it, by failed outcome
-  std::uint64_t rejected = 0;       // of the errors: fast rejections (429 / 503 answered at once)
+  std::uint64_t rejected = 0;                         // of the errors: fast rejections (429 / 503 answered at once)
   double goodput_rps = 0;
 };
 

@@ -72,8 +72,10 @@ Result<SimConfig> apply_json(SimConfig cfg, const nlohmann::json& j) {
         cfg.cold_start_mode = ColdStartMode::refuse;
       else if (*r == "503")
         cfg.cold_start_mode = ColdStartMode::unavailable;
+      else if (*r == "hold")
+        cfg.cold_start_mode = ColdStartMode::hold;
       else
-        return invalid("/cold_start_mode", "must be \"refuse\" or \"503\"");
+        return invalid("/cold_start_mode", "must be \"refuse\", \"503\" or \"hold\"");
       continue;
     }
     return invalid("/" + key, "unknown setting");

@@ -10,7 +10,9 @@
 
 namespace capsweep::llmsim {
 
-enum class ColdStartMode { refuse, unavailable };  // "refuse" | "503"
+// While loading: refuse connections, answer 503, or take requests and hold them until loaded
+// (a replica whose readiness lies: it accepts traffic and gives no first token for a while).
+enum class ColdStartMode { refuse, unavailable, hold };  // "refuse" | "503" | "hold"
 
 struct SimConfig {
   std::string listen = "127.0.0.1:8000";

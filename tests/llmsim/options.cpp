@@ -37,7 +37,9 @@ std::variant<SimConfig, int> parse_options(int argc, char** argv) {
   }
 
   CLI::App app{"capsweep-llmsim: a simulated OpenAI-compatible LLM server (continuous batching)"};
-  std::string config_file, cold_start = cfg.cold_start_mode == ColdStartMode::refuse ? "refuse" : "503";
+  std::string config_file, cold_start = cfg.cold_start_mode == ColdStartMode::refuse        ? "refuse"
+                                        : cfg.cold_start_mode == ColdStartMode::unavailable ? "503"
+                                                                                            : "hold";
   app.add_option("--config", config_file, "JSON file with the settings below (flags override it)");
   app.add_option("--listen", cfg.listen, "HOST:PORT to listen on")->capture_default_str();
   app.add_option("--model", cfg.model, "the model name served")->capture_default_str();
@@ -58,8 +60,9 @@ std::variant<SimConfig, int> parse_options(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--load-time-s", cfg.load_time_s, "cold start: seconds spent loading the model")
       ->capture_default_str();
-  app.add_option("--cold-start-mode", cold_start, "while loading: refuse connections, or answer 503")
-      ->check(CLI::IsMember({"refuse", "503"}))
+  app.add_option("--cold-start-mode", cold_start,
+                 "while loading: refuse connections, answer 503, or hold requests until loaded")
+      ->check(CLI::IsMember({"refuse", "503", "hold"}))
       ->capture_default_str();
   app.add_flag("--ready-lies", cfg.ready_lies, "/health answers 200 while the model is still loading");
   app.add_option("--error-rate", cfg.error_rate, "probability of an HTTP 500")->capture_default_str();
@@ -90,7 +93,9 @@ std::variant<SimConfig, int> parse_options(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  cfg.cold_start_mode = cold_start == "503" ? ColdStartMode::unavailable : ColdStartMode::refuse;
+  cfg.cold_start_mode = cold_start == "503"    ? ColdStartMode::unavailable
+                        : cold_start == "hold" ? ColdStartMode::hold
+                                               : ColdStartMode::refuse;
 
   auto valid = validate(cfg);
   if (!valid) {

@@ -325,6 +325,14 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
     if (!known) {
       co_return error_reply(req, {404, fmt::format("no route for {}", target), "NotFoundError", ""}, false);
     }
+    if (loading && cfg.cold_start_mode == ColdStartMode::hold) {
+      // Taken and held: the request waits for the model, as on a replica that said it was ready.
+      asio::steady_timer hold(io);
+      while (loading && !stopping) {
+        hold.expires_after(std::chrono::milliseconds(10));
+        co_await hold.async_wait(use_tuple);
+      }
+    }
     if (loading) {
       co_return error_reply(req, {503, "the model is still loading", "ServiceUnavailableError", ""});
     }

@@ -18,24 +18,23 @@ ProfileSegment ramp(double from, double to, Nanos d) {
 }
 
 std::size_t count_in(const Schedule& s, Nanos from, Nanos to) {
-  return static_cast<std::size_t>(std::count_if(s.send_times.begin(), s.send_times.end(),
-                                                [&](Nanos t) { return t >= from && t < to; }));
+  return static_cast<std::size_t>(
+      std::count_if(s.send_times.begin(), s.send_times.end(), [&](Nanos t) { return t >= from && t < to; }));
 }
 
 }  // namespace
 
 TEST_CASE("profile: the integrated rate of flat, ramped and oscillating segments, and its inverse") {
-  const auto p = Profile::make({flat(10, 60s), ramp(0, 10, 10s), flat(0, 5s),
-                                ProfileSegment{20s, 6, 6, 4, 10s}})
-                     .value();
+  const auto p =
+      Profile::make({flat(10, 60s), ramp(0, 10, 10s), flat(0, 5s), ProfileSegment{20s, 6, 6, 4, 10s}}).value();
   CHECK(p.duration() == 95s);
   CHECK(p.expected_before(60s) == Approx(600));
-  CHECK(p.expected_before(70s) == Approx(650));         // + the ramp's triangle
-  CHECK(p.expected_before(75s) == Approx(650));         // idle
-  CHECK(p.expected_total() == Approx(650 + 6 * 20));    // whole periods of the oscillation add nothing
+  CHECK(p.expected_before(70s) == Approx(650));       // + the ramp's triangle
+  CHECK(p.expected_before(75s) == Approx(650));       // idle
+  CHECK(p.expected_total() == Approx(650 + 6 * 20));  // whole periods of the oscillation add nothing
   CHECK(p.rate_at(65s) == Approx(5));
   CHECK(p.rate_at(72s) == 0);
-  CHECK(p.rate_at(75s + 2500ms) == Approx(10));         // 6 + 4 sin(pi / 2)
+  CHECK(p.rate_at(75s + 2500ms) == Approx(10));  // 6 + 4 sin(pi / 2)
   CHECK(p.rate_at(100s) == 0);
   for (double u : {1.0, 300.0, 600.5, 649.0, 651.0, 700.0}) {
     INFO(u);
