@@ -56,7 +56,7 @@ struct Replica {
   std::atomic<bool> ended{false};  // its io_context returned (drained or stopped)
   std::uint16_t port = 0;
   State state = State::loading;
-  std::uint64_t in_flight = 0;  // requests the gateway relays to it now
+  std::uint64_t in_flight = 0;      // requests the gateway relays to it now
   double running = 0, waiting = 0;  // its gauges at the last scrape
   std::string metrics_text;         // its /metrics at the last scrape
 };
@@ -162,7 +162,7 @@ struct Fleet::Impl : std::enable_shared_from_this<Impl> {
     sc.load_time_s = cfg.load_time_s;
     sc.drain_s = cfg.grace_s;
     if (cfg.readiness == Readiness::lying) {
-      sc.ready_lies = true;  // /health says 200 at once...
+      sc.ready_lies = true;                              // /health says 200 at once...
       sc.cold_start_mode = llmsim::ColdStartMode::hold;  // ...and requests wait for the model
     } else {
       sc.cold_start_mode = llmsim::ColdStartMode::unavailable;  // /health 503 until loaded
@@ -187,7 +187,8 @@ struct Fleet::Impl : std::enable_shared_from_this<Impl> {
     std::shared_ptr<Replica> victim;
     for (auto it = replicas.rbegin(); it != replicas.rend(); ++it) {
       if ((*it)->state == Replica::State::leaving) continue;
-      if (!victim || ((*it)->state == Replica::State::loading && victim->state != Replica::State::loading)) victim = *it;
+      if (!victim || ((*it)->state == Replica::State::loading && victim->state != Replica::State::loading))
+        victim = *it;
     }
     if (!victim) return;
     victim->state = Replica::State::leaving;
@@ -291,8 +292,8 @@ struct Fleet::Impl : std::enable_shared_from_this<Impl> {
       }
       const int want = hpa.sync(since_start(Clock::now()), live(), metric, since_start(last_request));
       if (want != desired) {
-        log::info(fmt::format("desired {} -> {} ({} per replica {})", desired, want,
-                              to_string(cfg.hpa.metric), metric.empty() ? 0.0 : metric.front()));
+        log::info(fmt::format("desired {} -> {} ({} per replica {})", desired, want, to_string(cfg.hpa.metric),
+                              metric.empty() ? 0.0 : metric.front()));
         desired = want;
         reconcile();
       }
@@ -315,8 +316,9 @@ struct Fleet::Impl : std::enable_shared_from_this<Impl> {
   }
 
   http::Reply error_reply(const http::Request& req, bhttp::status status, const std::string& message) {
-    return {http::json_response(req, status, fmt::format(R"({{"error": {{"message": "{}", "code": {}}}}})", message,
-                                                         static_cast<int>(status))),
+    return {http::json_response(
+                req, status,
+                fmt::format(R"({{"error": {{"message": "{}", "code": {}}}}})", message, static_cast<int>(status))),
             false};
   }
 
@@ -378,24 +380,28 @@ struct Fleet::Impl : std::enable_shared_from_this<Impl> {
     std::set<std::string> seen;
     for (const auto& r : replicas) relabel(r->metrics_text, r->id, seen, out);
     const std::string dep = observe::label("deployment", cfg.deployment);
-    observe::render_sample(out, "fleet_replicas_desired", "gauge", "Replicas the controller wants.", "", double(desired));
+    observe::render_sample(out, "fleet_replicas_desired", "gauge", "Replicas the controller wants.", "",
+                           double(desired));
     observe::render_sample(out, "fleet_replicas_ready", "gauge", "Replicas that are ready.", "", double(ready()));
     observe::render_sample(out, "fleet_replicas_current", "gauge", "Replicas started and not leaving.", "",
                            double(live()));
-    observe::render_sample(out, "kube_deployment_spec_replicas", "gauge", "Desired replicas (kube-state-metrics).",
-                           dep, double(desired));
+    observe::render_sample(out, "kube_deployment_spec_replicas", "gauge", "Desired replicas (kube-state-metrics).", dep,
+                           double(desired));
     observe::render_sample(out, "kube_deployment_status_replicas_ready", "gauge",
                            "Ready replicas (kube-state-metrics).", dep, double(ready()));
     observe::render_sample(out, "kube_deployment_status_replicas", "gauge", "Replicas (kube-state-metrics).", dep,
                            double(replicas.size()));
-    observe::render_header(out, "fleetsim_replica_in_flight", "gauge", "Requests the gateway relays to the replica now.");
+    observe::render_header(out, "fleetsim_replica_in_flight", "gauge",
+                           "Requests the gateway relays to the replica now.");
     for (const auto& r : replicas) {
       observe::render_value(out, "fleetsim_replica_in_flight", observe::label("replica", std::to_string(r->id)),
                             double(r->in_flight));
     }
-    observe::render_header(out, "DCGM_FI_DEV_GPU_UTIL", "gauge", "Simulated GPU utilisation, percent (saturates early).");
+    observe::render_header(out, "DCGM_FI_DEV_GPU_UTIL", "gauge",
+                           "Simulated GPU utilisation, percent (saturates early).");
     for (const auto& r : replicas) {
-      observe::render_value(out, "DCGM_FI_DEV_GPU_UTIL", observe::label("replica", std::to_string(r->id)), gpu_util(*r));
+      observe::render_value(out, "DCGM_FI_DEV_GPU_UTIL", observe::label("replica", std::to_string(r->id)),
+                            gpu_util(*r));
     }
     observe::render_sample(out, "fleetsim_requests_total", "counter", "Completion requests received.", "",
                            double(requests_total));
@@ -431,11 +437,12 @@ struct Fleet::Impl : std::enable_shared_from_this<Impl> {
       }
       std::string states;
       for (const auto& r : replicas) {
-        states += fmt::format("{}{{\"id\": {}, \"state\": \"{}\", \"in_flight\": {}}}", states.empty() ? "" : ", ", r->id,
-                              r->state == Replica::State::ready     ? "ready"
-                              : r->state == Replica::State::loading ? "loading"
-                                                                    : "leaving",
-                              r->in_flight);
+        states +=
+            fmt::format("{}{{\"id\": {}, \"state\": \"{}\", \"in_flight\": {}}}", states.empty() ? "" : ", ", r->id,
+                        r->state == Replica::State::ready     ? "ready"
+                        : r->state == Replica::State::loading ? "loading"
+                                                              : "leaving",
+                        r->in_flight);
       }
       co_return http::Reply{http::json_response(req, bhttp::status::ok,
                                                 fmt::format(R"({{"desired": {}, "ready": {}, "replicas": [{}]}})",

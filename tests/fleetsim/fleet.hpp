@@ -30,18 +30,18 @@ enum class Routing { round_robin, least_loaded };
 
 struct FleetConfig {
   std::string listen = "127.0.0.1:9000";
-  std::string deployment = "llm";   // the kube_* series' deployment label
-  llmsim::SimConfig replica;        // each replica's engine and model (listen and load time set here)
-  double load_time_s = 0;           // a new replica's cold start
+  std::string deployment = "llm";  // the kube_* series' deployment label
+  llmsim::SimConfig replica;       // each replica's engine and model (listen and load time set here)
+  double load_time_s = 0;          // a new replica's cold start
   Readiness readiness = Readiness::honest;
   Termination termination = Termination::graceful;
-  double grace_s = 30;              // graceful: how long a leaving replica may finish its streams
+  double grace_s = 30;  // graceful: how long a leaving replica may finish its streams
   Routing routing = Routing::round_robin;
   int initial_replicas = 1;
   HpaSettings hpa;
-  bool autoscale = true;            // false: the replica count stays as set (or as PUT /fleet/replicas sets it)
+  bool autoscale = true;                // false: the replica count stays as set (or as PUT /fleet/replicas sets it)
   double gpu_saturation_in_flight = 4;  // simulated GPU utilisation reaches 100% at this many in flight
-  double queue_timeout_s = 300;     // how long a request waits for a ready replica before 503
+  double queue_timeout_s = 300;         // how long a request waits for a ready replica before 503
 };
 
 // Checks ranges; errors name the setting ("/max_replicas", ...).

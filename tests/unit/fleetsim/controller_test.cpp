@@ -23,9 +23,9 @@ HpaSettings settings() {
 
 TEST_CASE("hpa: desired = ceil(ready x mean / target), no change within the tolerance, clamped") {
   Hpa h(settings());
-  CHECK(h.sync(15s, 2, {25, 25}, 15s) == 5);                     // 2 x 2.5
+  CHECK(h.sync(15s, 2, {25, 25}, 15s) == 5);                        // 2 x 2.5
   CHECK(h.sync(30s, 5, {10.5, 10.5, 10.5, 10.5, 10.5}, 30s) == 5);  // within 10%
-  CHECK(h.sync(45s, 5, {100, 100, 100, 100, 100}, 45s) == 8);    // clamped to max
+  CHECK(h.sync(45s, 5, {100, 100, 100, 100, 100}, 45s) == 8);       // clamped to max
   Hpa low(settings());
   CHECK(low.sync(15s, 1, {0}, 15s) == 1);  // the floor
   CHECK(low.sync(30s, 3, {}, 30s) == 3);   // no ready replica to read: unchanged
@@ -51,8 +51,8 @@ TEST_CASE("hpa: without a window the fleet flaps with load around the threshold 
       const double load = i % 2 ? 13.0 : 7.0;  // per replica of 2, alternating
       // Demand of 2 x load spread over the current replicas.
       const std::vector<double> per_replica(static_cast<std::size_t>(current), load * 2 / current);
-      const int next = h.sync(std::chrono::milliseconds(15'000 * i), current, per_replica,
-                              std::chrono::milliseconds(15'000 * i));
+      const int next =
+          h.sync(std::chrono::milliseconds(15'000 * i), current, per_replica, std::chrono::milliseconds(15'000 * i));
       const int direction = next > current ? 1 : next < current ? -1 : 0;
       if (direction != 0 && direction != last_direction && last_direction != 0) ++changes;
       if (direction != 0) last_direction = direction;
