@@ -8,7 +8,7 @@ namespace capsweep::cli {
 namespace {
 
 void add_job_commands(CLI::App& app, Args& a) {
-  auto* submit = app.add_subcommand("submit", "submit a job spec (sweep, check or regression)");
+  auto* submit = app.add_subcommand("submit", "submit a job spec (sweep, check, regression or scenario)");
   submit->add_option("SPEC", a.spec_path, "job spec JSON file")->required();
   submit->add_flag("--wait", a.wait, "follow the job and print its verdict (exit code from the verdict)");
   auto* check = app.add_subcommand("check", "submit a check job and wait for its verdict");
@@ -22,6 +22,9 @@ void add_job_commands(CLI::App& app, Args& a) {
   verdict->add_option("--require-rate", a.require_rate, "exit 3 when max_slo_rate_rps is below R");
   app.add_subcommand("steps", "the stored steps of a job, as a table")->add_option("ID", a.id, "job id")->required();
   app.add_subcommand("compare", "a regression job's verdict: each metric and quality check of both sides")
+      ->add_option("ID", a.id, "job id")
+      ->required();
+  app.add_subcommand("windows", "a scenario job's windows (rate, TTFT, errors, replicas), as a table")
       ->add_option("ID", a.id, "job id")
       ->required();
   auto* list = app.add_subcommand("list", "jobs, newest first");

@@ -56,7 +56,7 @@ int exit_for(const json& sweep, std::optional<double> require_rate) {
   if (status != "succeeded") return kJobFailed;
   const json& r = sweep["result"];
   const std::string kind = text_of(r, "kind", "sweep");
-  if (kind == "check" || kind == "regression") {
+  if (kind == "check" || kind == "regression" || kind == "scenario") {
     const std::string v = text_of(r, "verdict", "inconclusive");
     return v == "pass" ? kOk : v == "fail" ? kSloFail : kInconclusive;
   }
@@ -92,6 +92,8 @@ int watch(const ApiClient& c, const std::string& id, const Options& o, std::opti
       } else {
         fmt::print("{}\n", terminal_safe(verdict_text(v), true));
         int code = 0;
+        // A scenario's windows can run to hundreds: `capsweep windows ID` shows them.
+        if (text_of(v, "kind", "") == "scenario") return exit_for(v, require_rate);
         if (auto steps = get_json(c, "/v1/sweeps/" + id + "/steps", code))
           fmt::print("\n{}", terminal_safe(steps_table((*steps)["steps"]), true));
       }
@@ -244,6 +246,18 @@ int steps(const ApiClient& c, const Args& a) {
     fmt::print("{}\n", s->dump(2, ' ', false, json::error_handler_t::replace));
   else
     fmt::print("{}", terminal_safe(steps_table((*s)["steps"]), true));
+  return kOk;
+}
+
+// capsweep windows ID: a scenario's windows, as stored so far (also while it runs).
+int windows(const ApiClient& c, const Args& a) {
+  int code = kOk;
+  auto w = get_json(c, "/v1/sweeps/" + a.id + "/windows", code);
+  if (!w) return code;
+  if (a.o.json_out)
+    fmt::print("{}\n", w->dump(2, ' ', false, json::error_handler_t::replace));
+  else
+    fmt::print("{}", terminal_safe(windows_table((*w)["windows"]), true));
   return kOk;
 }
 
@@ -408,6 +422,7 @@ int run_command(const Args& a) {
   if (a.command == "verdict") return verdict(c, a);
   if (a.command == "compare") return compare(c, a);
   if (a.command == "steps") return steps(c, a);
+  if (a.command == "windows") return windows(c, a);
   if (a.command == "list") return list(c, a);
   if (a.command == "dataset-upload") return dataset_upload(c, a);
   if (a.command == "dataset-list") return dataset_list(c, a);

@@ -174,6 +174,78 @@ std::string compare_text(const json& sweep) {
   return out;
 }
 
+namespace {
+
+// A check's measured value or bound: a number, or an object's numbers "k=v, ...".
+std::string figure_text(const json& v) {
+  if (v.is_number()) return fmt::format("{:g}", v.get<double>());
+  if (!v.is_object()) return "-";
+  std::string out;
+  for (const auto& [k, x] : v.items()) {
+    if (!x.is_number()) continue;
+    out += fmt::format("{}{}={:g}", out.empty() ? "" : ", ", terminal_safe(k), x.get<double>());
+  }
+  return out.empty() ? "-" : out;
+}
+
+}  // namespace
+
+std::string scenario_text(const json& sweep) {
+  const json& r = at(sweep, "result");
+  const json& c = at(r, "conditions");
+  std::string out =
+      fmt::format("{}: scenario of {} s ({} windows of {} s, capacity {} req/s) against {}\n",
+                  upper(text_of(r, "verdict", "?")), num(at(c, "duration_s"), "{:g}"), num(at(r, "windows"), "{:g}"),
+                  num(at(c, "window_s"), "{:g}"), num(at(c, "capacity_rps"), "{:.2f}"), text_of(c, "target", "?"));
+  out += fmt::format("  {:<20} {:>30} {:>30} {:>9}  {}\n", "check", "measured", "bound", "windows", "verdict");
+  for (const auto& [name, k] : at(r, "checks").items()) {
+    const json& w = at(k, "windows");
+    const std::string windows = w.is_array() && w.size() == 2 && w[0].is_number()
+                                    ? fmt::format("{}..{}", num(w[0], "{:g}"), num(w[1], "{:g}"))
+                                    : std::string("-");
+    std::string measured = figure_text(at(k, "measured"));
+    if (name == "metric_choice" && at(at(k, "measured"), "ranking").is_array()) {
+      measured.clear();
+      for (const auto& g : at(at(k, "measured"), "ranking"))
+        if (g.is_string()) measured += (measured.empty() ? "" : " > ") + terminal_safe(g.get<std::string>());
+    }
+    out +=
+        fmt::format("  {:<20} {:>30} {:>30} {:>9}  {}\n", terminal_safe(name), measured + " " + text_of(k, "unit", ""),
+                    figure_text(at(k, "bound")), windows, upper(text_of(k, "verdict", "?")));
+    if (!text_of(k, "detail", "").empty()) out += "      " + text_of(k, "detail", "") + "\n";
+  }
+  const json& s = at(r, "summary");
+  out += fmt::format("  requests: {} scheduled, {} completed, {} failed ({} fast rejections); pooled TTFT p95 {} ms",
+                     num(at(s, "scheduled"), "{:g}"), num(at(s, "completed"), "{:g}"), num(at(s, "failed"), "{:g}"),
+                     num(at(s, "rejected"), "{:g}"), num(at(s, "pooled_p95_ttft_ms"), "{:.0f}"));
+  for (const auto& w : at(r, "warnings")) {
+    if (w.is_string()) out += "\n  warning: " + terminal_safe(w.get<std::string>());
+  }
+  return out;
+}
+
+std::string windows_table(const json& windows) {
+  std::string out =
+      fmt::format("{:>5} {:>7} {:>8} {:>6} {:>6} {:>6} {:>9} {:>9} {:>9} {:>8} {:>6} {:>5} {:>4} {:>5} {:>7}  {}\n",
+                  "win", "t_s", "offered", "sched", "done", "infl", "TTFT p50", "TTFT p95", "TTFT p99", "ITL p95",
+                  "errors", "rej", "cut", "ready", "desired", "events");
+  for (const auto& w : windows) {
+    std::uint64_t errors = 0;
+    for (const auto& [kind, n] : at(w, "errors").items())
+      if (n.is_number()) errors += n.get<std::uint64_t>();
+    std::string events;
+    for (const auto& e : at(w, "events")) events += (events.empty() ? "" : " ") + text_of(e, "kind", "?");
+    out += fmt::format(
+        "{:>5} {:>7} {:>8} {:>6} {:>6} {:>6} {:>9} {:>9} {:>9} {:>8} {:>6} {:>5} {:>4} {:>5} {:>7}  {}\n",
+        num(at(w, "index"), "{:g}"), num(at(w, "t_start_s"), "{:.1f}"), num(at(w, "offered_rps"), "{:.2f}"),
+        num(at(w, "scheduled"), "{:g}"), num(at(w, "completed"), "{:g}"), num(at(w, "in_flight"), "{:g}"),
+        num(at(w, "p50_ttft_ms"), "{:.0f}"), num(at(w, "p95_ttft_ms"), "{:.0f}"), num(at(w, "p99_ttft_ms"), "{:.0f}"),
+        num(at(w, "p95_itl_ms"), "{:.1f}"), errors, num(at(w, "rejected"), "{:g}"), num(at(w, "cut"), "{:g}"),
+        num(at(w, "ready"), "{:g}"), num(at(w, "desired"), "{:g}"), events);
+  }
+  return out;
+}
+
 std::string verdict_text(const json& sweep) {
   const std::string status = text_of(sweep, "status", "");
   if (status == "failed") return "FAILED: " + text_of(sweep, "error", "(no reason recorded)");
@@ -182,6 +254,7 @@ std::string verdict_text(const json& sweep) {
   const json& r = at(sweep, "result");
   const json slo = sweep.contains("spec") ? at(sweep, "spec").value("slo", json::object()) : json::object();
   if (text_of(r, "kind", "sweep") == "regression") return compare_text(sweep);
+  if (text_of(r, "kind", "sweep") == "scenario") return scenario_text(sweep);
   if (text_of(r, "kind", "sweep") == "check") {
     std::string v = text_of(r, "verdict", "inconclusive");
     for (char& c : v) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -308,6 +381,12 @@ std::string progress_text(const json& sweep, bool bar) {
     out += fmt::format("  p95 TTFT {:.0f} ms", at(p, "p95_ttft_ms_so_far").get<double>());
   }
   if (p.contains("eta_s") && at(p, "eta_s").is_number()) out += "  ETA " + duration_text(at(p, "eta_s").get<double>());
+  if (const json& w = at(p, "window"); w.is_object()) {
+    out +=
+        fmt::format("  | window {} at {} s: offered {} req/s, TTFT p95 {} ms, ready {}/{}", num(at(w, "index"), "{:g}"),
+                    num(at(w, "t_start_s"), "{:g}"), num(at(w, "offered_rps"), "{:.1f}"),
+                    num(at(w, "p95_ttft_ms"), "{:.0f}"), num(at(w, "ready"), "{:g}"), num(at(w, "desired"), "{:g}"));
+  }
   return out;
 }
 

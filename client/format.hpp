@@ -17,6 +17,11 @@ std::string verdict_text(const nlohmann::json& sweep);
 // runs, the change with its interval, the threshold, p, the verdict) and per quality check
 // (each side's rate, the drop, p, the verdict), the judge and the warnings.
 std::string compare_text(const nlohmann::json& sweep);
+// A scenario job's verdict: the conditions, one line per check (measured, bound, the windows
+// that decided it, the verdict, the detail), the request totals and the warnings.
+std::string scenario_text(const nlohmann::json& sweep);
+// A scenario's windows (GET /v1/sweeps/{id}/windows "windows") as an aligned table.
+std::string windows_table(const nlohmann::json& windows);
 // The stored steps as an aligned table.
 std::string steps_table(const nlohmann::json& steps);
 // One line of progress: "ladder  step 4/10  42%  25.6 req/s  p95 TTFT 120 ms  ETA 1m05s";

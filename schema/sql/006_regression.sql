@@ -1,8 +1,9 @@
--- capsweepd store, version 6: regression jobs. A job's kind may be 'regression' (and
--- 'scenario', reserved for time-varying load); a step may be a regression's timed run ('run')
--- or its answers to the quality items ('quality'), and names the side it measured (role:
--- 'baseline' or 'candidate') and its round (for a quality step, its pass). The answers
--- themselves, with each check's verdict, are kept per item. SQLite cannot change a CHECK
+-- capsweepd store, version 6: regression and scenario jobs. A job's kind may be 'regression'
+-- or 'scenario'; a step may be a regression's timed run ('run') or its answers to the quality
+-- items ('quality'), naming the side it measured (role: 'baseline' or 'candidate') and its
+-- round (for a quality step, its pass), or a scenario's time-varying load ('scenario'). The
+-- quality answers, with each check's verdict, are kept per item; a scenario's windows are
+-- kept as they are made. SQLite cannot change a CHECK
 -- constraint in place: both tables are rebuilt by the documented procedure (new table, copy,
 -- drop, rename), which runs with foreign keys off, so no row cascades away.
 
@@ -38,7 +39,7 @@ CREATE TABLE steps_v6 (
   sweep_id          TEXT NOT NULL REFERENCES sweeps (id) ON DELETE CASCADE,
   step_index        INTEGER NOT NULL,                -- 0-based order within the sweep
   kind              TEXT NOT NULL CHECK (kind IN ('baseline', 'probe', 'ladder', 'refine', 'check', 'level',
-                                                  'run', 'quality')),
+                                                  'run', 'quality', 'scenario')),
   phase             TEXT NOT NULL,
   offered_rate_rps  REAL,                            -- NULL for baseline, probe and infinite rates
   verdict           TEXT NOT NULL CHECK (verdict IN ('pass', 'fail', 'inconclusive')),
@@ -74,4 +75,12 @@ CREATE TABLE quality_items (
   score             REAL,                            -- the judge's score, when one was asked
   PRIMARY KEY (sweep_id, step_index, item_index),
   FOREIGN KEY (sweep_id, step_index) REFERENCES steps (sweep_id, step_index) ON DELETE CASCADE
+);
+
+CREATE TABLE scenario_windows (
+  sweep_id     TEXT NOT NULL REFERENCES sweeps (id) ON DELETE CASCADE,
+  window_index INTEGER NOT NULL,                  -- 0-based, window_s apart
+  t_start_s    REAL NOT NULL,
+  row          TEXT NOT NULL,                     -- JSON: the window's figures, replicas, events
+  PRIMARY KEY (sweep_id, window_index)
 );

@@ -15,6 +15,7 @@
 #include <map>
 
 #include "api/handlers.hpp"
+#include "core/json_access.hpp"
 #include "core/text.hpp"
 #include "report/autoscale.hpp"
 #include "report/html.hpp"
@@ -180,6 +181,48 @@ asio::awaitable<http::Reply> stream_quality_jsonl(Env& env, asio::any_io_executo
   };
   co_return co_await stream_pages(env, pool, c, stream, "application/x-ndjson; charset=utf-8", c.id + "-quality.jsonl",
                                   std::string(), next_page);
+}
+
+// GET /v1/sweeps/{id}/windows: a scenario's windows as stored (each window's figures, replica
+// counts, readiness and events).
+Answer get_windows(Env& env, const Call& c) {
+  auto row = env.ctx.store->sweep(c.id);
+  if (!row) return no_sweep(c);
+  json windows = json::array();
+  for (auto& w : env.ctx.store->windows(c.id)) {
+    w.erase("ttft_histogram");  // for pooling inside the service; not for readers
+    windows.push_back(std::move(w));
+  }
+  return json_ok(c.req, bhttp::status::ok, {{"id", c.id}, {"status", row->status}, {"windows", std::move(windows)}});
+}
+
+// GET /v1/sweeps/{id}/windows.csv: one line per window.
+Answer get_windows_csv(Env& env, const Call& c) {
+  auto row = env.ctx.store->sweep(c.id);
+  if (!row) return no_sweep(c);
+  static const std::array<const char*, 20> kColumns{
+      "index",       "t_start_s", "offered_rps", "scheduled",   "sent",        "completed",   "good",
+      "goodput_rps", "in_flight", "p50_ttft_ms", "p95_ttft_ms", "p99_ttft_ms", "max_ttft_ms", "p95_itl_ms",
+      "rejected",    "cut",       "ready",       "desired",     "serving",     "readiness"};
+  std::string csv;
+  for (const char* k : kColumns) csv += std::string(csv.empty() ? "" : ",") + k;
+  csv += ",errors,events\n";
+  for (const auto& w : env.ctx.store->windows(c.id)) {
+    std::string line;
+    for (const char* k : kColumns) {
+      const json& v = json_at(w, k);
+      line += line.empty() ? "" : ",";
+      if (v.is_number()) line += fmt::format("{:.4g}", v.get<double>());
+      if (v.is_boolean()) line += v.get<bool>() ? "1" : "0";
+    }
+    std::uint64_t errors = 0;
+    for (const auto& [kind, n] : json_at(w, "errors").items()) errors += n.is_number() ? n.get<std::uint64_t>() : 0;
+    std::string events;
+    for (const auto& e : json_at(w, "events"))
+      events += (events.empty() ? "" : " ") + printable_ascii(e.value("kind", ""), 40);
+    csv += line + fmt::format(",{},{}\n", errors, events);
+  }
+  return text_response(c.req, "text/csv; charset=utf-8", std::move(csv), c.id + "-windows.csv");
 }
 
 // GET /v1/sweeps/{id}/autoscale?format=keda|hpa|json&u=&base_rps=&peak_rps=&cold_start_s=

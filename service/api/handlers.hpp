@@ -92,6 +92,8 @@ boost::asio::awaitable<http::Reply> stream_requests_csv(Env& env, boost::asio::a
 boost::asio::awaitable<http::Reply> stream_quality_jsonl(Env& env, boost::asio::any_io_executor pool, const Call& c,
                                                          boost::beast::tcp_stream& stream);
 Answer get_report(Env& env, const Call& c);
+Answer get_windows(Env& env, const Call& c);
+Answer get_windows_csv(Env& env, const Call& c);
 Answer get_autoscale(Env& env, const Call& c);
 Answer create_dataset(Env& env, const Call& c);
 Answer list_datasets(Env& env, const Call& c);

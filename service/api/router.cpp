@@ -191,6 +191,8 @@ const std::vector<Route>& route_table() {
       {bhttp::verb::get, "/v1/sweeps/{id}/autoscale", Role::read, &get_autoscale},
       {bhttp::verb::get, "/v1/sweeps/{id}/report", Role::read, &get_report},
       {bhttp::verb::get, "/v1/sweeps/{id}/steps.csv", Role::read, &get_steps_csv},
+      {bhttp::verb::get, "/v1/sweeps/{id}/windows", Role::read, &get_windows},
+      {bhttp::verb::get, "/v1/sweeps/{id}/windows.csv", Role::read, &get_windows_csv},
       {bhttp::verb::post, "/v1/datasets", Role::submit, &create_dataset, true, nullptr, true},
       {bhttp::verb::get, "/v1/datasets", Role::read, &list_datasets},
       {bhttp::verb::get, "/v1/datasets/{id}", Role::read, &get_dataset},

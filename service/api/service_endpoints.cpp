@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <array>
+
 #include "api/handlers.hpp"
 
 namespace capsweep::api {
@@ -61,6 +63,37 @@ Answer readyz(Env& env, const Call& c) {
 }
 
 // GET /metrics: capsweepd's own, Prometheus text format 0.0.4.
+namespace {
+
+// The last window of each scenario running here, one gauge per figure with the job's id, so a
+// dashboard can follow a scenario while it runs.
+void render_scenario_windows(std::string& out, const std::vector<std::pair<std::string, nlohmann::json>>& windows) {
+  static const std::array<std::pair<const char*, const char*>, 9> kFigures{{
+      {"offered_rps", "The profile's offered rate in the scenario's last window."},
+      {"completed", "Requests completed in the scenario's last window."},
+      {"in_flight", "Requests in flight at the end of the scenario's last window."},
+      {"p95_ttft_ms", "TTFT p95 of the requests scheduled in the scenario's last window."},
+      {"p95_itl_ms", "ITL p95 in the scenario's last window."},
+      {"rejected", "Fast rejections (429/503 at once) in the scenario's last window."},
+      {"ready", "Ready replicas read at the end of the scenario's last window."},
+      {"desired", "Desired replicas read at the end of the scenario's last window."},
+      {"t_start_s", "Start of the scenario's last window, seconds into the scenario."},
+  }};
+  for (const auto& [key, help] : kFigures) {
+    const std::string name = std::string("capsweepd_scenario_window_") + key;
+    bool header = false;
+    for (const auto& [id, w] : windows) {
+      const auto it = w.find(key);
+      if (it == w.end() || !it->is_number()) continue;
+      if (!header) observe::render_header(out, name, "gauge", help);
+      header = true;
+      observe::render_value(out, name, observe::label("sweep", id), it->get<double>());
+    }
+  }
+}
+
+}  // namespace
+
 Answer metrics(Env& env, const Call& c) {
   std::string out;
   observe::render_header(out, "capsweepd_sweeps", "gauge", "Sweeps in the store by status.");
@@ -79,6 +112,7 @@ Answer metrics(Env& env, const Call& c) {
           env.requests_refused.load());
   observe::render_sample(out, "capsweepd_database_bytes", "gauge", "Size of the database file with its WAL.", "",
                          static_cast<double>(env.ctx.store->size_bytes()));
+  render_scenario_windows(out, env.ctx.manager->scenario_windows());
   env.latency.render(out);
   return text_response(c.req, "text/plain; version=0.0.4; charset=utf-8", std::move(out));
 }

@@ -133,6 +133,35 @@ std::optional<ApiError> check_check_limits(const Limits& l, const sweep::CheckSe
   return std::nullopt;
 }
 
+// A scenario's profile against the service's limits: its length, its peak rate, its requests.
+std::optional<ApiError> check_scenario_limits(const ServiceConfig& config, const sweep::JobSpec& spec) {
+  const Limits& l = config.limits;
+  const sweep::ScenarioSettings& sc = *spec.scenario;
+  if (sc.max_concurrency > l.max_connections_per_sweep) {
+    return over("/scenario/max_concurrency",
+                fmt::format("exceeds the service's limit of {} connections", l.max_connections_per_sweep));
+  }
+  auto profile = sweep::scenario_profile(sc);
+  if (!profile) return std::nullopt;  // from_sweep not resolved yet: checked again once it is
+  if (to_s(profile->duration()) > l.max_total_sweep_s) {
+    return over("/scenario/profile", fmt::format("the profile lasts {:.0f} s; the service's limit is {} s per job",
+                                                 to_s(profile->duration()), l.max_total_sweep_s));
+  }
+  double peak = 0;
+  for (const auto& seg : profile->segments())
+    peak = std::max({peak, seg.rate_rps + seg.amplitude_rps, seg.to_rate_rps + seg.amplitude_rps});
+  if (peak > l.max_rate_rps) {
+    return over("/scenario/profile",
+                fmt::format("the profile reaches {:.1f} req/s; the service's limit is {} req/s", peak, l.max_rate_rps));
+  }
+  if (profile->expected_total() > static_cast<double>(l.max_requests_per_step)) {
+    return over("/scenario/profile",
+                fmt::format("the profile sends about {:.0f} requests; the service's limit is {} per step",
+                            profile->expected_total(), l.max_requests_per_step));
+  }
+  return std::nullopt;
+}
+
 // A regression job's runs against the service's limits, and its whole length against the total.
 std::optional<ApiError> check_regression_limits(const ServiceConfig& config, const sweep::JobSpec& spec) {
   const Limits& l = config.limits;
@@ -189,6 +218,8 @@ std::optional<ApiError> check_limits(const ServiceConfig& config, const sweep::J
       return check_check_limits(l, spec.check);
     case sweep::JobKind::regression:
       return check_regression_limits(config, spec);
+    case sweep::JobKind::scenario:
+      return check_scenario_limits(config, spec);
   }
   return std::nullopt;
 }
@@ -295,10 +326,13 @@ std::optional<ApiError> check_dataset(Env& env, const sweep::JobSpec& spec, json
 // regression.from_sweep: the rate is the named sweep's max_slo_rate_rps, written into the
 // stored spec (409 while that sweep has none: unknown, unfinished, or no rate met its SLO).
 std::optional<ApiError> resolve_from_sweep(Env& env, sweep::JobSpec& spec, json& doc) {
-  if (spec.kind != sweep::JobKind::regression || spec.regression.from_sweep.empty()) return std::nullopt;
-  const std::string field = "/regression/from_sweep";
-  auto row = env.ctx.store->sweep(spec.regression.from_sweep);
-  if (!row) return api_error(errc::conflict, fmt::format("no sweep '{}'", spec.regression.from_sweep), field);
+  const bool regression = spec.kind == sweep::JobKind::regression && !spec.regression.from_sweep.empty();
+  const bool scenario = spec.kind == sweep::JobKind::scenario && !spec.scenario->from_sweep.empty();
+  if (!regression && !scenario) return std::nullopt;
+  const std::string& from = regression ? spec.regression.from_sweep : spec.scenario->from_sweep;
+  const std::string field = regression ? "/regression/from_sweep" : "/scenario/from_sweep";
+  auto row = env.ctx.store->sweep(from);
+  if (!row) return api_error(errc::conflict, fmt::format("no sweep '{}'", from), field);
   if (row->kind != "sweep" || row->status != "succeeded") {
     return api_error(
         errc::conflict,
@@ -309,8 +343,14 @@ std::optional<ApiError> resolve_from_sweep(Env& env, sweep::JobSpec& spec, json&
   if (!rate.is_number() || !(rate.get<double>() > 0)) {
     return api_error(errc::conflict, fmt::format("sweep '{}' found no rate that met its SLO", row->id), field);
   }
-  spec.regression.rate_rps = rate.get<double>();
-  doc["regression"]["rate_rps"] = spec.regression.rate_rps;
+  if (regression) {
+    spec.regression.rate_rps = rate.get<double>();
+    doc["regression"]["rate_rps"] = spec.regression.rate_rps;
+    return std::nullopt;
+  }
+  spec.scenario->capacity_rps = rate.get<double>();
+  doc["scenario"]["capacity_rps"] = *spec.scenario->capacity_rps;
+  if (auto p = sweep::scenario_profile(*spec.scenario); !p) return from_error(p.error());
   return std::nullopt;
 }
 
@@ -422,6 +462,11 @@ Answer create_sweep(Env& env, const Call& c) {
     return reject(over("/regression/rate_rps",
                        "give the request rate (rate_rps) or a sweep to take it from (from_sweep), not both"));
   }
+  const json scenario = json_at(doc, "scenario");
+  if (scenario.is_object() && scenario.contains("capacity_rps") && scenario.contains("from_sweep")) {
+    return reject(over("/scenario/capacity_rps",
+                       "give the capacity (capacity_rps) or a sweep to take it from (from_sweep), not both"));
+  }
   auto spec = accepted_spec(env, doc);
   if (!spec) return reject(from_error(spec.error()));
   if (auto e = check_allow_list(config, *spec)) return reject(*e);
@@ -429,6 +474,9 @@ Answer create_sweep(Env& env, const Call& c) {
   if (auto e = check_limits(config, *spec, doc)) return reject(*e);
   if (auto e = check_dataset(env, *spec, doc)) return reject(*e);
   if (auto e = resolve_from_sweep(env, *spec, doc)) return reject(*e);
+  if (spec->kind == sweep::JobKind::scenario) {
+    if (auto e = check_scenario_limits(config, *spec)) return reject(*e);  // with the capacity resolved
+  }
   if (auto e = check_quality_dataset(env, *spec, doc)) return reject(*e);
   if (env.ctx.store->count_status("queued") >= config.limits.max_queued_sweeps) {
     return reject(api_error(
@@ -446,6 +494,7 @@ Answer create_sweep(Env& env, const Call& c) {
   row.name = spec->name;
   row.kind = spec->kind == sweep::JobKind::check        ? "check"
              : spec->kind == sweep::JobKind::regression ? "regression"
+             : spec->kind == sweep::JobKind::scenario   ? "scenario"
                                                         : "sweep";
   row.target_key = spec->base_url;
   row.status = "queued";

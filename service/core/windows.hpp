@@ -4,17 +4,21 @@
 // its requests; nothing of a closed window is kept). A request belongs to the window of its
 // scheduled time for its latencies and its outcome; completions, tokens and inter-token gaps
 // count in the window where they happened. A window is closed once the requests scheduled
-// in it have all ended, or one window later at the latest (then the requests still waiting
-// for a first token count with the time they have waited so far: a lower bound of their TTFT).
+// in it have all ended, or one window later at the latest: then a request still in flight
+// counts with its TTFT when its first token came, else with the time it has waited so far (a
+// lower bound of its TTFT); what it does after that is not counted in the closed window.
 
 #include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "core/metrics.hpp"
 #include "core/record.hpp"
 #include "core/stats.hpp"
 #include "core/time.hpp"
@@ -30,33 +34,50 @@ struct WindowRow {
   std::uint64_t completed = 0;  // successful completions in the window
   std::uint64_t good = 0;       // of those, good (every goodput bound held)
   std::uint64_t in_flight = 0;  // requests sent and not ended at the window's end
-  std::optional<double> p50_ttft_ms, p95_ttft_ms, p99_ttft_ms;  // of requests scheduled in it
-  std::optional<double> p95_itl_ms;                             // of gaps that ended in it
-  std::uint64_t ttft_censored = 0;                    // requests still waiting for a first token when it closed
-  std::array<std::uint64_t, kOutcomeCount> errors{};  // requests scheduled in it, by failed outcome
-  std::uint64_t rejected = 0;                         // of the errors: fast rejections (429 / 503 answered at once)
+  std::optional<double> p50_ttft_ms, p95_ttft_ms, p99_ttft_ms, max_ttft_ms;  // requests scheduled in it
+  std::optional<double> p95_itl_ms;                                          // gaps that ended in it
+  std::uint64_t ttft_censored = 0;  // requests still waiting for a first token when it closed
+  // Requests scheduled in it that failed, by outcome; of those, fast rejections (a 4xx, or a
+  // 5xx answered within 250 ms) and streams cut (a stream error, or still running at the end).
+  std::array<std::uint64_t, kOutcomeCount> errors{};
+  std::uint64_t rejected = 0, cut = 0;
   double goodput_rps = 0;
+  // The TTFTs as a histogram of 1%-wide logarithmic buckets (index, count), so that windows
+  // pool into percentiles within 1% (pooled_ttft_percentile).
+  std::vector<std::pair<int, std::uint32_t>> ttft_histogram;
 };
 
-// Per-request bounds that make a request good (ms; absent: no bound), as in the SLO's goodput.
-struct WindowGoodput {
-  std::optional<double> ttft_ms, tpot_ms, e2el_ms;
+// A row as stored and shown: {"index", "t_start_s", "offered_rps", "scheduled", "sent",
+// "completed", "good", "in_flight", "p50_ttft_ms", "p95_ttft_ms", "p99_ttft_ms", "max_ttft_ms",
+// "p95_itl_ms", "ttft_censored", "errors": {"connect": n, ...}, "rejected", "cut",
+// "goodput_rps", "ttft_histogram": [[bucket, count], ...]}; and back (absent keys as zero).
+nlohmann::json window_json(const WindowRow& row);
+WindowRow window_from_json(const nlohmann::json& j);
+
+// The q-th percentile (nearest rank) of the TTFTs of several windows, within 1%.
+std::optional<double> pooled_ttft_percentile(const std::vector<const WindowRow*>& rows, double q);
+
+// A request in flight when a window closes: its scheduled time and, once it came, its first
+// token's (a TTFT is known before the request ends).
+struct LiveRequest {
+  Nanos scheduled{0};
+  std::optional<Nanos> first_token;
 };
 
 class WindowAccumulator {
  public:
-  WindowAccumulator(Nanos window, Nanos total, WindowGoodput goodput);
+  // `goodput`: the per-request bounds that make a request good (the SLO's).
+  WindowAccumulator(Nanos window, Nanos total, GoodputBounds goodput);
 
   // A request of the scenario was scheduled (counted in its window).
   void on_scheduled(Nanos scheduled);
   // A request ended (its record is final): latencies to its scheduled window, completion and
-  // gaps to the windows where they happened.
+  // gaps to the windows where they happened (those still open).
   void on_ended(const RequestRecord& rec, bool fast_rejection);
   // Rows of the windows that close by `now` (see the header), in order; `in_flight` is the
-  // number of requests in flight now, `waiting_since` the scheduled times of those still
-  // waiting for a first token, `expected(from, to)` the profile's expected arrivals.
-  // With `final`, every window left is closed (the scenario ended).
-  std::vector<WindowRow> take_closed(Nanos now, std::uint64_t in_flight, const std::vector<Nanos>& waiting_since,
+  // number of requests in flight now, `live` those requests, `expected(from, to)` the
+  // profile's expected arrivals. With `final`, every window left is closed (the scenario ended).
+  std::vector<WindowRow> take_closed(Nanos now, std::uint64_t in_flight, const std::vector<LiveRequest>& live,
                                      const std::function<double(Nanos, Nanos)>& expected, bool final = false);
 
   int windows() const noexcept { return static_cast<int>(slots_.size()); }
@@ -64,7 +85,7 @@ class WindowAccumulator {
 
  private:
   struct Slot {
-    std::uint64_t scheduled = 0, ended = 0, sent = 0, completed = 0, good = 0, rejected = 0;
+    std::uint64_t scheduled = 0, ended = 0, sent = 0, completed = 0, good = 0, rejected = 0, cut = 0;
     std::vector<double> ttft_ms, itl_ms;
     std::array<std::uint64_t, kOutcomeCount> errors{};
     std::uint64_t in_flight_at_end = 0;
@@ -73,7 +94,7 @@ class WindowAccumulator {
   int slot_of(Nanos t) const noexcept;
   Nanos window_;
   Nanos total_;
-  WindowGoodput goodput_;
+  GoodputBounds goodput_;
   std::vector<Slot> slots_;
   int next_ = 0;  // the first window not yet taken
 };

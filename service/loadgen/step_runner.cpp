@@ -11,10 +11,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <deque>
+#include <future>
 #include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <unordered_map>
 
 #include "core/log.hpp"
 #include "llm/client.hpp"
@@ -94,8 +96,10 @@ struct StepState {
   bool cancelled = false;   // cancelled by the user
   SampleSet loop_delay_ms;
   std::vector<RequestRow> rows;
+  std::unordered_map<std::uint64_t, const RequestRecord*> live;  // spec.track_live: in flight
 
   void record_row(const RequestRecord& rec, std::uint64_t index) {
+    if (!spec.keep_rows) return;
     const double nan = std::numeric_limits<double>::quiet_NaN();
     RequestRow row;
     row.index = index;
@@ -128,6 +132,7 @@ struct StepState {
     RequestRecord rec;
     rec.scheduled = scheduled;
     rec.dispatched = dispatched;
+    if (spec.track_live) live[index] = &rec;
     try {
       const llm::WorkItem item = workload.item(spec.request_index_base + index);
       rec.input_tokens = item.input_tokens;
@@ -152,7 +157,9 @@ struct StepState {
 
   void finish(RequestRecord& rec, std::uint64_t index) {
     if (rec.outcome == Outcome::cancelled && abandoning && !cancelled) rec.outcome = Outcome::incomplete;
+    if (spec.track_live) live.erase(index);
     record_row(rec, index);
+    if (spec.on_ended) spec.on_ended(rec);
     if (rec.outcome == Outcome::ok && !rec.chunks.empty() && rec.scheduled >= spec.warmup) {
       live_ttft_ms.add(to_ms(*rec.first_token() - rec.scheduled));
     }
@@ -181,6 +188,7 @@ struct StepState {
       if (spec.stall_before && *spec.stall_before == i) std::this_thread::sleep_for(spec.stall);
       const Nanos dispatched = now();
       progress.scheduled.fetch_add(1, std::memory_order_relaxed);
+      if (spec.on_scheduled) spec.on_scheduled(times[i]);
       if (spec.concurrency > 0 && in_flight >= spec.concurrency) {
         capped.push_back({i, times[i], dispatched});
       } else {
@@ -263,6 +271,7 @@ struct StepState {
         rec.outcome = cancelled ? Outcome::cancelled : Outcome::incomplete;
         record_row(rec, w.index);
         acc.add(rec);
+        if (spec.on_ended) spec.on_ended(rec);
       }
       capped.clear();
       endpoint->cancel_all();
@@ -299,6 +308,7 @@ struct StepState {
       rec.outcome = Outcome::cancelled;
       record_row(rec, w.index);
       acc.add(rec);
+      if (spec.on_ended) spec.on_ended(rec);
     }
     capped.clear();
     endpoint->cancel_all();
@@ -321,6 +331,27 @@ void StepRunner::cancel() {
   }
 }
 
+std::vector<StepRunner::Live> StepRunner::live_requests() {
+  // Shared with the handler: should the generator answer after we gave up, it sets a promise
+  // nobody reads any more.
+  auto answer = std::make_shared<std::promise<std::vector<Live>>>();
+  auto future = answer->get_future();
+  {
+    std::lock_guard lock(active_mutex_);
+    auto* s = static_cast<StepState*>(active_);
+    if (!s || !s->spec.track_live) return {};
+    asio::post(s->io, [s, answer] {
+      std::vector<Live> out;
+      out.reserve(s->live.size());
+      for (const auto& [index, rec] : s->live) out.push_back({rec->scheduled, rec->first_token()});
+      answer->set_value(std::move(out));
+    });
+  }
+  // The generator answers between two events; a stopped one never does.
+  if (future.wait_for(std::chrono::seconds(1)) != std::future_status::ready) return {};
+  return future.get();
+}
+
 namespace {
 
 // What a step is before it runs: its send times, its measurement window and when the drain
@@ -341,7 +372,11 @@ Result<StepPlan> plan_step(const StepSpec& spec) {
   StepPlan plan;
   plan.window.warmup = spec.warmup;
   Nanos schedule_end = spec.duration;
-  if (spec.mode == Mode::rate) {
+  if (spec.mode == Mode::rate && spec.schedule) {
+    plan.schedule = *spec.schedule;
+    plan.window.offered_rate_rps = spec.schedule->spec.rate_rps;
+    plan.window.end = spec.duration;
+  } else if (spec.mode == Mode::rate) {
     ScheduleLimit limit;
     if (spec.arrival.process != ArrivalProcess::all_at_once) limit.duration = spec.duration;
     limit.count = spec.requests;

@@ -47,6 +47,18 @@ struct StepSpec {
   std::optional<observe::PromSource> prometheus;   // the gauges from a Prometheus server instead
   Nanos scrape_interval = std::chrono::seconds(1);
   std::uint64_t request_index_base = 0;  // distinct prompts across steps
+  // A schedule made beforehand (a scenario's profile), sent as it is; `duration` is then its
+  // length (the measured window ends there).
+  std::shared_ptr<const Schedule> schedule;
+  // false: the per-request rows (requests.csv) are not kept; a long scenario keeps windows.
+  bool keep_rows = true;
+  // Called on the generator thread when a request is scheduled (its scheduled time) and when
+  // it ends (its final record): incremental views of the step (a scenario's windows). They
+  // must not block.
+  std::function<void(Nanos scheduled)> on_scheduled;
+  std::function<void(const RequestRecord& rec)> on_ended;
+  // Keep a registry of the requests in flight, for live_requests().
+  bool track_live = false;
   // Test hook: block the dispatcher (the whole generator thread) for `stall` before request
   // `stall_before`, as a generator starved of CPU would be.
   std::optional<std::uint64_t> stall_before;
@@ -116,6 +128,14 @@ class StepRunner : public RunControl {
   Result<StepResult> run(const StepSpec& spec);
   // Stops dispatch and aborts requests in flight; run() then returns soon with cancelled set.
   void cancel() override;
+  // The requests in flight now (a step with track_live): each one's scheduled time and, once
+  // it came, its first token's. Read on the generator thread; empty when no step runs or the
+  // generator does not answer within a second.
+  struct Live {
+    Nanos scheduled{0};
+    std::optional<Nanos> first_token;
+  };
+  std::vector<Live> live_requests();
   const Progress& progress() const noexcept override { return progress_; }
 
  private:

@@ -170,6 +170,12 @@ class Store {
   };
   std::vector<std::pair<int, RequestRow>> requests_page(const std::string& sweep_id, std::optional<RequestKey> after,
                                                         std::size_t limit);
+  // A scenario's windows: written as they are made (one short transaction each), read back in
+  // order; cleared when the scenario's step starts again after a crash.
+  void append_window(const std::string& sweep_id, int index, double t_start_s, const nlohmann::json& row);
+  std::vector<nlohmann::json> windows(const std::string& sweep_id);
+  void clear_windows(const std::string& sweep_id);
+
   // Stores a dataset unless one with its sha256 is stored; the stored row either way, and
   // whether this call inserted it. `content` is bound in place, not copied.
   std::pair<DatasetRow, bool> insert_dataset(const DatasetRow& d, std::string_view content);

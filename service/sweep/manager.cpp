@@ -11,6 +11,7 @@
 #include "core/memory.hpp"
 #include "loadgen/quality_runner.hpp"
 #include "loadgen/step_runner.hpp"
+#include "sweep/manager_parts.hpp"
 #include "sweep/orchestrator.hpp"
 #include "sweep/quality_pass.hpp"
 #include "sweep/spec.hpp"
@@ -21,11 +22,6 @@ namespace capsweep::sweep {
 namespace {
 
 using json = nlohmann::json;
-using Clock = std::chrono::steady_clock;
-
-void log_line(const std::string& text) {
-  log::info(text);
-}
 
 // The result with the load's record as submitted (defaults filled, the dataset's sha256):
 // the workload (lengths, seed, dataset), the arrival process (burstiness), what the target is
@@ -57,6 +53,22 @@ json with_record(json result, const json& stored_spec, std::optional<double> max
                                        : json(nullptr);
   }
   return result;
+}
+
+// The targets a job holds while it runs: its target, and a regression's candidate too (two
+// jobs against one server corrupt both).
+std::vector<std::string> target_keys(const store::SweepRow& row) {
+  std::vector<std::string> keys{row.target_key};
+  const json candidate = json_at(json_at(json_at(row.spec, "candidate"), "target"), "base_url");
+  if (candidate.is_string() && candidate.get<std::string>() != row.target_key)
+    keys.push_back(candidate.get<std::string>());
+  return keys;
+}
+
+}  // namespace
+
+void log_line(const std::string& text) {
+  log::info(text);
 }
 
 loadgen::StepSpec step_spec(const JobSpec& spec, const StepOrder& order, int index) {
@@ -113,58 +125,6 @@ loadgen::StepSpec step_spec(const JobSpec& spec, const StepOrder& order, int ind
   return s;
 }
 
-// The targets a job holds while it runs: its target, and a regression's candidate too (two
-// jobs against one server corrupt both).
-std::vector<std::string> target_keys(const store::SweepRow& row) {
-  std::vector<std::string> keys{row.target_key};
-  const json candidate = json_at(json_at(json_at(row.spec, "candidate"), "target"), "base_url");
-  if (candidate.is_string() && candidate.get<std::string>() != row.target_key)
-    keys.push_back(candidate.get<std::string>());
-  return keys;
-}
-
-}  // namespace
-
-struct SweepManager::Active {
-  std::string id;
-  std::vector<std::string> target_keys;  // the targets it holds (a regression: both sides)
-  std::atomic<bool> cancel{false};
-  mutable std::mutex m;
-  std::condition_variable step_ended;     // wakes the step's time-limit watch
-  loadgen::RunControl* runner = nullptr;  // while a step runs
-  // Progress of the step in flight.
-  std::string phase;
-  int step = 0;  // 1-based index of the step in flight
-  int steps_planned = 0;
-  double rate_rps = 0;
-  std::optional<std::uint64_t> step_requests;
-  Nanos step_length{0};  // warm-up + measured, 0 for count-based steps
-  Nanos fixed_step_length{0};
-  Clock::time_point step_started{};
-  bool in_step = false;
-
-  // A step starts: what live progress shows from now on.
-  void enter_step(const StepOrder& order, int index, int planned, loadgen::RunControl* r, Nanos fixed_length) {
-    std::lock_guard al(m);
-    phase = order.phase;
-    step = index + 1;
-    steps_planned = planned;
-    rate_rps = order.rate_rps;
-    step_requests = order.requests;
-    step_length = order.duration.count() > 0 ? order.warmup + order.duration : Nanos{0};
-    fixed_step_length = fixed_length;
-    step_started = Clock::now();
-    runner = r;
-    in_step = true;
-  }
-  // The same step goes on with another run (a quality step's judge after its answers).
-  void switch_runner(loadgen::RunControl* r) {
-    std::lock_guard al(m);
-    runner = r;
-    if (cancel && r) r->cancel();
-  }
-};
-
 // A stored step's rows are not needed any more: free them (and the page cache they were
 // written through) now and hand the freed pages back to the system, so a long run's resident
 // memory reflects what is live, not its largest step.
@@ -176,51 +136,6 @@ void release_step_memory(JudgedStep&& judged, loadgen::StepResult&& result, stor
   }  // freed here
   memory::return_free_memory();
 }
-
-// The total time limit holds inside a step too: while a step runs, a watch thread cancels its
-// runner when the sweep's time is up. end_step() (or the destructor) ends the watch.
-class StepDeadline {
- public:
-  StepDeadline(SweepManager::Active& a, std::chrono::system_clock::time_point limit_at)
-      : a_(a), watch_([this, limit_at] {
-          std::unique_lock al(a_.m);
-          if (!a_.step_ended.wait_until(al, limit_at, [this] { return !a_.in_step; })) {
-            over_time_ = true;
-            if (a_.runner) a_.runner->cancel();
-          }
-        }) {}
-  ~StepDeadline() { end_step(); }
-  StepDeadline(const StepDeadline&) = delete;
-  StepDeadline& operator=(const StepDeadline&) = delete;
-  // Marks the step ended; true when the limit stopped it.
-  bool end_step() {
-    {
-      std::lock_guard al(a_.m);
-      a_.runner = nullptr;
-      a_.in_step = false;
-    }
-    a_.step_ended.notify_all();
-    if (watch_.joinable()) watch_.join();
-    return over_time_;
-  }
-
- private:
-  SweepManager::Active& a_;
-  bool over_time_ = false;  // written by the watch, read after joining it
-  std::thread watch_;
-};
-
-// What a claimed sweep needs for all its steps.
-struct SweepManager::Prepared {
-  JobSpec spec;
-  std::unique_ptr<loadgen::StepRunner> runner;
-  // A regression job: the candidate's runner (the same workload, so the same prompts), and the
-  // items of its quality checks.
-  std::unique_ptr<loadgen::StepRunner> candidate_runner;
-  std::vector<llm::DatasetEntry> quality_entries;
-  std::chrono::system_clock::time_point started;  // first start, across restarts
-  Nanos fixed_step_length{0};
-};
 
 SweepManager::SweepManager(ManagerOptions options)
     : options_(std::move(options)), store_(std::make_unique<store::Store>(options_.db_path)) {}
@@ -358,7 +273,27 @@ std::optional<json> SweepManager::live_progress(const std::string& id) const {
   j["requests_done"] = done;
   j["requests_in_flight"] = in_flight;
   j["p95_ttft_ms_so_far"] = p95;
+  if (!a->latest_window.is_null()) {
+    // A scenario's last closed window, without the histogram kept for pooling.
+    json w = a->latest_window;
+    w.erase("ttft_histogram");
+    j["window"] = std::move(w);
+  }
   return j;
+}
+
+std::vector<std::pair<std::string, json>> SweepManager::scenario_windows() const {
+  std::vector<std::shared_ptr<Active>> running;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [id, a] : active_) running.push_back(a);
+  }
+  std::vector<std::pair<std::string, json>> out;
+  for (const auto& a : running) {
+    std::lock_guard al(a->m);
+    if (!a->latest_window.is_null()) out.emplace_back(a->id, a->latest_window);
+  }
+  return out;
 }
 
 std::shared_ptr<SweepManager::Active> SweepManager::claim() {
@@ -540,6 +475,7 @@ std::optional<SweepManager::Prepared> SweepManager::prepare(const store::SweepRo
   }
   p.fixed_step_length = spec->kind == JobKind::check        ? spec->check.warmup + spec->check.duration
                         : spec->kind == JobKind::regression ? spec->regression.warmup + spec->regression.duration
+                        : spec->kind == JobKind::scenario   ? Nanos{0}
                                                             : spec->sweep.warmup + spec->sweep.step_duration;
   log_line(fmt::format("sweep {} running against {} ({})", id, spec->base_url, how));
   p.spec = std::move(*spec);
@@ -617,6 +553,7 @@ bool SweepManager::run_step(const store::SweepRow& row, Prepared& p, const std::
     return false;
   }
   if (order.kind == StepKind::quality) return run_quality_step(row, p, active, order, index, steps_planned);
+  if (order.kind == StepKind::scenario) return run_scenario_step(row, p, active, order, index, steps_planned);
   loadgen::StepSpec ss = step_spec(p.spec, order, index);
   if (options_.max_connections > 0 && (ss.concurrency == 0 || ss.concurrency > options_.max_connections)) {
     ss.concurrency = options_.max_connections;
@@ -654,96 +591,6 @@ bool SweepManager::run_step(const store::SweepRow& row, Prepared& p, const std::
     return true;
   }
   store_step(id, p.spec, order, index, started_at, std::move(*result));
-  return true;
-}
-
-// The judge's score of each answered item that has a reference (nullopt for the others).
-std::vector<std::optional<double>> SweepManager::judge_answers(const JobSpec& spec,
-                                                               const std::vector<llm::DatasetEntry>& entries,
-                                                               const std::vector<loadgen::QualityReply>& replies,
-                                                               const std::shared_ptr<Active>& active) {
-  const JudgeSettings& judge = *spec.judge;
-  std::vector<std::optional<double>> scores(replies.size());
-  std::vector<std::string> bodies;
-  std::vector<std::size_t> asked;
-  for (std::size_t i = 0; i < replies.size() && i < entries.size(); ++i) {
-    if (!replies[i].asked || judge_reference(entries[i]).empty()) continue;
-    const llm::Answer a = llm::assemble_answer(replies[i].events);
-    if (!a.error.empty() || a.malformed) continue;
-    bodies.push_back(llm::judge_body(judge.target, judge_prompt(judge.template_text, entries[i], a.text)));
-    asked.push_back(i);
-  }
-  loadgen::QualityRunner runner(options_.endpoint ? options_.endpoint : loadgen::http_endpoint(judge.target));
-  active->switch_runner(&runner);
-  const auto verdicts = runner.run(bodies, spec.quality->concurrency);
-  active->switch_runner(nullptr);
-  for (std::size_t k = 0; k < asked.size() && k < verdicts.size(); ++k) {
-    scores[asked[k]] = llm::judge_score(llm::assemble_answer(verdicts[k].events).text, judge.scale);
-  }
-  return scores;
-}
-
-bool SweepManager::run_quality_step(const store::SweepRow& row, Prepared& p, const std::shared_ptr<Active>& active,
-                                    const StepOrder& order, int index, int steps_planned) {
-  const std::string& id = row.id;
-  const QualitySettings& q = *p.spec.quality;
-  const llm::Target& target = order.role == Role::candidate ? p.spec.candidate->target : p.spec.target;
-  std::vector<std::string> bodies;
-  bodies.reserve(p.quality_entries.size());
-  for (const auto& e : p.quality_entries)
-    bodies.push_back(llm::quality_body(target, e, q.max_tokens, p.spec.workload.seed));
-  loadgen::QualityRunner runner(options_.endpoint ? options_.endpoint : loadgen::http_endpoint(target));
-  active->enter_step(order, index, steps_planned, &runner, Nanos{0});
-  store_->set_progress(id, {{"phase", order.phase},
-                            {"step", index + 1},
-                            {"steps_planned", steps_planned},
-                            {"percent", std::round(1000.0 * index / steps_planned) / 10}});
-  if (active->cancel) runner.cancel();
-  const std::string started_at = store::utc_now();
-  bool over_time = false;
-  std::vector<loadgen::QualityReply> replies;
-  std::vector<std::optional<double>> scores;
-  {
-    StepDeadline deadline(*active, p.started + options_.max_total_sweep);
-    replies = runner.run(bodies, q.concurrency);
-    if (p.spec.judge && !active->cancel && !stopping())
-      scores = judge_answers(p.spec, p.quality_entries, replies, active);
-    over_time = deadline.end_step();
-  }
-  store_->end_step_attempt(id);
-  if (over_time) {
-    finish(id, "failed", nullptr,
-           fmt::format("the job reached the service's max_total_sweep_s limit during step {}", index));
-    return false;
-  }
-  if (active->cancel || stopping()) return true;  // not stored; the caller's loop says why
-  const int pass = order.round;
-  JudgedQuality judged = judge_quality(q, *order.role, pass, p.quality_entries, replies, scores);
-  StepOutcome o;
-  o.kind = StepKind::quality;
-  o.role = order.role;
-  o.round = pass;
-  o.verdict = judged.failed == 0 ? Verdict::pass : Verdict::fail;
-  o.completed = judged.answered;
-  o.measured = judged.answered + judged.failed;
-  store::StepRow step;
-  step.index = index;
-  step.kind = "quality";
-  step.phase = order.phase;
-  step.verdict = std::string(to_string(o.verdict));
-  step.summary = judged.summary;
-  step.evaluation = {{"verdict", step.verdict},
-                     {"note", "pass: every item was answered; the quality verdicts are in the job's result"}};
-  step.outcome = o.to_json();
-  step.role = std::string(to_string(*order.role));
-  step.round = pass;
-  step.started_at = started_at;
-  step.finished_at = store::utc_now();
-  store_->append_step(id, step, {}, judged.items);
-  stats_.steps_run++;
-  stats_.requests_sent += judged.answered + judged.failed;
-  log_line(fmt::format("sweep {} step {} ({}): {} of {} items answered", id, index, order.phase, judged.answered,
-                       judged.answered + judged.failed));
   return true;
 }
 

@@ -94,6 +94,8 @@ class SweepManager {
   // "eta_s", "current_rate_rps", "requests_done", "requests_in_flight", "p95_ttft_ms_so_far"}.
   std::optional<nlohmann::json> live_progress(const std::string& id) const;
   bool workers_alive() const noexcept;
+  // The last stored window of each scenario running here (id, row), for /metrics.
+  std::vector<std::pair<std::string, nlohmann::json>> scenario_windows() const;
   const ManagerStats& stats() const noexcept { return stats_; }
 
  private:
@@ -121,6 +123,10 @@ class SweepManager {
   // has the judge score them), stores the step with its items; false when the job ended.
   bool run_quality_step(const store::SweepRow& row, Prepared& p, const std::shared_ptr<Active>& active,
                         const StepOrder& order, int index, int steps_planned);
+  // A scenario's step: the whole profile sent, its windows stored as they close, the checks
+  // judged from them; false when the job ended.
+  bool run_scenario_step(const store::SweepRow& row, Prepared& p, const std::shared_ptr<Active>& active,
+                         const StepOrder& order, int index, int steps_planned);
   std::vector<std::optional<double>> judge_answers(const JobSpec& spec, const std::vector<llm::DatasetEntry>& entries,
                                                    const std::vector<loadgen::QualityReply>& replies,
                                                    const std::shared_ptr<Active>& active);

@@ -8,6 +8,7 @@
 
 #include "sweep/levels.hpp"
 #include "sweep/regression.hpp"
+#include "sweep/scenario.hpp"
 
 namespace capsweep::sweep {
 
@@ -371,13 +372,15 @@ std::string_view to_string(StepKind k) noexcept {
       return "run";
     case StepKind::quality:
       return "quality";
+    case StepKind::scenario:
+      return "scenario";
   }
   return "ladder";
 }
 
 std::optional<StepKind> parse_step_kind(std::string_view s) noexcept {
   for (StepKind k : {StepKind::baseline, StepKind::probe, StepKind::ladder, StepKind::refine, StepKind::check,
-                     StepKind::level, StepKind::run, StepKind::quality}) {
+                     StepKind::level, StepKind::run, StepKind::quality, StepKind::scenario}) {
     if (to_string(k) == s) return k;
   }
   return std::nullopt;
@@ -556,6 +559,7 @@ Action after_ladder(const JobSpec& spec, const Analysis& a, std::vector<std::str
 
 Action next_action(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
   if (spec.kind == JobKind::regression) return next_regression_action(spec, steps);
+  if (spec.kind == JobKind::scenario) return next_scenario_action(spec, steps);
   if (spec.kind == JobKind::sweep && spec.sweep.mode == SweepMode::concurrency) return next_level_action(spec, steps);
   const Analysis a = analyse(spec, steps);
   if (spec.kind == JobKind::check) {
@@ -582,6 +586,11 @@ Plan plan_progress(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
   Plan p;
   const int done = static_cast<int>(steps.size());
   if (spec.kind == JobKind::regression) return regression_progress(spec, steps);
+  if (spec.kind == JobKind::scenario) {
+    p.steps_planned = 1;
+    p.phase = done ? "done" : "scenario";
+    return p;
+  }
   if (spec.kind == JobKind::check) {
     p.steps_planned = 1;
     p.phase = done ? "done" : "check";

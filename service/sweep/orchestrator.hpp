@@ -24,8 +24,9 @@
 
 namespace capsweep::sweep {
 
-// run: a regression job's timed run of one side; quality: its answers to the quality items.
-enum class StepKind { baseline, probe, ladder, refine, check, level, run, quality };
+// run: a regression job's timed run of one side; quality: its answers to the quality items;
+// scenario: a scenario job's whole profile.
+enum class StepKind { baseline, probe, ladder, refine, check, level, run, quality, scenario };
 std::string_view to_string(StepKind k) noexcept;
 std::optional<StepKind> parse_step_kind(std::string_view s) noexcept;
 

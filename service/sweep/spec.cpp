@@ -266,8 +266,10 @@ Result<JobSpec> parse_job_spec(const json& spec) {
       js.kind = JobKind::check;
     else if (*k == "regression")
       js.kind = JobKind::regression;
+    else if (*k == "scenario")
+      js.kind = JobKind::scenario;
     else
-      return invalid("/kind", "must be \"sweep\", \"check\" or \"regression\"");
+      return invalid("/kind", "must be \"sweep\", \"check\", \"regression\" or \"scenario\"");
   }
   if (auto n = spec.find("name"); n != spec.end()) {
     if (!n->is_string()) return invalid("/name", "must be a string");
@@ -293,7 +295,18 @@ Result<JobSpec> parse_job_spec(const json& spec) {
       if (spec.contains(block)) return invalid(std::string("/") + block, "belongs to a regression job");
     }
   }
-  if (js.kind == JobKind::regression) {
+  if (js.kind != JobKind::scenario && spec.contains("scenario")) {
+    return invalid("/scenario", "belongs to a scenario job (\"kind\": \"scenario\")");
+  }
+  if (js.kind == JobKind::scenario) {
+    for (const char* block : {"sweep", "check"}) {
+      if (spec.contains(block)) return invalid(std::string("/") + block, "a scenario job has a \"scenario\" block");
+    }
+    if (js.arrival.process == ArrivalProcess::all_at_once) {
+      return invalid("/arrival/process", "a scenario's rate varies in time: all_at_once has no rate");
+    }
+    if (auto e = parse_scenario_block(spec, js)) return *e;
+  } else if (js.kind == JobKind::regression) {
     for (const char* block : {"sweep", "check"}) {
       if (spec.contains(block)) return invalid(std::string("/") + block, "a regression job has a \"regression\" block");
     }
@@ -341,6 +354,13 @@ std::vector<std::pair<std::string, std::string>> side_urls(const JobSpec& spec) 
     if (spec.candidate->prometheus) out.emplace_back(b + "/prometheus/url", spec.candidate->prometheus->url);
   }
   if (spec.judge) out.emplace_back("/judge/target/base_url", spec.judge->base_url);
+  if (spec.scenario) {
+    if (!spec.scenario->readiness_url.empty())
+      out.emplace_back("/scenario/readiness_url", spec.scenario->readiness_url);
+    if (spec.scenario->replicas && spec.scenario->replicas->prometheus) {
+      out.emplace_back("/scenario/replicas/prometheus/url", spec.scenario->replicas->prometheus->url);
+    }
+  }
   return out;
 }
 

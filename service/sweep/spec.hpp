@@ -5,6 +5,7 @@
 // a schema cannot express, with the same error shape.
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -13,6 +14,7 @@
 #include "core/compare.hpp"
 #include "core/error.hpp"
 #include "core/plan.hpp"
+#include "core/profile.hpp"
 #include "core/schedule.hpp"
 #include "core/slo.hpp"
 #include "core/time.hpp"
@@ -22,7 +24,7 @@
 
 namespace capsweep::sweep {
 
-enum class JobKind { sweep, check, regression };
+enum class JobKind { sweep, check, regression, scenario };
 // A rate sweep finds the highest request rate within the SLO; a concurrency sweep runs one
 // closed-loop step per number of users and finds the most users within the SLO.
 enum class SweepMode { rate, concurrency };
@@ -127,6 +129,65 @@ struct JudgeSettings {
   double max_drop_pct = 5;    // the candidate's mean score this much lower (and significant) fails
 };
 
+// One segment of a scenario's profile as written: a rate, or a multiple of the capacity.
+struct ScenarioSegment {
+  Nanos duration{0};
+  std::optional<double> rate_rps, capacity_x, to_rate_rps, to_capacity_x;
+  std::optional<double> amplitude_rps, amplitude_x;
+  Nanos period{0};
+};
+
+// The checks a scenario judges (only those named; each needs what it observes).
+struct ScenarioChecks {
+  std::optional<double> scale_up_reaction_max_s;
+  struct Slo {
+    double max_error_rate = 0.01;
+    double ttft_p95_ms = 5000;
+  };
+  std::optional<Slo> slo_during_scale_up;
+  struct Recovery {
+    double max_s = 600;
+    int windows = 3;
+  };
+  std::optional<Recovery> recovery;
+  struct ColdStart {
+    double expected_s = 0;
+    double tolerance_pct = 20;
+  };
+  std::optional<ColdStart> cold_start;
+  struct Readiness {
+    double window_s = 10;
+    std::optional<double> max_ttft_ms;  // default: 5 x the unloaded TTFT p95 measured at the start
+  };
+  std::optional<Readiness> readiness;
+  std::optional<std::uint64_t> scale_down_max_cut_streams;
+  std::optional<int> flapping_max_direction_changes;
+  bool metric_choice = false;
+};
+
+// Where the replica counts come from: a Prometheus server's instant queries, or gauges of the
+// target's metrics text (summed over series).
+struct ReplicaSource {
+  std::optional<observe::PromSource> prometheus;  // queries "ready", "desired", "serving"
+  std::map<std::string, std::string> metric;      // "ready" -> gauge name, ...
+};
+
+struct ScenarioSettings {
+  std::optional<double> capacity_rps;  // filled in from from_sweep at submit when that is given
+  std::string from_sweep;
+  std::vector<ScenarioSegment> segments;
+  Nanos window = std::chrono::seconds(5);
+  std::string readiness_url;
+  std::optional<ReplicaSource> replicas;
+  ScenarioChecks checks;
+  Nanos drain_timeout = std::chrono::seconds(30);
+  std::uint32_t max_concurrency = 0;
+};
+
+// The profile of a scenario in requests per second (capacity multiples resolved); errors name
+// the segment's field ("/scenario/profile/2/capacity_x" without a capacity).
+Result<Profile> scenario_profile(const ScenarioSettings& s);
+
 // The candidate side of a regression job (the baseline is the job's own target).
 struct CandidateTarget {
   llm::Target target;
@@ -153,6 +214,7 @@ struct JobSpec {
   RegressionSettings regression;
   std::optional<QualitySettings> quality;
   std::optional<JudgeSettings> judge;
+  std::optional<ScenarioSettings> scenario;
   std::string basis;
   // report.percentiles: the percentiles exports show (sorted, distinct, each in (0, 100)).
   std::vector<double> report_percentiles{50, 90, 95, 99, 99.9};
@@ -172,6 +234,8 @@ std::vector<double> summary_percentiles(const JobSpec& spec);
 
 // Parses the regression, quality and judge blocks of a regression job (regression_spec.cpp).
 std::optional<Error> parse_regression_blocks(const nlohmann::json& spec, JobSpec& js);
+// Parses the scenario block of a scenario job (scenario_spec.cpp).
+std::optional<Error> parse_scenario_block(const nlohmann::json& spec, JobSpec& js);
 
 // Parses a schema-valid spec. Cross-field errors: warmup_s >= step_duration_s
 // ("/sweep/warmup_s"), check warmup >= duration ("/check/warmup_s"), all_at_once without

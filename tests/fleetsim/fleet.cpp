@@ -360,14 +360,27 @@ struct Fleet::Impl : std::enable_shared_from_this<Impl> {
     up.expires_after(std::chrono::seconds(30));
     auto [wec, wn] = co_await bhttp::async_write(up, fwd, use_tuple);
     if (wec) co_return error_reply(req, bhttp::status::bad_gateway, "the replica closed the connection");
-    // The answer as it comes: the replica closes the connection at its end (or when cut).
+    // The answer as it comes: the replica closes the connection at its end (or when cut), and
+    // so does the gateway; its header says so ("Connection: close"), so that a client does
+    // not send its next request on a connection about to close.
     std::array<char, 16 * 1024> buf{};
+    std::string head;  // the answer's header, until its end was seen
+    bool head_sent = false;
     while (true) {
       up.expires_after(std::chrono::seconds(600));
       auto [rec, n] = co_await up.async_read_some(asio::buffer(buf), use_tuple);
-      if (n > 0) {
+      std::string_view chunk(buf.data(), n);
+      if (!head_sent && (n > 0 || rec)) {
+        head.append(chunk);
+        const auto end = head.find("\r\n\r\n");
+        if (end == std::string::npos && !rec && head.size() < 64 * 1024) continue;
+        if (end != std::string::npos) head.insert(end + 2, "Connection: close\r\n");
+        head_sent = true;
+        chunk = head;
+      }
+      if (!chunk.empty()) {
         client.expires_after(std::chrono::seconds(30));
-        auto [cwec, cwn] = co_await asio::async_write(client, asio::buffer(buf.data(), n), use_tuple);
+        auto [cwec, cwn] = co_await asio::async_write(client, asio::buffer(chunk.data(), chunk.size()), use_tuple);
         if (cwec) break;
       }
       if (rec) break;

@@ -30,7 +30,9 @@ double per_window(Nanos, Nanos) {
 }  // namespace
 
 TEST_CASE("windows: a row per window, latencies by scheduled time, completions where they happened") {
-  WindowAccumulator acc(5s, 20s, WindowGoodput{800.0, std::nullopt, std::nullopt});
+  GoodputBounds goodput;
+  goodput.ttft = 800ms;
+  WindowAccumulator acc(5s, 20s, goodput);
   REQUIRE(acc.windows() == 4);
   // Window 0: two requests, one finishing in window 1; window 1: one fast, one slow (TTFT 900 ms).
   const auto a = request(1s, 100ms, 5, 20ms), b = request(4s, 200ms, 60, 20ms);  // b ends at ~5.4 s
@@ -75,9 +77,44 @@ TEST_CASE("windows: a window whose requests still wait closes one window later w
   acc.on_scheduled(1s);
   acc.on_scheduled(2s);
   acc.on_ended(request(1s, 100ms, 2, 10ms), false);
-  CHECK(acc.take_closed(9s, 1, {2s}, per_window).empty());  // the second request may still answer
-  const auto rows = acc.take_closed(10s, 1, {2s}, per_window);
+  CHECK(acc.take_closed(9s, 1, {{2s, std::nullopt}}, per_window).empty());  // the second may still answer
+  const auto rows = acc.take_closed(10s, 1, {{2s, std::nullopt}}, per_window);
   REQUIRE(rows.size() == 2);  // and the empty second window, which ended too
   CHECK(rows[0].ttft_censored == 1);
   CHECK(rows[0].p99_ttft_ms.value() == Approx(8000).margin(100));  // waited 8 s and counting
+}
+
+TEST_CASE("windows: a request streaming at the close counts its TTFT - what it does later is not counted twice") {
+  WindowAccumulator acc(5s, 20s, {});
+  acc.on_scheduled(1s);
+  const auto rows = acc.take_closed(10s, 1, {{1s, 1300ms}}, per_window);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].p50_ttft_ms == Approx(300));
+  CHECK(rows[0].ttft_censored == 0);
+  // It ends later: nothing of it lands in the closed window, its completion counts where it happened.
+  auto late = request(1s, 300ms, 400, 25ms);  // ends at ~11.3 s
+  acc.on_ended(late, false);
+  const auto next = acc.take_closed(20s, 0, {}, per_window, true);
+  REQUIRE(next.size() == 2);
+  CHECK(next[0].completed == 1);
+  CHECK(next[0].scheduled == 0);
+}
+
+TEST_CASE("windows: the TTFTs of several windows pool into a percentile within 1%") {
+  WindowAccumulator acc(1s, 3s, {});
+  for (int i = 0; i < 300; ++i) {
+    const Nanos at = std::chrono::milliseconds(10 * i);
+    acc.on_scheduled(at);
+    acc.on_ended(request(at, std::chrono::milliseconds(100 + i), 1, 0ms), false);
+  }
+  const auto rows = acc.take_closed(3s, 0, {}, per_window, true);
+  REQUIRE(rows.size() == 3);
+  std::vector<const WindowRow*> all;
+  for (const auto& r : rows) all.push_back(&r);
+  // TTFTs 100..399 ms: the pooled p95 is about 384 ms.
+  CHECK(pooled_ttft_percentile(all, 95).value() == Approx(384).epsilon(0.01));
+  // Window 0 holds 100..199 ms: its p50 (nearest rank, the 50th) is 149 ms.
+  CHECK(pooled_ttft_percentile({&rows[0]}, 50).value() == Approx(149).epsilon(0.01));
+  CHECK(rows[2].max_ttft_ms == Approx(399));
+  CHECK_FALSE(pooled_ttft_percentile({}, 95).has_value());
 }

@@ -1,0 +1,151 @@
+// A scenario job's step: the whole profile sent as one step, watched window by window
+// (ScenarioWatch), then judged from its stored windows and events.
+
+#include <fmt/format.h>
+
+#include "core/memory.hpp"
+#include "store/store.hpp"
+#include "sweep/manager_parts.hpp"
+#include "sweep/scenario.hpp"
+#include "sweep/scenario_watch.hpp"
+
+namespace capsweep::sweep {
+
+using json = nlohmann::json;
+
+namespace {
+
+// The step as stored: the load engine's summary with the scenario's result in it.
+store::StepRow scenario_row(const JobSpec& spec, const StepOrder& order, int index, const loadgen::StepResult& r,
+                            const json& result, std::size_t windows) {
+  StepOutcome o;
+  o.kind = StepKind::scenario;
+  const std::string v = result.value("verdict", "inconclusive");
+  o.verdict = v == "pass" ? Verdict::pass : v == "fail" ? Verdict::fail : Verdict::inconclusive;
+  o.offered_rate_rps = order.rate_rps;
+  o.completed = r.metrics.completed;
+  o.measured = r.metrics.measured;
+  o.generator_limited = r.generator_limited;
+  store::StepRow row;
+  row.index = index;
+  row.kind = "scenario";
+  row.phase = order.phase;
+  row.offered_rate_rps = order.rate_rps;
+  row.verdict = v;
+  row.generator_limited = r.generator_limited;
+  row.summary = r.summary(summary_percentiles(spec));
+  row.summary["step_kind"] = "scenario";
+  row.summary["windows"] = windows;
+  row.summary["result"] = result;
+  row.evaluation = {{"verdict", v}, {"checks", result.value("checks", json::object())}};
+  row.outcome = o.to_json();
+  row.server = r.server.scrapes() || r.server.failures() ? r.server.summary() : json(nullptr);
+  return row;
+}
+
+}  // namespace
+
+bool SweepManager::run_scenario_step(const store::SweepRow& row, Prepared& p, const std::shared_ptr<Active>& active,
+                                     const StepOrder& order, int index, int steps_planned) {
+  const std::string& id = row.id;
+  const JobSpec& spec = p.spec;
+  auto profile = scenario_profile(*spec.scenario);
+  auto schedule = profile ? profile_schedule(*profile, spec.arrival.process, spec.arrival.burstiness,
+                                             spec.workload.seed * 1'000'003ULL + static_cast<std::uint64_t>(index))
+                          : Result<Schedule>(profile.error());
+  if (!schedule) {
+    store_->end_step_attempt(id);
+    finish(id, "failed", nullptr, "the scenario's profile: " + schedule.error().message);
+    return false;
+  }
+  store_->clear_windows(id);  // a step started again after a crash begins its windows anew
+  std::mutex fatal_m;
+  std::string fatal;
+  ScenarioWatch::Options wo;
+  wo.allow_address = options_.allow_host;
+  wo.max_response_bytes = options_.max_response_bytes;
+  wo.live = [&p] {
+    std::vector<LiveRequest> out;
+    for (const auto& l : p.runner->live_requests()) out.push_back({l.scheduled, l.first_token});
+    return out;
+  };
+  wo.in_flight = [&p] { return p.runner->progress().in_flight.load(); };
+  wo.on_window = [&active](const json& w) {
+    std::lock_guard al(active->m);
+    active->latest_window = w;
+  };
+  wo.on_fatal = [&](const std::string& why) {
+    {
+      std::lock_guard lock(fatal_m);
+      if (fatal.empty()) fatal = why;
+    }
+    p.runner->cancel();
+  };
+  ScenarioWatch watch(spec, *profile, id, *store_, std::move(wo));
+  if (const std::string why = watch.probe_replica_source(); !why.empty()) {
+    store_->end_step_attempt(id);
+    finish(id, "failed", nullptr, "scenario.replicas: " + why);
+    return false;
+  }
+  loadgen::StepSpec ss = step_spec(spec, order, index);
+  ss.schedule = std::make_shared<const Schedule>(std::move(*schedule));
+  ss.duration = profile->duration();
+  ss.warmup = Nanos{0};
+  ss.requests.reset();
+  ss.keep_rows = false;  // the windows are the record; memory stays flat however long it runs
+  ss.track_live = true;
+  ss.drain_timeout = spec.scenario->drain_timeout;
+  ss.on_scheduled = [&watch](Nanos t) { watch.scheduled(t); };
+  ss.on_ended = [&watch](const RequestRecord& r) { watch.ended(r); };
+  if (options_.max_connections > 0 && (ss.concurrency == 0 || ss.concurrency > options_.max_connections)) {
+    ss.concurrency = options_.max_connections;
+  }
+  active->enter_step(order, index, steps_planned, p.runner.get(), profile->duration());
+  store_->set_progress(id,
+                       {{"phase", order.phase}, {"step", index + 1}, {"steps_planned", steps_planned}, {"percent", 0}});
+  if (active->cancel) p.runner->cancel();
+  const std::string started_at = store::utc_now();
+  bool over_time = false;
+  Result<loadgen::StepResult> result = Error{errc::internal, "not run", ""};
+  {
+    StepDeadline deadline(*active, p.started + options_.max_total_sweep);
+    watch.start(SteadyClock::now() + std::chrono::milliseconds(20));  // the runner's origin, as near as it gets
+    result = p.runner->run(ss);
+    over_time = deadline.end_step();
+  }
+  const json events = watch.stop();
+  store_->end_step_attempt(id);
+  {
+    std::lock_guard al(active->m);
+    active->latest_window = nullptr;
+  }
+  {
+    std::lock_guard lock(fatal_m);
+    if (!fatal.empty()) {
+      finish(id, "failed", nullptr, "scenario.replicas: " + fatal);
+      return false;
+    }
+  }
+  if (!result) {
+    finish(id, "failed", nullptr, fmt::format("the scenario could not run: {}", result.error().message));
+    return false;
+  }
+  if (over_time) {
+    finish(id, "failed", nullptr, "the job reached the service's max_total_sweep_s limit during its scenario");
+    return false;
+  }
+  if (result->cancelled || active->cancel || stopping()) return true;  // not stored; the caller's loop says why
+  const auto windows = store_->windows(id);
+  const json verdict = scenario_result(spec, *profile, windows, events);
+  store::StepRow step = scenario_row(spec, order, index, *result, verdict, windows.size());
+  step.started_at = started_at;
+  step.finished_at = store::utc_now();
+  store_->append_step(id, step, {});
+  stats_.steps_run++;
+  stats_.requests_sent += result->metrics.measured;
+  log_line(fmt::format("sweep {} step {} (scenario, {} windows) {}", id, index, windows.size(), step.verdict));
+  memory::return_free_memory();
+  return true;
+}
+
+}  // namespace capsweep::sweep

@@ -1,0 +1,469 @@
+#include "sweep/scenario.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/json_access.hpp"
+#include "core/windows.hpp"
+
+namespace capsweep::sweep {
+
+namespace {
+
+using json = nlohmann::json;
+
+json round3(double v) {
+  return std::isfinite(v) ? json(std::round(v * 1000) / 1000) : json(nullptr);
+}
+
+// What the checks read of the windows, parsed once.
+struct Facts {
+  std::vector<WindowRow> rows;
+  std::vector<json> raw;  // the stored rows (replica counts, readiness, server gauges)
+  double window_s = 5;
+  std::optional<double> spike_s;
+};
+
+std::optional<double> number_at(const json& j, const char* key) {
+  const json& v = json_at(j, key);
+  return v.is_number() ? std::optional<double>(v.get<double>()) : std::nullopt;
+}
+
+// The replica count a window shows: `serving`, else `ready` (or only the one asked).
+std::optional<double> replicas_of(const json& w, const char* which = nullptr) {
+  if (which) return number_at(w, which);
+  if (auto s = number_at(w, "serving")) return s;
+  return number_at(w, "ready");
+}
+
+std::uint64_t failures(const WindowRow& r, bool with_rejections) {
+  std::uint64_t n = 0;
+  for (std::size_t i = 0; i < kOutcomeCount; ++i) n += r.errors[i];
+  return with_rejections ? n : n - std::min(n, r.rejected);
+}
+
+json check(const char* verdict, json measured, json bound, const char* unit, std::optional<int> first,
+           std::optional<int> last, std::string detail) {
+  return {{"verdict", verdict},
+          {"measured", std::move(measured)},
+          {"bound", std::move(bound)},
+          {"unit", unit},
+          {"windows", json::array({first ? json(*first) : json(nullptr), last ? json(*last) : json(nullptr)})},
+          {"detail", std::move(detail)}};
+}
+
+// Whether a window meets the job's SLO as far as a window can tell: its TTFT percentiles
+// (p50, p95, p99), its ITL p95, its error rate.
+bool window_meets_slo(const JobSpec& spec, const WindowRow& r) {
+  for (const auto& b : spec.slo.latency) {
+    if (!b.percentile) continue;
+    std::optional<double> v;
+    if (b.metric == LatencyMetric::ttft) {
+      v = *b.percentile == 50   ? r.p50_ttft_ms
+          : *b.percentile == 95 ? r.p95_ttft_ms
+          : *b.percentile == 99 ? r.p99_ttft_ms
+                                : std::nullopt;
+    } else if (b.metric == LatencyMetric::itl && *b.percentile == 95) {
+      v = r.p95_itl_ms;
+    }
+    if (v && *v > b.bound_ms) return false;
+  }
+  if (r.scheduled > 0 && spec.slo.max_error_rate &&
+      static_cast<double>(failures(r, false)) / static_cast<double>(r.scheduled) > *spec.slo.max_error_rate) {
+    return false;
+  }
+  return r.scheduled == 0 || r.p95_ttft_ms.has_value();
+}
+
+// The first window at or after `from_s` that starts a run of `k` windows meeting the SLO.
+std::optional<int> recovered_at(const JobSpec& spec, const Facts& f, double from_s, int k) {
+  int run = 0;
+  for (std::size_t i = 0; i < f.rows.size(); ++i) {
+    if (f.rows[i].t_start_s + f.window_s <= from_s) continue;
+    run = window_meets_slo(spec, f.rows[i]) ? run + 1 : 0;
+    if (run >= k) return static_cast<int>(i) - k + 1;
+  }
+  return std::nullopt;
+}
+
+json scale_up_reaction(const Facts& f, double max_s) {
+  if (!f.spike_s)
+    return check("inconclusive", nullptr, max_s, "s", {}, {}, "the profile never goes above the capacity");
+  std::optional<double> before;
+  std::optional<int> first;
+  for (std::size_t i = 0; i < f.raw.size(); ++i) {
+    const auto n = replicas_of(f.raw[i]);
+    if (!n) continue;
+    if (f.rows[i].t_start_s < *f.spike_s) {
+      before = n;
+      continue;
+    }
+    if (!before) before = n;  // the first reading after the spike began
+    if (*n > *before && !first) first = static_cast<int>(i);
+  }
+  if (!before) return check("inconclusive", nullptr, max_s, "s", {}, {}, "no replica count was read");
+  if (!first) {
+    return check("fail", nullptr, max_s, "s", {}, {},
+                 fmt::format("the replicas serving never rose above {} after the spike at {} s", *before, *f.spike_s));
+  }
+  // Counts are read at each window's end: the increase happened by then.
+  const double measured = f.rows[static_cast<std::size_t>(*first)].t_start_s + f.window_s - *f.spike_s;
+  return check(measured <= max_s ? "pass" : "fail", round3(measured), max_s, "s", first, first,
+               fmt::format("{} -> {} replicas serving, seen at the end of window {}", *before,
+                           *replicas_of(f.raw[static_cast<std::size_t>(*first)]), *first));
+}
+
+json slo_during_scale_up(const JobSpec& spec, const Facts& f, const ScenarioChecks::Slo& bound) {
+  if (!f.spike_s)
+    return check("inconclusive", nullptr, nullptr, "", {}, {}, "the profile never goes above the capacity");
+  const auto rec =
+      recovered_at(spec, f, *f.spike_s, spec.scenario->checks.recovery ? spec.scenario->checks.recovery->windows : 3);
+  std::vector<const WindowRow*> span;
+  std::optional<int> first, last;
+  std::uint64_t scheduled = 0, failed = 0, rejected = 0;
+  for (std::size_t i = 0; i < f.rows.size(); ++i) {
+    const WindowRow& r = f.rows[i];
+    if (r.t_start_s + f.window_s <= *f.spike_s) continue;
+    if (rec && static_cast<int>(i) >= *rec) break;
+    if (!first) first = static_cast<int>(i);
+    last = static_cast<int>(i);
+    span.push_back(&r);
+    scheduled += r.scheduled;
+    failed += failures(r, false);
+    rejected += r.rejected;
+  }
+  if (span.empty() || scheduled == 0)
+    return check("inconclusive", nullptr, nullptr, "", first, last, "no request in the scale-up");
+  const double error_rate = static_cast<double>(failed) / static_cast<double>(scheduled);
+  const auto p95 = pooled_ttft_percentile(span, 95);
+  const bool ok = error_rate <= bound.max_error_rate && p95 && *p95 <= bound.ttft_p95_ms;
+  json measured{{"error_rate", round3(error_rate)},
+                {"ttft_p95_ms", p95 ? round3(*p95) : json(nullptr)},
+                {"rejected_rate", round3(static_cast<double>(rejected) / static_cast<double>(scheduled))}};
+  return check(ok ? "pass" : "fail", std::move(measured),
+               {{"max_error_rate", bound.max_error_rate}, {"ttft_p95_ms", bound.ttft_p95_ms}}, "", first, last,
+               fmt::format("{} requests from the spike to {}; fast rejections (429/503 at once) counted apart",
+                           scheduled, rec ? fmt::format("recovery (window {})", *rec) : std::string("the end")));
+}
+
+json recovery(const JobSpec& spec, const Facts& f, const ScenarioChecks::Recovery& r) {
+  if (!f.spike_s)
+    return check("inconclusive", nullptr, r.max_s, "s", {}, {}, "the profile never goes above the capacity");
+  const auto at = recovered_at(spec, f, *f.spike_s, r.windows);
+  if (!at) {
+    return check("fail", nullptr, r.max_s, "s", {}, {},
+                 fmt::format("no {} windows in a row met the SLO after the spike at {} s", r.windows, *f.spike_s));
+  }
+  const double measured = std::max(0.0, f.rows[static_cast<std::size_t>(*at)].t_start_s - *f.spike_s);
+  return check(measured <= r.max_s ? "pass" : "fail", round3(measured), r.max_s, "s", at, *at + r.windows - 1,
+               fmt::format("windows {}..{} met the SLO", *at, *at + r.windows - 1));
+}
+
+json cold_start(const json& events, const ScenarioChecks::ColdStart& c) {
+  std::optional<double> ttft_s, ready_s;
+  for (const auto& e : events) {
+    if (e.value("kind", "") == "first_token" && !ttft_s) ttft_s = e.value("ttft_ms", 0.0) / 1000;
+    if (e.value("kind", "") == "readiness" && e.value("ready", false) && !ready_s) ready_s = e.value("t_s", 0.0);
+  }
+  const json bound{{"expected_s", c.expected_s}, {"tolerance_pct", c.tolerance_pct}};
+  if (!ttft_s) return check("inconclusive", nullptr, bound, "s", {}, {}, "no request got a first token");
+  const double lo = c.expected_s * (1 - c.tolerance_pct / 100), hi = c.expected_s * (1 + c.tolerance_pct / 100);
+  const bool ok = *ttft_s >= lo && *ttft_s <= hi;
+  return check(ok ? "pass" : "fail",
+               {{"first_ttft_s", round3(*ttft_s)}, {"ready_after_s", ready_s ? round3(*ready_s) : json(nullptr)}},
+               bound, "s", 0, 0,
+               fmt::format("the first request's TTFT {:.2f} s against {:.2f} .. {:.2f} s", *ttft_s, lo, hi));
+}
+
+json readiness(const JobSpec& spec, const Facts& f, const json& events, const ScenarioChecks::Readiness& r) {
+  // The moments the target became ready: readiness flips to 200 (also at the start), ready
+  // replica counts that grew.
+  std::vector<double> moments;
+  for (const auto& e : events) {
+    const std::string kind = e.value("kind", "");
+    if (kind == "readiness" && e.value("ready", false)) moments.push_back(e.value("t_s", 0.0));
+    // A count read at a window's end changed somewhere in that window: from its start.
+    if (kind == "replicas" && e.value("which", "") == "ready" && e.value("to", 0.0) > e.value("from", 0.0)) {
+      moments.push_back(std::max(0.0, e.value("t_s", 0.0) - f.window_s));
+    }
+  }
+  // The bound: given, else 5 x the TTFT p95 of the first window with answers (unloaded).
+  std::optional<double> max_ttft = r.max_ttft_ms;
+  if (!max_ttft) {
+    for (const auto& w : f.rows) {
+      if (w.p95_ttft_ms) {
+        max_ttft = 5 * *w.p95_ttft_ms;
+        break;
+      }
+    }
+  }
+  const json bound{
+      {"window_s", r.window_s}, {"max_ttft_ms", max_ttft ? round3(*max_ttft) : json(nullptr)}, {"failed_requests", 0}};
+  if (moments.empty())
+    return check("inconclusive", nullptr, bound, "", {}, {}, "the target never became ready in view");
+  std::optional<int> worst_first, worst_last;
+  double worst_ttft = 0;
+  std::uint64_t worst_failed = 0;
+  bool ok = true;
+  for (double t : moments) {
+    std::vector<const WindowRow*> span;
+    std::optional<int> first, last;
+    for (std::size_t i = 0; i < f.rows.size(); ++i) {
+      const WindowRow& w = f.rows[i];
+      if (w.t_start_s + f.window_s <= t || w.t_start_s >= t + r.window_s) continue;
+      if (!first) first = static_cast<int>(i);
+      last = static_cast<int>(i);
+      span.push_back(&w);
+    }
+    std::uint64_t failed = 0;
+    double ttft = 0;
+    for (const WindowRow* w : span) {
+      failed += w->errors[static_cast<std::size_t>(Outcome::connect)] +
+                w->errors[static_cast<std::size_t>(Outcome::http_5xx)] -
+                std::min(w->rejected, w->errors[static_cast<std::size_t>(Outcome::http_5xx)]);
+      ttft = std::max(ttft, w->max_ttft_ms.value_or(0));
+    }
+    const bool bad = failed > 0 || (max_ttft && ttft > *max_ttft);
+    if (bad || (!worst_first && !span.empty()) || ttft > worst_ttft) {
+      worst_first = first;
+      worst_last = last;
+      worst_ttft = ttft;
+      worst_failed = failed;
+    }
+    ok &= !bad;
+  }
+  (void)spec;
+  return check(
+      ok ? "pass" : "fail", {{"max_ttft_ms", round3(worst_ttft)}, {"failed_requests", worst_failed}}, bound, "",
+      worst_first, worst_last,
+      fmt::format("{} moment(s) of readiness; requests scheduled within {} s of each (the windows overlapping it)",
+                  moments.size(), r.window_s));
+}
+
+json scale_down(const Facts& f, std::uint64_t max_cut) {
+  std::optional<int> first, last;
+  for (std::size_t i = 1; i < f.raw.size(); ++i) {
+    const auto now = replicas_of(f.raw[i], "ready"), before = replicas_of(f.raw[i - 1], "ready");
+    if (now && before && *now < *before) {
+      if (!first) first = static_cast<int>(i);
+      last = static_cast<int>(i);
+    }
+  }
+  if (!first) return check("inconclusive", nullptr, max_cut, "streams", {}, {}, "the ready replicas never decreased");
+  // A stream cut while a replica left was scheduled a little earlier: two windows of margin
+  // before, one after.
+  const int from = std::max(0, *first - 2), to = std::min(static_cast<int>(f.rows.size()) - 1, *last + 1);
+  std::uint64_t cut = 0;
+  for (int i = from; i <= to; ++i) cut += f.rows[static_cast<std::size_t>(i)].cut;
+  return check(
+      cut <= max_cut ? "pass" : "fail", cut, max_cut, "streams", from, to,
+      fmt::format("streams cut (reset mid-stream, incomplete) in windows {}..{} around the decrease", from, to));
+}
+
+json flapping(const JobSpec& spec, const Profile& profile, const Facts& f, int max_changes) {
+  // The windows inside oscillating segments.
+  std::vector<std::pair<double, double>> spans;
+  for (std::size_t i = 0; i < profile.segments().size(); ++i) {
+    if (profile.segments()[i].amplitude_rps > 0) {
+      spans.emplace_back(to_s(profile.start_of(i)), to_s(profile.start_of(i) + profile.segments()[i].duration));
+    }
+  }
+  (void)spec;
+  if (spans.empty()) return check("inconclusive", nullptr, max_changes, "changes", {}, {}, "no segment oscillates");
+  const bool use_desired =
+      std::any_of(f.raw.begin(), f.raw.end(), [](const json& w) { return number_at(w, "desired").has_value(); });
+  const char* which = use_desired ? "desired" : "ready";
+  int changes = 0, direction = 0;
+  std::optional<double> prev;
+  std::optional<int> first, last;
+  for (std::size_t i = 0; i < f.raw.size(); ++i) {
+    const double t = f.rows[i].t_start_s;
+    if (std::none_of(spans.begin(), spans.end(), [t](const auto& s) { return t >= s.first && t < s.second; })) continue;
+    const auto n = replicas_of(f.raw[i], which);
+    if (!n) continue;
+    if (!first) first = static_cast<int>(i);
+    last = static_cast<int>(i);
+    if (prev && *n != *prev) {
+      const int d = *n > *prev ? 1 : -1;
+      if (direction != 0 && d != direction) ++changes;
+      direction = d;
+    }
+    prev = n;
+  }
+  if (!first) return check("inconclusive", nullptr, max_changes, "changes", {}, {}, "no replica count was read");
+  return check(changes <= max_changes ? "pass" : "fail", changes, max_changes, "changes", first, last,
+               fmt::format("direction changes of the {} replicas while the load oscillated", which));
+}
+
+double correlation(const std::vector<double>& x, const std::vector<double>& y) {
+  const std::size_t n = x.size();
+  if (n < 3) return std::nan("");
+  const double mx = std::accumulate(x.begin(), x.end(), 0.0) / double(n);
+  const double my = std::accumulate(y.begin(), y.end(), 0.0) / double(n);
+  double sxy = 0, sxx = 0, syy = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    sxy += (x[i] - mx) * (y[i] - my);
+    sxx += (x[i] - mx) * (x[i] - mx);
+    syy += (y[i] - my) * (y[i] - my);
+  }
+  return sxx > 0 && syy > 0 ? sxy / std::sqrt(sxx * syy) : std::nan("");
+}
+
+json metric_choice(const Facts& f) {
+  std::map<std::string, std::vector<std::size_t>> seen;  // gauge -> windows that have it
+  for (std::size_t i = 0; i < f.raw.size(); ++i) {
+    const json& server = json_at(f.raw[i], "server");
+    if (!server.is_object()) continue;
+    for (const auto& [name, v] : server.items())
+      if (v.is_number()) seen[name].push_back(i);
+  }
+  json gauges = json::array();
+  for (const auto& [name, idx] : seen) {
+    std::vector<double> g, inflight, gt, ttft;
+    for (std::size_t i : idx) {
+      const double v = f.raw[i]["server"][name].get<double>();
+      g.push_back(v);
+      inflight.push_back(static_cast<double>(f.rows[i].in_flight));
+      if (f.rows[i].p95_ttft_ms) {
+        gt.push_back(v);
+        ttft.push_back(*f.rows[i].p95_ttft_ms);
+      }
+    }
+    const double ci = correlation(g, inflight), ct = correlation(gt, ttft);
+    gauges.push_back({{"name", name},
+                      {"corr_in_flight", round3(ci)},
+                      {"corr_ttft_p95", round3(ct)},
+                      {"tracks_user_impact", std::isfinite(ci) && std::isfinite(ct) && ci >= 0.6 && ct >= 0.4}});
+  }
+  // Ranked by how well they follow the users' side: the weaker of the two correlations.
+  std::sort(gauges.begin(), gauges.end(), [](const json& a, const json& b) {
+    auto score = [](const json& g) {
+      const double ci = g["corr_in_flight"].is_number() ? g["corr_in_flight"].get<double>() : -2;
+      const double ct = g["corr_ttft_p95"].is_number() ? g["corr_ttft_p95"].get<double>() : -2;
+      return std::min(ci, ct);
+    };
+    return score(a) > score(b);
+  });
+  if (gauges.empty()) return check("inconclusive", nullptr, nullptr, "", {}, {}, "no gauge of the target was read");
+  json ranking = json::array();
+  for (const auto& g : gauges) ranking.push_back(g["name"]);
+  return {{"verdict", "advisory"},
+          {"measured", {{"gauges", gauges}, {"ranking", ranking}}},
+          {"bound", nullptr},
+          {"unit", "correlation"},
+          {"windows", json::array({0, static_cast<int>(f.rows.size()) - 1})},
+          {"detail",
+           "each gauge against the requests in flight and the TTFT p95, window by window; a scaling metric "
+           "should track both"}};
+}
+
+int severity(const std::string& v) {
+  return v == "fail" ? 2 : v == "inconclusive" ? 1 : 0;
+}
+
+}  // namespace
+
+std::optional<double> spike_start_s(const JobSpec& spec, const Profile& profile) {
+  if (!spec.scenario || !spec.scenario->capacity_rps) return std::nullopt;
+  const double cap = *spec.scenario->capacity_rps;
+  for (std::size_t i = 0; i < profile.segments().size(); ++i) {
+    const ProfileSegment& s = profile.segments()[i];
+    if (s.rate_rps > cap * (1 + 1e-9)) return to_s(profile.start_of(i));
+    if (s.to_rate_rps > cap * (1 + 1e-9)) {
+      // A ramp crosses the capacity inside the segment.
+      const double frac = (cap - s.rate_rps) / (s.to_rate_rps - s.rate_rps);
+      return to_s(profile.start_of(i)) + frac * to_s(s.duration);
+    }
+  }
+  return std::nullopt;
+}
+
+Action next_scenario_action(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
+  for (const auto& s : steps) {
+    if (s.kind != StepKind::scenario) continue;
+    const json& result = json_at(s.summary, "result");
+    if (result.is_object()) return Finish{result};
+    return Fail{"the scenario's stored step has no result"};
+  }
+  auto profile = scenario_profile(*spec.scenario);
+  if (!profile) return Fail{"the scenario's profile: " + profile.error().message};
+  StepOrder o;
+  o.kind = StepKind::scenario;
+  o.phase = "scenario";
+  o.duration = profile->duration();
+  o.rate_rps = profile->expected_total() / std::max(to_s(profile->duration()), 1e-9);
+  o.concurrency = spec.scenario->max_concurrency;
+  return o;
+}
+
+json scenario_result(const JobSpec& spec, const Profile& profile, const std::vector<json>& windows,
+                     const json& events) {
+  const ScenarioSettings& sc = *spec.scenario;
+  Facts f;
+  f.window_s = to_s(sc.window);
+  f.raw = windows;
+  for (const auto& w : windows) f.rows.push_back(window_from_json(w));
+  f.spike_s = spike_start_s(spec, profile);
+  const ScenarioChecks& c = sc.checks;
+  json checks = json::object();
+  if (c.scale_up_reaction_max_s) checks["scale_up_reaction_s"] = scale_up_reaction(f, *c.scale_up_reaction_max_s);
+  if (c.slo_during_scale_up) checks["slo_during_scale_up"] = slo_during_scale_up(spec, f, *c.slo_during_scale_up);
+  if (c.recovery) checks["recovery_s"] = recovery(spec, f, *c.recovery);
+  if (c.cold_start) checks["cold_start"] = cold_start(events, *c.cold_start);
+  if (c.readiness) checks["readiness"] = readiness(spec, f, events, *c.readiness);
+  if (c.scale_down_max_cut_streams) checks["scale_down"] = scale_down(f, *c.scale_down_max_cut_streams);
+  if (c.flapping_max_direction_changes)
+    checks["flapping"] = flapping(spec, profile, f, *c.flapping_max_direction_changes);
+  if (c.metric_choice) checks["metric_choice"] = metric_choice(f);
+  std::string verdict = "pass";
+  for (const auto& [name, v] : checks.items()) {
+    const std::string cv = v.value("verdict", "inconclusive");
+    if (cv != "advisory" && severity(cv) > severity(verdict)) verdict = cv;
+  }
+  std::uint64_t scheduled = 0, completed = 0, failed = 0, rejected = 0;
+  for (const auto& r : f.rows) {
+    scheduled += r.scheduled;
+    completed += r.completed;
+    failed += failures(r, true);
+    rejected += r.rejected;
+  }
+  json segments = json::array();
+  for (const auto& s : profile.segments()) {
+    segments.push_back({{"duration_s", to_s(s.duration)},
+                        {"rate_rps", round3(s.rate_rps)},
+                        {"to_rate_rps", round3(s.to_rate_rps)},
+                        {"amplitude_rps", round3(s.amplitude_rps)}});
+  }
+  const bool judged = !checks.empty();
+  json r;
+  r["kind"] = "scenario";
+  r["verdict"] = judged ? verdict : "inconclusive";
+  r["checks"] = std::move(checks);
+  r["events"] = events;
+  r["windows"] = windows.size();
+  r["summary"] = {{"scheduled", scheduled},
+                  {"completed", completed},
+                  {"failed", failed},
+                  {"rejected", rejected},
+                  {"pooled_p95_ttft_ms", [&] {
+                     std::vector<const WindowRow*> all;
+                     for (const auto& w : f.rows) all.push_back(&w);
+                     const auto p = pooled_ttft_percentile(all, 95);
+                     return p ? round3(*p) : json(nullptr);
+                   }()}};
+  r["conditions"] = {{"capacity_rps", sc.capacity_rps ? json(*sc.capacity_rps) : json(nullptr)},
+                     {"from_sweep", sc.from_sweep.empty() ? json(nullptr) : json(sc.from_sweep)},
+                     {"profile", std::move(segments)},
+                     {"spike_start_s", f.spike_s ? json(*f.spike_s) : json(nullptr)},
+                     {"window_s", f.window_s},
+                     {"duration_s", to_s(profile.duration())},
+                     {"arrival", to_string(spec.arrival.process)},
+                     {"target", spec.base_url}};
+  r["warnings"] = judged ? json::array() : json::array({"no check was named in scenario.checks: nothing was judged"});
+  return r;
+}
+
+}  // namespace capsweep::sweep

@@ -1,0 +1,431 @@
+// Scenario jobs through capsweepd against capsweep-fleetsim on loopback: each check fails on
+// the fleet with the defect and passes on the honest one (lying vs honest readiness, abrupt vs
+// graceful scale-down, no stabilisation vs 60 s, a cold start of 8 s), the scale-up reaction
+// read through a real Prometheus server, windows stored and exported, and bad specs refused.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <future>
+#include <thread>
+
+#include "fleetsim/fleet.hpp"
+#include "service/daemon_fixture.hpp"
+
+using namespace capsweep;
+using namespace capsweep::testing;
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fleet on a thread of its own, its gateway on a port the system picks.
+class FleetFixture {
+ public:
+  explicit FleetFixture(fleetsim::FleetConfig cfg) {
+    cfg.listen = "127.0.0.1:0";
+    fleet_ = std::make_unique<fleetsim::Fleet>(io_, validated(cfg));
+    fleet_->start();
+    port_ = fleet_->endpoint().port();
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~FleetFixture() {
+    boost::asio::post(io_, [this] { fleet_->shutdown(); });
+    if (thread_.joinable()) thread_.join();
+  }
+  std::string base() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::uint16_t port() const { return port_; }
+  // PUT /fleet?replicas=n (the fleet runs without its controller).
+  void set_replicas(int n) const {
+    auto r = http_request({boost::asio::ip::make_address("127.0.0.1"), port_}, "PUT",
+                          "/fleet?replicas=" + std::to_string(n), "", 2000ms);
+    REQUIRE(r.status == 200);
+  }
+
+ private:
+  static fleetsim::FleetConfig validated(const fleetsim::FleetConfig& c) {
+    auto v = fleetsim::validate(c);
+    REQUIRE(v.has_value());
+    return *v;
+  }
+  boost::asio::io_context io_{1};
+  std::unique_ptr<fleetsim::Fleet> fleet_;
+  std::uint16_t port_ = 0;
+  std::thread thread_;
+};
+
+// Replicas of 4 sequences (about 7 req/s each with 64 output tokens): queues build quickly.
+fleetsim::FleetConfig small_fleet() {
+  fleetsim::FleetConfig c;
+  c.replica.engine.max_num_seqs = 4;
+  c.autoscale = false;
+  c.initial_replicas = 1;
+  return c;
+}
+
+// A scenario aimed at a fleet: 64 output tokens, Poisson arrivals, 2-s windows, the replica
+// counts from the gateway's metrics text.
+json scenario_job(const FleetFixture& f, const std::string& name, json profile, json checks) {
+  return {{"kind", "scenario"},
+          {"name", name},
+          {"target",
+           {{"base_url", f.base()}, {"metrics_url", f.base() + "/metrics"}, {"api", "chat"}, {"model", "sim-8b"}}},
+          {"workload",
+           {{"prompt_tokens", {{"dist", "fixed"}, {"value", 100}}},
+            {"output_tokens", {{"dist", "fixed"}, {"value", 64}}},
+            {"seed", 5}}},
+          {"arrival", {{"process", "poisson"}}},
+          {"scenario",
+           {{"capacity_rps", 6},
+            {"window_s", 2},
+            {"drain_timeout_s", 20},
+            {"profile", std::move(profile)},
+            {"replicas", {{"metric", {{"ready", "fleet_replicas_ready"}, {"desired", "fleet_replicas_desired"}}}}},
+            {"checks", std::move(checks)}}},
+          {"slo", {{"ttft_ms", {{"p95", 1000}}}}}};
+}
+
+std::string submit(const Daemon& d, const json& spec) {
+  auto r = d.post("/v1/sweeps", spec.dump());
+  INFO(r.body);
+  REQUIRE(r.status == 201);
+  return json::parse(r.body)["id"].get<std::string>();
+}
+
+// Waits until the job's scenario step runs (its load has started, within a few ms).
+void wait_running(const Daemon& d, const std::string& id) {
+  d.wait_for(
+      id,
+      [](const json& v) {
+        const json& p = v["progress"];
+        return v["status"] != "queued" && p.is_object() && p.contains("phase") && p["phase"] == "scenario";
+      },
+      60s);
+}
+
+json finished(const Daemon& d, const std::string& id) {
+  json v = d.wait_for(
+      id, [](const json& s) { return s["status"] != "queued" && s["status"] != "running"; }, 300s);
+  INFO(v.dump(1));
+  REQUIRE(v["status"] == "succeeded");
+  return v["result"];
+}
+
+int cli(const Daemon& d, const std::string& args, const fs::path& out) {
+  const auto& ep = d.endpoint();
+  return shell_exit(
+      fmt::format("{} --server http://127.0.0.1:{} {} > {} 2>&1", CAPSWEEP_CLI_PATH, ep.port(), args, out.string()));
+}
+
+}  // namespace
+
+TEST_CASE("scenario: a replica ready before its model loaded fails readiness; an honest one passes") {
+  TempDir dir;
+  Daemon d(dir.path("db.sqlite"), dir.path("d.log"), {"--max-concurrent-sweeps", "2"});
+  auto cfg = small_fleet();
+  cfg.load_time_s = 3;
+  auto lying_cfg = cfg;
+  lying_cfg.readiness = fleetsim::Readiness::lying;
+  FleetFixture honest(cfg), lying(lying_cfg);
+  const json profile = json::array({{{"duration_s", 20}, {"rate_rps", 3}}});
+  const json checks = {{"readiness", {{"window_s", 4}, {"max_ttft_ms", 1500}}}};
+  const std::string a = submit(d, scenario_job(honest, "honest", profile, checks));
+  const std::string b = submit(d, scenario_job(lying, "lying", profile, checks));
+  wait_running(d, a);
+  wait_running(d, b);
+  std::this_thread::sleep_for(5s);
+  honest.set_replicas(2);
+  lying.set_replicas(2);
+  const json ra = finished(d, a), rb = finished(d, b);
+  INFO(ra["checks"].dump(1));
+  INFO(rb["checks"].dump(1));
+  INFO(d.get("/v1/sweeps/" + a + "/windows.csv").body);
+  INFO(d.get("/v1/sweeps/" + b + "/windows.csv").body);
+  CHECK(ra["checks"]["readiness"]["verdict"] == "pass");
+  CHECK(ra["verdict"] == "pass");
+  // The lying replica took requests and held them for its load time (3 s).
+  CHECK(rb["checks"]["readiness"]["verdict"] == "fail");
+  CHECK(rb["checks"]["readiness"]["measured"]["max_ttft_ms"].get<double>() > 1500);
+  CHECK(rb["verdict"] == "fail");
+  // Each saw the ready replicas go 1 -> 2.
+  for (const json* r : {&ra, &rb}) {
+    bool grew = false;
+    for (const auto& e : (*r)["events"]) grew |= e["kind"] == "replicas" && e["which"] == "ready" && e["to"] == 2;
+    CHECK(grew);
+  }
+  // The CLI: the verdict's exit code (3: fail) and the windows' table.
+  CHECK(cli(d, "verdict " + b, dir.path("verdict.txt")) == 3);
+  CHECK(read_text(dir.path("verdict.txt")).find("readiness") != std::string::npos);
+  CHECK(cli(d, "verdict " + a, dir.path("verdict-a.txt")) == 0);
+  CHECK(cli(d, "windows " + b, dir.path("windows.txt")) == 0);
+  CHECK(count_of(read_text(dir.path("windows.txt")), "\n") == 11);  // the header and 10 windows
+}
+
+TEST_CASE("scenario: an abrupt scale-down cuts streams and fails; a graceful one passes") {
+  TempDir dir;
+  Daemon d(dir.path("db.sqlite"), dir.path("d.log"), {"--max-concurrent-sweeps", "2"});
+  auto cfg = small_fleet();
+  cfg.initial_replicas = 2;
+  cfg.replica.engine.decode_base_ms = 30;  // 64 tokens: about 2 s a stream
+  auto abrupt_cfg = cfg;
+  abrupt_cfg.termination = fleetsim::Termination::abrupt;
+  FleetFixture graceful(cfg), abrupt(abrupt_cfg);
+  const json profile = json::array({{{"duration_s", 16}, {"rate_rps", 2}}});
+  const json checks = {{"scale_down", json::object()}};
+  const std::string a = submit(d, scenario_job(graceful, "graceful", profile, checks));
+  const std::string b = submit(d, scenario_job(abrupt, "abrupt", profile, checks));
+  wait_running(d, a);
+  wait_running(d, b);
+  std::this_thread::sleep_for(6s);
+  graceful.set_replicas(1);
+  abrupt.set_replicas(1);
+  const json ra = finished(d, a), rb = finished(d, b);
+  INFO(ra.dump(1));
+  INFO(rb.dump(1));
+  CHECK(ra["checks"]["scale_down"]["verdict"] == "pass");
+  CHECK(ra["checks"]["scale_down"]["measured"] == 0);
+  CHECK(rb["checks"]["scale_down"]["verdict"] == "fail");
+  CHECK(rb["checks"]["scale_down"]["measured"].get<int>() >= 1);
+  // The windows' CSV shows the cut streams too.
+  auto csv = d.get("/v1/sweeps/" + b + "/windows.csv");
+  REQUIRE(csv.status == 200);
+  CHECK(csv.body.rfind("index,t_start_s,offered_rps", 0) == 0);
+  CHECK(count_of(csv.body, "\n") == 9);  // the header and 8 windows
+}
+
+TEST_CASE("scenario: a cold start from zero replicas is measured within 10% of the load time") {
+  TempDir dir;
+  Daemon d(dir.path("db.sqlite"), dir.path("d.log"));
+  auto cfg = small_fleet();
+  cfg.autoscale = true;
+  cfg.initial_replicas = 0;
+  cfg.hpa.min_replicas = 0;
+  cfg.hpa.sync_period = 1000ms;
+  cfg.hpa.idle_to_zero = 600'000ms;
+  cfg.load_time_s = 8;
+  FleetFixture fleet(cfg);
+  json spec = scenario_job(fleet, "cold", json::array({{{"duration_s", 14}, {"rate_rps", 1}}}),
+                           {{"cold_start", {{"expected_s", 8}, {"tolerance_pct", 10}}}, {"readiness", json::object()}});
+  spec["scenario"]["readiness_url"] = fleet.base() + "/health";
+  const json r = finished(d, submit(d, spec));
+  INFO(r.dump(1));
+  CHECK(r["checks"]["cold_start"]["verdict"] == "pass");
+  const double ttft = r["checks"]["cold_start"]["measured"]["first_ttft_s"].get<double>();
+  CHECK(ttft >= 7.2);
+  CHECK(ttft <= 8.8);
+  // The readiness URL answered 200 once the replica had loaded, about 8 s in.
+  REQUIRE(r["checks"]["cold_start"]["measured"]["ready_after_s"].is_number());
+  CHECK(r["checks"]["cold_start"]["measured"]["ready_after_s"].get<double>() == Approx(8).margin(1.5));
+  CHECK(r["checks"]["readiness"]["verdict"] == "pass");
+  // Expecting 4 s fails.
+  json wrong = spec;
+  wrong["scenario"]["checks"] = {{"cold_start", {{"expected_s", 4}, {"tolerance_pct", 10}}}};
+  // A fleet scaled to zero again: a new one.
+  FleetFixture again(cfg);
+  wrong["target"]["base_url"] = again.base();
+  wrong["target"]["metrics_url"] = again.base() + "/metrics";
+  wrong["scenario"]["readiness_url"] = again.base() + "/health";
+  const json w = finished(d, submit(d, wrong));
+  CHECK(w["checks"]["cold_start"]["verdict"] == "fail");
+}
+
+TEST_CASE("scenario: load hovering at the threshold flaps a fleet without a scale-down window, not one with 60 s") {
+  TempDir dir;
+  Daemon d(dir.path("db.sqlite"), dir.path("d.log"), {"--max-concurrent-sweeps", "2"});
+  auto cfg = small_fleet();
+  cfg.autoscale = true;
+  cfg.hpa.metric = fleetsim::Metric::in_flight;
+  cfg.hpa.target = 3;
+  cfg.hpa.sync_period = 1000ms;
+  cfg.hpa.max_replicas = 4;
+  cfg.load_time_s = 0.5;
+  auto none = cfg;
+  none.hpa.scale_down_window = 0ms;
+  auto steady = cfg;
+  steady.hpa.scale_down_window = 60'000ms;
+  FleetFixture flapping(none), stable(steady);
+  // 8 req/s ± 6 every 10 s: above one replica's capacity at the crest, idle-ish at the trough.
+  const json profile =
+      json::array({{{"duration_s", 40}, {"rate_rps", 8}, {"oscillate", {{"amplitude_rps", 6}, {"period_s", 10}}}}});
+  const json checks = {{"flapping", {{"max_direction_changes", 1}}}};
+  const std::string a = submit(d, scenario_job(flapping, "no window", profile, checks));
+  const std::string b = submit(d, scenario_job(stable, "60 s window", profile, checks));
+  const json ra = finished(d, a), rb = finished(d, b);
+  INFO(ra.dump(1));
+  INFO(rb.dump(1));
+  CHECK(ra["checks"]["flapping"]["verdict"] == "fail");
+  CHECK(ra["checks"]["flapping"]["measured"].get<int>() >= 2);
+  CHECK(rb["checks"]["flapping"]["verdict"] == "pass");
+  CHECK(rb["checks"]["flapping"]["measured"].get<int>() <= 1);
+}
+
+TEST_CASE("scenario: bad specs get a 4xx naming the field and store nothing") {
+  TempDir dir;
+  Daemon d(dir.path("db.sqlite"), dir.path("d.log"));
+  auto cfg = small_fleet();
+  FleetFixture fleet(cfg);
+  const json good = scenario_job(fleet, "x", json::array({{{"duration_s", 10}, {"rate_rps", 1}}}), json::object());
+  auto refused = [&](json spec, int status, const std::string& field) {
+    auto r = d.post("/v1/sweeps", spec.dump());
+    INFO(r.body);
+    CHECK(r.status == status);
+    const json e = json::parse(r.body, nullptr, false);
+    CHECK(e["error"].value("field", "?") == field);
+  };
+  json s = good;
+  s["scenario"]["profile"] = json::array();
+  refused(s, 400, "/scenario/profile");
+  s = good;
+  s["scenario"]["profile"][0]["duration_s"] = -1;
+  refused(s, 400, "/scenario/profile/0/duration_s");
+  s = good;
+  s["scenario"]["profile"][0]["duration_s"] = 86400;  // over the service's max_total_sweep_s
+  refused(s, 400, "/scenario/profile");
+  s = good;
+  s["scenario"].erase("capacity_rps");
+  s["scenario"]["profile"][0] = {{"duration_s", 10}, {"capacity_x", 1.5}};
+  refused(s, 400, "/scenario/profile/0/capacity_x");
+  s["scenario"]["from_sweep"] = "sw-0123456789abcdef";
+  refused(s, 409, "/scenario/from_sweep");
+  s = good;
+  s["scenario"]["replicas"] = {{"prometheus", {{"url", "http://192.0.2.10:9090"}, {"ready", "up"}}}};
+  refused(s, 403, "/scenario/replicas/prometheus/url");
+  s = good;
+  s["scenario"]["readiness_url"] = "http://192.0.2.10/health";
+  refused(s, 403, "/scenario/readiness_url");
+  CHECK(d.get_json("/v1/sweeps")["sweeps"].empty());
+  // An unfinished sweep is no capacity either (409).
+  json sweep = sim_job(fleet.base(), "running");
+  sweep["sweep"] = {{"rates_rps", {1}}, {"step_duration_s", 30}};
+  const std::string running = submit(d, sweep);
+  s = good;
+  s["scenario"].erase("capacity_rps");
+  s["scenario"]["from_sweep"] = running;
+  refused(s, 409, "/scenario/from_sweep");
+  d.del("/v1/sweeps/" + running);
+  CHECK(d.alive());
+}
+
+namespace {
+
+// A Prometheus server of the test's own: scrapes `target_port` every second; killed at the end.
+class PrometheusServer {
+ public:
+  PrometheusServer(const TempDir& dir, std::uint16_t target_port) {
+    port_ = free_loopback_port();
+    const fs::path config = dir.path("prometheus.yml");
+    std::ofstream(config) << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                          << "scrape_configs:\n  - job_name: fleet\n    static_configs:\n"
+                          << "      - targets: ['127.0.0.1:" << target_port << "']\n";
+    const std::string log = dir.path("prometheus.log").string();
+    std::vector<std::string> args{"prometheus", "--config.file=" + config.string(),
+                                  "--storage.tsdb.path=" + dir.path("prom-data").string(),
+                                  "--web.listen-address=127.0.0.1:" + std::to_string(port_), "--log.level=warn"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      ::execvp("prometheus", argv.data());
+      ::_exit(127);
+    }
+  }
+  ~PrometheusServer() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      int status = 0;
+      ::waitpid(pid_, &status, 0);
+    }
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  bool wait_for_series(const std::string& promql, std::chrono::seconds limit) const {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+      auto r = http_request({boost::asio::ip::make_address("127.0.0.1"), port_}, "GET", "/api/v1/query?query=" + promql,
+                            "", 2000ms);
+      if (r.status == 200) {
+        const json j = json::parse(r.body, nullptr, false);
+        if (j.is_object() && !j["data"]["result"].empty()) return true;
+      }
+      std::this_thread::sleep_for(250ms);
+    }
+    return false;
+  }
+
+ private:
+  std::uint16_t port_ = 0;
+  pid_t pid_ = -1;
+};
+
+}  // namespace
+
+TEST_CASE("scenario: the scale-up reaction read through a real Prometheus server matches the controller's settings") {
+  REQUIRE(shell_exit("command -v prometheus >/dev/null") == 0);
+  TempDir dir;
+  Daemon d(dir.path("db.sqlite"), dir.path("d.log"));
+  auto cfg = small_fleet();
+  cfg.autoscale = true;
+  cfg.hpa.metric = fleetsim::Metric::in_flight;
+  cfg.hpa.target = 3;
+  cfg.hpa.sync_period = 2000ms;
+  cfg.hpa.scale_down_window = 300'000ms;
+  cfg.load_time_s = 3;
+  FleetFixture fleet(cfg);
+  PrometheusServer prom(dir, fleet.port());
+  REQUIRE(prom.wait_for_series("kube_deployment_status_replicas_ready", 30s));
+  // 10 s at half the capacity, then 24 s at 1.5 x.
+  json spec =
+      scenario_job(fleet, "spike",
+                   json::array({{{"duration_s", 10}, {"capacity_x", 0.5}}, {{"duration_s", 24}, {"capacity_x", 1.5}}}),
+                   {{"scale_up_reaction_s", {{"max", 2 + 3 + 2}}},  // sync period + load time + a window
+                    {"slo_during_scale_up", {{"max_error_rate", 0.01}, {"ttft_p95_ms", 20000}}},
+                    {"metric_choice", json::object()}});
+  spec["scenario"]["replicas"] = {{"prometheus",
+                                   {{"url", prom.url()},
+                                    {"ready", "sum(kube_deployment_status_replicas_ready{deployment=\"llm\"})"},
+                                    {"desired", "sum(kube_deployment_spec_replicas{deployment=\"llm\"})"}}}};
+  const std::string id = submit(d, spec);
+  // While it runs, capsweepd's /metrics follows its latest window.
+  wait_running(d, id);
+  std::this_thread::sleep_for(6s);
+  const std::string metrics = d.get("/metrics").body;
+  CHECK(metrics.find("capsweepd_scenario_window_offered_rps{sweep=\"" + id + "\"}") != std::string::npos);
+  CHECK(d.get_json("/v1/sweeps/" + id)["progress"]["window"].is_object());
+  const json r = finished(d, id);
+  INFO(r.dump(1));
+  const json& up = r["checks"]["scale_up_reaction_s"];
+  CHECK(up["verdict"] == "pass");
+  REQUIRE(up["measured"].is_number());
+  CHECK(up["measured"].get<double>() >= 3);  // a replica cannot serve before it has loaded
+  CHECK(r["conditions"]["spike_start_s"] == 10);
+  // The windows carry the counts Prometheus answered.
+  const json windows = d.get_json("/v1/sweeps/" + id + "/windows")["windows"];
+  REQUIRE(windows.size() == 17);
+  CHECK(windows[0]["ready"] == 1);
+  CHECK(windows.back()["ready"].get<double>() >= 2);
+  // The queue and the requests running follow the users; the utilisation saturates.
+  const json ranking = r["checks"]["metric_choice"]["measured"]["ranking"];
+  auto rank = [&](const std::string& name) {
+    for (std::size_t i = 0; i < ranking.size(); ++i)
+      if (ranking[i] == name) return static_cast<int>(i);
+    return 1000;
+  };
+  CHECK(rank("vllm:num_requests_waiting") < rank("DCGM_FI_DEV_GPU_UTIL"));
+  // A query Prometheus rejects fails the job with its message, before any load.
+  spec["scenario"]["replicas"]["prometheus"]["ready"] = "sum(";
+  const std::string bad = submit(d, spec);
+  const json v = d.wait_for(
+      bad, [](const json& s) { return s["status"] != "queued" && s["status"] != "running"; }, 60s);
+  CHECK(v["status"] == "failed");
+  CHECK(v["error"].get<std::string>().find("scenario.replicas") != std::string::npos);
+  CHECK(d.alive());
+}
