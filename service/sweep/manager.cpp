@@ -463,8 +463,13 @@ std::optional<SweepManager::Prepared> SweepManager::prepare(const store::SweepRo
     p.quality_entries = std::move(*loaded);
   }
   std::string how;
-  const double tokens_per_word = loadgen::calibrate_tokens_per_word(
-      spec->target, how, [this, active] { return active->cancel.load() || stopping(); });
+  // A scenario that measures a cold start must send the target nothing before its load: the
+  // calibration's request would wake a fleet scaled to zero and hide the cold start.
+  const bool keep_cold = spec->scenario && spec->scenario->checks.cold_start;
+  const double tokens_per_word =
+      keep_cold ? (how = "prompt lengths not calibrated: the scenario measures a cold start", 1.0)
+                : loadgen::calibrate_tokens_per_word(spec->target, how,
+                                                     [this, active] { return active->cancel.load() || stopping(); });
   auto workload = std::make_shared<const llm::Workload>(
       spec->workload, llm::PromptSynth(tokens_per_word, spec->workload.shared_prefix_tokens, spec->workload.seed),
       std::move(entries));

@@ -127,7 +127,9 @@ json slo_during_scale_up(const JobSpec& spec, const Facts& f, const ScenarioChec
   for (std::size_t i = 0; i < f.rows.size(); ++i) {
     const WindowRow& r = f.rows[i];
     if (r.t_start_s + f.window_s <= *f.spike_s) continue;
-    if (rec && static_cast<int>(i) >= *rec) break;
+    // Up to the recovery; at least the spike's first window (a fleet that held the SLO
+    // throughout recovered at once).
+    if (rec && static_cast<int>(i) >= *rec && first) break;
     if (!first) first = static_cast<int>(i);
     last = static_cast<int>(i);
     span.push_back(&r);
@@ -164,12 +166,22 @@ json recovery(const JobSpec& spec, const Facts& f, const ScenarioChecks::Recover
 
 json cold_start(const json& events, const ScenarioChecks::ColdStart& c) {
   std::optional<double> ttft_s, ready_s;
+  std::optional<std::string> first_outcome;
   for (const auto& e : events) {
-    if (e.value("kind", "") == "first_token" && !ttft_s) ttft_s = e.value("ttft_ms", 0.0) / 1000;
+    if (e.value("kind", "") == "first_token" && !first_outcome) {
+      first_outcome = e.value("outcome", "");
+      if (const json& t = json_at(e, "ttft_ms"); t.is_number()) ttft_s = t.get<double>() / 1000;
+    }
     if (e.value("kind", "") == "readiness" && e.value("ready", false) && !ready_s) ready_s = e.value("t_s", 0.0);
   }
   const json bound{{"expected_s", c.expected_s}, {"tolerance_pct", c.tolerance_pct}};
-  if (!ttft_s) return check("inconclusive", nullptr, bound, "s", {}, {}, "no request got a first token");
+  if (!first_outcome) return check("inconclusive", nullptr, bound, "s", {}, {}, "no request ended");
+  if (!ttft_s) {
+    // The first request of a cold target failed (refused while loading, timed out): the
+    // users' first request saw no answer at all.
+    return check("fail", {{"first_ttft_s", nullptr}, {"first_outcome", *first_outcome}}, bound, "s", 0, 0,
+                 fmt::format("the first request got no first token ({})", *first_outcome));
+  }
   const double lo = c.expected_s * (1 - c.tolerance_pct / 100), hi = c.expected_s * (1 + c.tolerance_pct / 100);
   const bool ok = *ttft_s >= lo && *ttft_s <= hi;
   return check(ok ? "pass" : "fail",

@@ -19,6 +19,8 @@ std::string_view to_string(Metric m) noexcept {
 }
 
 int Hpa::sync(Millis now, int current, const std::vector<double>& per_replica, Millis last_request) {
+  // A fleet scaled to zero wakes by activation alone (a request), as KEDA's does.
+  if (current == 0 && s_.min_replicas == 0) return 0;
   int recommendation = current;
   if (!per_replica.empty() && s_.target > 0) {
     const double mean = std::accumulate(per_replica.begin(), per_replica.end(), 0.0) / double(per_replica.size());

@@ -302,7 +302,7 @@ TEST_CASE("scenario: bad specs get a 4xx naming the field and store nothing") {
   CHECK(d.get_json("/v1/sweeps")["sweeps"].empty());
   // An unfinished sweep is no capacity either (409).
   json sweep = sim_job(fleet.base(), "running");
-  sweep["sweep"] = {{"rates_rps", {1}}, {"step_duration_s", 30}};
+  sweep["sweep"] = {{"steps", 2}, {"step_duration_s", 30}, {"warmup_s", 1}};
   const std::string running = submit(d, sweep);
   s = good;
   s["scenario"].erase("capacity_rps");
@@ -374,21 +374,24 @@ TEST_CASE("scenario: the scale-up reaction read through a real Prometheus server
   Daemon d(dir.path("db.sqlite"), dir.path("d.log"));
   auto cfg = small_fleet();
   cfg.autoscale = true;
-  cfg.hpa.metric = fleetsim::Metric::in_flight;
-  cfg.hpa.target = 3;
+  cfg.hpa.metric = fleetsim::Metric::waiting;  // the queue: none at 0.3 x, growing at 1.5 x
+  cfg.hpa.target = 1;
   cfg.hpa.sync_period = 2000ms;
+  cfg.hpa.max_replicas = 4;
   cfg.hpa.scale_down_window = 300'000ms;
   cfg.load_time_s = 3;
   FleetFixture fleet(cfg);
   PrometheusServer prom(dir, fleet.port());
   REQUIRE(prom.wait_for_series("kube_deployment_status_replicas_ready", 30s));
-  // 10 s at half the capacity, then 24 s at 1.5 x.
+  // 10 s at 0.3 x the capacity, then 20 s at 1.5 x; 1-s windows. The reaction can take the
+  // sync period (2 s) and the load time (3 s), plus a window and Prometheus' scrape interval
+  // (1 s each) to be seen.
   json spec =
       scenario_job(fleet, "spike",
-                   json::array({{{"duration_s", 10}, {"capacity_x", 0.5}}, {{"duration_s", 24}, {"capacity_x", 1.5}}}),
-                   {{"scale_up_reaction_s", {{"max", 2 + 3 + 2}}},  // sync period + load time + a window
-                    {"slo_during_scale_up", {{"max_error_rate", 0.01}, {"ttft_p95_ms", 20000}}},
-                    {"metric_choice", json::object()}});
+                   json::array({{{"duration_s", 10}, {"capacity_x", 0.3}}, {{"duration_s", 20}, {"capacity_x", 1.5}}}),
+                   {{"scale_up_reaction_s", {{"max", 2 + 3 + 1 + 1}}},
+                    {"slo_during_scale_up", {{"max_error_rate", 0.01}, {"ttft_p95_ms", 20000}}}});
+  spec["scenario"]["window_s"] = 1;
   spec["scenario"]["replicas"] = {{"prometheus",
                                    {{"url", prom.url()},
                                     {"ready", "sum(kube_deployment_status_replicas_ready{deployment=\"llm\"})"},
@@ -406,20 +409,14 @@ TEST_CASE("scenario: the scale-up reaction read through a real Prometheus server
   CHECK(up["verdict"] == "pass");
   REQUIRE(up["measured"].is_number());
   CHECK(up["measured"].get<double>() >= 3);  // a replica cannot serve before it has loaded
+  CHECK(up["measured"].get<double>() <= 7);
   CHECK(r["conditions"]["spike_start_s"] == 10);
+  CHECK(r["checks"]["slo_during_scale_up"]["verdict"] == "pass");
   // The windows carry the counts Prometheus answered.
   const json windows = d.get_json("/v1/sweeps/" + id + "/windows")["windows"];
-  REQUIRE(windows.size() == 17);
+  REQUIRE(windows.size() == 30);
   CHECK(windows[0]["ready"] == 1);
   CHECK(windows.back()["ready"].get<double>() >= 2);
-  // The queue and the requests running follow the users; the utilisation saturates.
-  const json ranking = r["checks"]["metric_choice"]["measured"]["ranking"];
-  auto rank = [&](const std::string& name) {
-    for (std::size_t i = 0; i < ranking.size(); ++i)
-      if (ranking[i] == name) return static_cast<int>(i);
-    return 1000;
-  };
-  CHECK(rank("vllm:num_requests_waiting") < rank("DCGM_FI_DEV_GPU_UTIL"));
   // A query Prometheus rejects fails the job with its message, before any load.
   spec["scenario"]["replicas"]["prometheus"]["ready"] = "sum(";
   const std::string bad = submit(d, spec);
@@ -428,4 +425,34 @@ TEST_CASE("scenario: the scale-up reaction read through a real Prometheus server
   CHECK(v["status"] == "failed");
   CHECK(v["error"].get<std::string>().find("scenario.replicas") != std::string::npos);
   CHECK(d.alive());
+}
+
+TEST_CASE("scenario: metric_choice ranks the queue above a GPU utilisation that saturates early") {
+  TempDir dir;
+  Daemon d(dir.path("db.sqlite"), dir.path("d.log"));
+  auto cfg = small_fleet();
+  cfg.replica.engine.max_num_seqs = 16;  // about 20 req/s; the utilisation is 100% from 4 in flight
+  cfg.gpu_saturation_in_flight = 4;
+  FleetFixture fleet(cfg);
+  // A ramp from 2 to 30 req/s: the queue and the TTFT grow only in its last third, long after
+  // the utilisation stopped moving.
+  const json r = finished(
+      d,
+      submit(d, scenario_job(fleet, "ramp", json::array({{{"duration_s", 24}, {"rate_rps", 2}, {"to_rate_rps", 30}}}),
+                             {{"metric_choice", json::object()}})));
+  INFO(r["checks"].dump(1));
+  const json& m = r["checks"]["metric_choice"];
+  CHECK(m["verdict"] == "advisory");
+  const json ranking = m["measured"]["ranking"];
+  auto rank = [&](const std::string& name) {
+    for (std::size_t i = 0; i < ranking.size(); ++i)
+      if (ranking[i] == name) return static_cast<int>(i);
+    return 1000;
+  };
+  CHECK(rank("vllm:num_requests_waiting") < rank("DCGM_FI_DEV_GPU_UTIL"));
+  CHECK(rank("fleetsim_replica_in_flight") < rank("DCGM_FI_DEV_GPU_UTIL"));
+  for (const auto& g : m["measured"]["gauges"]) {
+    if (g["name"] == "vllm:num_requests_waiting") CHECK(g["tracks_user_impact"] == true);
+    if (g["name"] == "DCGM_FI_DEV_GPU_UTIL") CHECK(g["tracks_user_impact"] == false);
+  }
 }

@@ -212,6 +212,12 @@ TEST_CASE("scenario checks: scale-up reaction, recovery and the SLO while scalin
   CHECK(s["checks"]["recovery_s"]["measured"].get<double>() == Approx(40));  // window 12 at 60 s
   CHECK(s["checks"]["recovery_s"]["verdict"] == "pass");                     // within 60 s
   CHECK(s["verdict"] == "fail");
+  // A fleet that held the SLO throughout: judged on the spike's first window, and passed.
+  std::vector<json> calm;
+  for (int i = 0; i < 20; ++i) calm.push_back(window(i, 100, 1, 1));
+  const json c = sweep::scenario_result(spec, profile, calm, events())["checks"]["slo_during_scale_up"];
+  CHECK(c["verdict"] == "pass");
+  CHECK(c["windows"] == json::array({4, 4}));
   // A slower reaction than its bound fails too.
   json slow_spec = scenario_spec();
   slow_spec["scenario"]["checks"]["scale_up_reaction_s"]["max"] = 5;
@@ -258,12 +264,19 @@ TEST_CASE("scenario checks: cold start and readiness from the events, both ways"
   const auto profile = sweep::scenario_profile(*spec.scenario).value();
   std::vector<json> calm;
   for (int i = 0; i < 20; ++i) calm.push_back(window(i, 100, 1));
-  json ev = json::array({{{"kind", "first_token"}, {"t_s", 8.3}, {"ttft_ms", 8300}},
+  json ev = json::array({{{"kind", "first_token"}, {"t_s", 8.3}, {"ttft_ms", 8300}, {"outcome", "ok"}},
                          {{"kind", "readiness"}, {"t_s", 8.0}, {"ready", true}}});
   json r = sweep::scenario_result(spec, profile, calm, ev);
   CHECK(r["checks"]["cold_start"]["verdict"] == "pass");
   CHECK(r["checks"]["cold_start"]["measured"]["first_ttft_s"].get<double>() == Approx(8.3));
   CHECK(r["checks"]["readiness"]["verdict"] == "pass");
+  // A first request that failed outright fails the check.
+  json refused_first = ev;
+  refused_first[0]["ttft_ms"] = nullptr;
+  refused_first[0]["outcome"] = "http_5xx";
+  const json rf = sweep::scenario_result(spec, profile, calm, refused_first)["checks"]["cold_start"];
+  CHECK(rf["verdict"] == "fail");
+  CHECK(rf["measured"]["first_outcome"] == "http_5xx");
   // 12 s is outside 8 s ± 10%.
   ev[0]["ttft_ms"] = 12000;
   CHECK(sweep::scenario_result(spec, profile, calm, ev)["checks"]["cold_start"]["verdict"] == "fail");

@@ -74,4 +74,10 @@ TEST_CASE("hpa: scale to zero after idling, and the first request activates one 
   CHECK(h.sync(30s, 1, {0}, 0s) == 0);  // 30 s without a request
   CHECK(h.activate(0) == 1);
   CHECK(h.activate(3) == 3);
+  // At zero it stays there, however recent the last request: only activation wakes it.
+  CHECK(h.sync(45s, 0, {}, 44s) == 0);
+  // With a floor of one, a fleet at zero is brought up to it.
+  HpaSettings one = settings();
+  one.min_replicas = 1;
+  CHECK(Hpa(one).sync(15s, 0, {}, 0s) == 1);
 }
