@@ -33,8 +33,12 @@ namespace beast = boost::beast;
 Answer get_report(Env& env, const Call& c) {
   auto row = env.ctx.store->sweep(c.id);
   if (!row) return no_sweep(c);
+  json windows = json::array();
+  if (row->kind == "scenario") {
+    for (auto& w : env.ctx.store->windows(c.id)) windows.push_back(std::move(w));
+  }
   return text_response(c.req, "text/html; charset=utf-8",
-                       report::render_report(sweep_view(env, *row), steps_view(env, c.id)));
+                       report::render_report(sweep_view(env, *row), steps_view(env, c.id), windows));
 }
 
 // GET /v1/sweeps/{id}/steps.csv: one line per step with its main figures: the latencies at

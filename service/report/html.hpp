@@ -10,8 +10,10 @@
 
 namespace capsweep::report {
 
-// `sweep` as GET /v1/sweeps/{id} returns it, `steps` the "steps" array of .../steps.
-std::string render_report(const nlohmann::json& sweep, const nlohmann::json& steps);
+// `sweep` as GET /v1/sweeps/{id} returns it, `steps` the "steps" array of .../steps, and for
+// a scenario job `windows` the "windows" array of .../windows (its timeline).
+std::string render_report(const nlohmann::json& sweep, const nlohmann::json& steps,
+                          const nlohmann::json& windows = nlohmann::json::array());
 
 // Chart building blocks, exposed for tests.
 struct Series {

@@ -16,6 +16,7 @@
 #include "report/html_text.hpp"
 #include "report/percentiles.hpp"
 #include "report/regression_page.hpp"
+#include "report/scenario_page.hpp"
 
 namespace capsweep::report {
 
@@ -49,11 +50,12 @@ dd{margin:0;overflow-wrap:anywhere;font-family:ui-monospace,monospace;font-size:
 
 // What the page is about: a check (one step judged), a concurrency sweep, a rate sweep, or a
 // regression (two sides compared).
-enum class PageKind { rate_sweep, concurrency_sweep, check, regression };
+enum class PageKind { rate_sweep, concurrency_sweep, check, regression, scenario };
 
 PageKind page_kind(const json& sweep) {
   const json& r = at(sweep, "result");
   if (at(r, "kind") == "regression" || text(sweep, "kind") == "regression") return PageKind::regression;
+  if (at(r, "kind") == "scenario" || text(sweep, "kind") == "scenario") return PageKind::scenario;
   if (at(r, "kind") == "check" || text(sweep, "kind") == "check") return PageKind::check;
   if (text(r, "mode") == "concurrency" || text(at(at(sweep, "spec"), "sweep"), "mode") == "concurrency")
     return PageKind::concurrency_sweep;
@@ -61,7 +63,10 @@ PageKind page_kind(const json& sweep) {
 }
 
 std::string head_section(const json& sweep, PageKind kind) {
-  const char* noun = kind == PageKind::check ? "check" : kind == PageKind::regression ? "regression" : "sweep";
+  const char* noun = kind == PageKind::check        ? "check"
+                     : kind == PageKind::regression ? "regression"
+                     : kind == PageKind::scenario   ? "scenario"
+                                                    : "sweep";
   std::string h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">";
   h += fmt::format("<title>capsweep {} report {}</title>", noun, esc(text(sweep, "id")));
   h += kStyle;
@@ -79,6 +84,12 @@ std::string verdict_section(const json& sweep) {
     verdict = fmt::format("Regression verdict: <b>{}</b> for candidate {} against baseline {} at {} req/s",
                           esc(text(r, "verdict")), esc(text(at(r, "candidate"), "base_url")),
                           esc(text(at(r, "baseline"), "base_url")), esc(text(at(r, "conditions"), "rate_rps")));
+    good = at(r, "verdict") == "pass";
+  } else if (at(r, "kind") == "scenario") {
+    const json& cond = at(r, "conditions");
+    verdict =
+        fmt::format("Scenario verdict: <b>{}</b> over {} s against {} (capacity {} req/s)", esc(text(r, "verdict")),
+                    esc(text(cond, "duration_s")), esc(text(cond, "target")), esc(text(cond, "capacity_rps")));
     good = at(r, "verdict") == "pass";
   } else if (at(r, "kind") == "check") {
     const json& cond = at(r, "conditions");
@@ -369,7 +380,7 @@ std::string warnings_section(const json& r, std::vector<std::string> warnings) {
 
 }  // namespace
 
-std::string render_report(const json& sweep, const json& steps) {
+std::string render_report(const json& sweep, const json& steps, const json& windows) {
   const json& spec = at(sweep, "spec");
   const json& r = at(sweep, "result");
   const PageKind kind = page_kind(sweep);
@@ -385,6 +396,7 @@ std::string render_report(const json& sweep, const json& steps) {
       judged.push_back(&s);
   }
   if (kind == PageKind::regression) h += regression_sections(sweep, steps);
+  if (kind == PageKind::scenario) h += scenario_sections(sweep, windows);
   if (kind == PageKind::rate_sweep || kind == PageKind::concurrency_sweep) h += sweep_charts(sweep, steps, qs);
   if (!judged.empty()) {
     h += distribution_charts(at(spec, "slo"), judged);

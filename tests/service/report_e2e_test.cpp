@@ -11,6 +11,7 @@
 
 #include "integration/llmsim_fixture.hpp"
 #include "service/daemon_fixture.hpp"
+#include "service/fleet_fixture.hpp"
 
 using namespace capsweep;
 using namespace capsweep::testing;
@@ -106,4 +107,39 @@ TEST_CASE("report e2e: a check's report renders its distributions and its step o
   CHECK(count_of(r.dom, "<polyline") >= 5);
   CHECK(r.dom.find("gpu=none (simulated)") != std::string::npos);
   CHECK(r.dom.find("against offered rate") == std::string::npos);
+}
+
+TEST_CASE("report e2e: a scenario's report draws its timeline with the replicas and the checks") {
+  fleetsim::FleetConfig cfg;
+  cfg.replica.engine.max_num_seqs = 4;
+  cfg.autoscale = true;
+  cfg.hpa.metric = fleetsim::Metric::waiting;
+  cfg.hpa.target = 1;
+  cfg.hpa.sync_period = std::chrono::milliseconds(1000);
+  cfg.load_time_s = 1;
+  FleetFixture fleet(cfg);
+  TempDir dir;
+  Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
+  json spec = sim_job(fleet.base(), "scenario report e2e");
+  spec["kind"] = "scenario";
+  spec["scenario"] = {
+      {"capacity_rps", 6},
+      {"window_s", 2},
+      {"profile", {{{"duration_s", 6}, {"capacity_x", 0.3}}, {{"duration_s", 10}, {"capacity_x", 1.5}}}},
+      {"replicas", {{"metric", {{"ready", "fleet_replicas_ready"}, {"desired", "fleet_replicas_desired"}}}}},
+      {"checks", {{"scale_up_reaction_s", {{"max", 6}}}, {"recovery_s", {{"max", 10}, {"windows", 2}}}}}};
+  std::ofstream(dir.path("spec.json")) << spec.dump();
+  const std::string cli =
+      std::string("'") + CAPSWEEP_CLI_PATH + "' --server http://127.0.0.1:" + std::to_string(d.endpoint().port());
+  const int code = shell_exit(cli + " submit '" + dir.path("spec.json").string() + "' --wait >/dev/null 2>&1");
+  REQUIRE((code == 0 || code == 3 || code == 4));  // a verdict, whichever
+  const std::string id = json::parse(d.get("/v1/sweeps?limit=1").body)["sweeps"][0]["id"];
+  const Rendered r = render_with_chromium(dir, cli, id, "scenario-report");
+  CHECK(r.dom.find("capsweep scenario report") != std::string::npos);
+  CHECK(r.dom.find("id=\"scenario-timeline\"") != std::string::npos);
+  CHECK(count_of(r.dom, "<svg class=\"chart\"") == 3);  // rate, TTFT p95, replicas
+  CHECK(r.dom.find(">spike<") != std::string::npos);
+  CHECK(r.dom.find("id=\"scenario-checks\"") != std::string::npos);
+  CHECK(r.dom.find("scale_up_reaction_s") != std::string::npos);
+  CHECK(r.dom.find("recovery_s") != std::string::npos);
 }

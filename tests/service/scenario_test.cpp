@@ -14,8 +14,8 @@
 #include <future>
 #include <thread>
 
-#include "fleetsim/fleet.hpp"
 #include "service/daemon_fixture.hpp"
+#include "service/fleet_fixture.hpp"
 
 using namespace capsweep;
 using namespace capsweep::testing;
@@ -24,41 +24,6 @@ using json = nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A fleet on a thread of its own, its gateway on a port the system picks.
-class FleetFixture {
- public:
-  explicit FleetFixture(fleetsim::FleetConfig cfg) {
-    cfg.listen = "127.0.0.1:0";
-    fleet_ = std::make_unique<fleetsim::Fleet>(io_, validated(cfg));
-    fleet_->start();
-    port_ = fleet_->endpoint().port();
-    thread_ = std::thread([this] { io_.run(); });
-  }
-  ~FleetFixture() {
-    boost::asio::post(io_, [this] { fleet_->shutdown(); });
-    if (thread_.joinable()) thread_.join();
-  }
-  std::string base() const { return "http://127.0.0.1:" + std::to_string(port_); }
-  std::uint16_t port() const { return port_; }
-  // PUT /fleet?replicas=n (the fleet runs without its controller).
-  void set_replicas(int n) const {
-    auto r = http_request({boost::asio::ip::make_address("127.0.0.1"), port_}, "PUT",
-                          "/fleet?replicas=" + std::to_string(n), "", 2000ms);
-    REQUIRE(r.status == 200);
-  }
-
- private:
-  static fleetsim::FleetConfig validated(const fleetsim::FleetConfig& c) {
-    auto v = fleetsim::validate(c);
-    REQUIRE(v.has_value());
-    return *v;
-  }
-  boost::asio::io_context io_{1};
-  std::unique_ptr<fleetsim::Fleet> fleet_;
-  std::uint16_t port_ = 0;
-  std::thread thread_;
-};
 
 // Replicas of 4 sequences (about 7 req/s each with 64 output tokens): queues build quickly.
 fleetsim::FleetConfig small_fleet() {

@@ -235,3 +235,65 @@ TEST_CASE("report: a regression's page shows both sides per round, the verdict t
   for (const char* banned : {"<script", "<link", "src=", "url("}) CHECK(page.find(banned) == std::string::npos);
   CHECK(page.find("same target") != std::string::npos);
 }
+
+TEST_CASE("report: a scenario's page draws its timeline with the events marked and the checks beside it") {
+  json windows = json::array();
+  for (int i = 0; i < 12; ++i) {
+    windows.push_back({{"index", i},
+                       {"t_start_s", 5.0 * i},
+                       {"offered_rps", i < 4 ? 3.0 : 9.0},
+                       {"completed", i < 4 ? 15 : 40},
+                       {"p95_ttft_ms", i < 4 ? 100.0 : 900.0},
+                       {"ready", i < 7 ? 1 : 2},
+                       {"desired", i < 5 ? 1 : 2}});
+  }
+  const json result = {
+      {"kind", "scenario"},
+      {"verdict", "fail"},
+      {"conditions", {{"window_s", 5}, {"duration_s", 60}, {"capacity_rps", 6}, {"target", "http://127.0.0.1:9"}}},
+      {"checks",
+       {{"scale_up_reaction_s",
+         {{"verdict", "fail"},
+          {"measured", 15},
+          {"bound", 10},
+          {"unit", "s"},
+          {"windows", {6, 6}},
+          {"detail", "<late>"}}},
+        {"scale_down",
+         {{"verdict", "inconclusive"},
+          {"measured", nullptr},
+          {"bound", 0},
+          {"unit", "streams"},
+          {"windows", {nullptr, nullptr}}}}}},
+      {"events",
+       {{{"kind", "spike"}, {"t_s", 20}},
+        {{"kind", "replicas"}, {"which", "ready"}, {"from", 1}, {"to", 2}, {"t_s", 35}}}},
+      {"summary",
+       {{"scheduled", 400}, {"completed", 390}, {"failed", 10}, {"rejected", 2}, {"pooled_p95_ttft_ms", 850.5}}}};
+  const json sweep = {{"id", "sw-1"},
+                      {"kind", "scenario"},
+                      {"status", "succeeded"},
+                      {"spec", {{"slo", {{"ttft_ms", {{"p95", 800}}}}}}},
+                      {"result", result}};
+  const std::string page = render_report(sweep, json::array(), windows);
+  CHECK(page.find("capsweep scenario report") != std::string::npos);
+  CHECK(page.find("Scenario verdict: <b>fail</b>") != std::string::npos);
+  CHECK(page.find("id=\"scenario-timeline\"") != std::string::npos);
+  CHECK(count(page, "<svg class=\"chart\"") == 3);  // rate, TTFT p95, replicas
+  CHECK(page.find("SLO p95 800 ms") != std::string::npos);
+  // The events on each chart: the spike and the replica change.
+  CHECK(count(page, ">spike<") == 3);
+  CHECK(count(page, "ready 1→2") == 3);
+  // The checks, detail escaped.
+  CHECK(page.find("id=\"scenario-checks\"") != std::string::npos);
+  CHECK(page.find("scale_up_reaction_s") != std::string::npos);
+  CHECK(page.find("&lt;late&gt;") != std::string::npos);
+  CHECK(page.find("<late>") == std::string::npos);
+  CHECK(page.find("400 requests scheduled") != std::string::npos);
+  // Without replica counts, no replicas chart.
+  for (auto& w : windows) {
+    w.erase("ready");
+    w.erase("desired");
+  }
+  CHECK(count(render_report(sweep, json::array(), windows), "<svg class=\"chart\"") == 2);
+}
