@@ -203,15 +203,16 @@ std::string scenario_text(const json& sweep) {
     const std::string windows = w.is_array() && w.size() == 2 && w[0].is_number()
                                     ? fmt::format("{}..{}", num(w[0], "{:g}"), num(w[1], "{:g}"))
                                     : std::string("-");
-    std::string measured = figure_text(at(k, "measured"));
+    std::string measured = figure_text(at(k, "measured")) + " " + text_of(k, "unit", "");
+    std::string ranking;
     if (name == "metric_choice" && at(at(k, "measured"), "ranking").is_array()) {
-      measured.clear();
+      measured = "ranking below";
       for (const auto& g : at(at(k, "measured"), "ranking"))
-        if (g.is_string()) measured += (measured.empty() ? "" : " > ") + terminal_safe(g.get<std::string>());
+        if (g.is_string()) ranking += (ranking.empty() ? "" : " > ") + terminal_safe(g.get<std::string>());
     }
-    out +=
-        fmt::format("  {:<20} {:>30} {:>30} {:>9}  {}\n", terminal_safe(name), measured + " " + text_of(k, "unit", ""),
-                    figure_text(at(k, "bound")), windows, upper(text_of(k, "verdict", "?")));
+    out += fmt::format("  {:<20} {:>30} {:>30} {:>9}  {}\n", terminal_safe(name), measured, figure_text(at(k, "bound")),
+                       windows, upper(text_of(k, "verdict", "?")));
+    if (!ranking.empty()) out += "      " + ranking + "\n";
     if (!text_of(k, "detail", "").empty()) out += "      " + text_of(k, "detail", "") + "\n";
   }
   const json& s = at(r, "summary");

@@ -59,7 +59,8 @@ std::vector<Marker> event_lines(const json& events) {
     } else if (kind == "readiness") {
       out.push_back({at(e, "ready") == true ? "ready" : "not ready", t, "#1a7f37"});
     } else if (kind == "replicas" && text(e, "which") == "ready") {
-      const bool down = at(e, "to").is_number() && at(e, "from").is_number() && e["to"].get<double>() < e["from"].get<double>();
+      const bool down =
+          at(e, "to").is_number() && at(e, "from").is_number() && e["to"].get<double>() < e["from"].get<double>();
       out.push_back({fmt::format("ready {}→{}", num(at(e, "from"), "{:g}"), num(at(e, "to"), "{:g}")), t,
                      down ? "#8250df" : "#0969da"});
     }
@@ -92,7 +93,8 @@ std::string scenario_sections(const json& sweep, const json& windows) {
   rate.series = {std::move(offered), std::move(achieved)};
   ttft.series = {std::move(p95)};
   const json& bound = at(at(at(at(sweep, "spec"), "slo"), "ttft_ms"), "p95");
-  if (bound.is_number()) ttft.hlines.push_back({fmt::format("SLO p95 {:g} ms", bound.get<double>()), bound.get<double>(), "#cf222e"});
+  if (bound.is_number())
+    ttft.hlines.push_back({fmt::format("SLO p95 {:g} ms", bound.get<double>()), bound.get<double>(), "#cf222e"});
   std::string h = "<div class=\"charts\" id=\"scenario-timeline\"><div><h2>Timeline</h2><div class=\"charts\">";
   h += render_chart(rate);
   h += render_chart(ttft);

@@ -5,10 +5,14 @@
 //  (b) capsweepd's resident memory over a long run of identical fixed-rate steps: after the
 //      first step and after the last (growth in percent);
 //  (c) the same over one long sweep (baseline, probe, a ladder of ever higher rates and its
-//      refinement), sampled each time a step is stored.
+//      refinement), sampled each time a step is stored;
+//  (d) the same over one long scenario job at a fixed rate (one step, windows stored as they
+//      close), sampled every minute while it runs: flat when a window costs what its
+//      requests cost and nothing of a closed window is kept.
 // capsweep-llmsim and capsweepd run as child processes on loopback.
 //
-// Usage: capsweep-bench-service [--quick] [--parts abc] [--rate R] [--seconds S] [--minutes M]
+// Usage: capsweep-bench-service [--quick] [--parts abcd] [--rate R] [--seconds S] [--minutes M]
+//                               [--scenario-rate R]
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -316,12 +320,68 @@ void part_c(const fs::path& dir, double minutes, double first_step_s) {
              last_anon, first_file, last_file);
 }
 
+void part_d(const fs::path& dir, double minutes, double rate) {
+  fmt::print("(d) capsweepd resident memory over one scenario of {:.1f} minutes at {:g} req/s\n", minutes, rate);
+  const std::uint16_t sp = free_port(), ap = free_port();
+  Child sim({CAPSWEEP_LLMSIM_PATH, "--listen", fmt::format("127.0.0.1:{}", sp)}, dir / "sim-d.log", sp, "/health");
+  Child d({CAPSWEEPD_PATH, "--listen", fmt::format("127.0.0.1:{}", ap), "--db", (dir / "d.db").string()}, dir / "d.log",
+          ap, "/healthz");
+  const std::size_t before = quiet_rss_kib(d.pid());
+  json spec = job(sp, "long-scenario");
+  spec["kind"] = "scenario";
+  spec["arrival"] = {{"process", "poisson"}};
+  spec["scenario"] = {{"capacity_rps", rate},
+                      {"window_s", 5},
+                      {"profile", {{{"duration_s", minutes * 60}, {"rate_rps", rate}}}},
+                      {"checks", {{"recovery_s", {{"max", 60}}}}}};
+  const std::string id = submit(ap, spec);
+  const auto started = std::chrono::steady_clock::now();
+  const auto limit = started + std::chrono::duration<double>(minutes * 60 * 2 + 300);
+  const double every_s = std::max(minutes * 60 / 12, 1.0);
+  double next_print = every_s;
+  std::size_t early = 0, late = 0, peak = 0;
+  json state;
+  while (std::chrono::steady_clock::now() < limit) {
+    state = get_json(ap, "/v1/sweeps/" + id);
+    if (state.is_object() && state["status"] != "queued" && state["status"] != "running") break;
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const std::size_t now_rss = rss_kib(d.pid());
+    peak = std::max(peak, now_rss);
+    if (t >= next_print) {
+      const json& w = state["progress"]["window"];
+      auto figure = [&](const char* key) {
+        return w.is_object() && w.contains(key) && w[key].is_number() ? fmt::format("{:.0f}", w[key].get<double>())
+                                                                      : std::string("-");
+      };
+      fmt::print("    {:>6.1f} min: RSS {:>7} KiB, window {} ({} completed, TTFT p95 {} ms)\n", t / 60, now_rss,
+                 figure("index"), figure("completed"), figure("p95_ttft_ms"));
+      std::fflush(stdout);
+      if (early == 0) early = now_rss;
+      late = now_rss;
+      next_print += every_s;
+    }
+    std::this_thread::sleep_for(250ms);
+  }
+  const double ran_min = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() / 60;
+  const json windows = get_json(ap, "/v1/sweeps/" + id + "/windows")["windows"];
+  const std::size_t after = quiet_rss_kib(d.pid());
+  fmt::print("    scenario ended {} after {:.1f} minutes with {} windows stored\n",
+             state.is_object() ? state.value("status", "?") : "?", ran_min, windows.is_array() ? windows.size() : 0);
+  fmt::print(
+      "    RSS while running: {} KiB at the first sample, {} KiB at the last (highest {} KiB): growth {:+.1f}%; at "
+      "rest {} KiB before, {} KiB after\n",
+      early, late, peak,
+      100.0 * (static_cast<double>(late) - static_cast<double>(early)) /
+          static_cast<double>(std::max<std::size_t>(early, 1)),
+      before, after);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   bool quick = false;
-  std::string parts = "abc";
-  double rate = 100, seconds = 20, minutes = 60;
+  std::string parts = "abcd";
+  double rate = 100, seconds = 20, minutes = 60, scenario_rate = 50;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick")
@@ -334,9 +394,12 @@ int main(int argc, char** argv) {
       seconds = std::stod(argv[++i]);
     else if (a == "--minutes" && i + 1 < argc)
       minutes = std::stod(argv[++i]);
+    else if (a == "--scenario-rate" && i + 1 < argc)
+      scenario_rate = std::stod(argv[++i]);
     else {
       fmt::print(stderr,
-                 "usage: capsweep-bench-service [--quick] [--parts abc] [--rate R] [--seconds S] [--minutes M]\n");
+                 "usage: capsweep-bench-service [--quick] [--parts abcd] [--rate R] [--seconds S] [--minutes M] "
+                 "[--scenario-rate R]\n");
       return 2;
     }
   }
@@ -344,6 +407,7 @@ int main(int argc, char** argv) {
     rate = 20;
     seconds = 3;
     minutes = 0.2;
+    scenario_rate = 10;
   }
   const fs::path dir = fs::temp_directory_path() / fmt::format("capsweep-bench-service-{}", getpid());
   fs::create_directories(dir);
@@ -351,6 +415,7 @@ int main(int argc, char** argv) {
     if (parts.find('a') != std::string::npos) part_a(dir, rate, seconds);
     if (parts.find('b') != std::string::npos) part_b(dir, minutes, quick ? 10 : 20);
     if (parts.find('c') != std::string::npos) part_c(dir, minutes, quick ? 3 : 20);
+    if (parts.find('d') != std::string::npos) part_d(dir, minutes, scenario_rate);
   } catch (const std::exception& e) {
     fmt::print(stderr, "capsweep-bench-service: {}\n", e.what());
     fs::remove_all(dir);

@@ -421,3 +421,59 @@ TEST_CASE("scenario: metric_choice ranks the queue above a GPU utilisation that 
     if (g["name"] == "DCGM_FI_DEV_GPU_UTIL") CHECK(g["tracks_user_impact"] == false);
   }
 }
+
+TEST_CASE("scenario: the card's loop - a sweep of one replica sets the controller, a 150% spike holds the SLO") {
+  TempDir dir;
+  Daemon d(dir.path("db.sqlite"), dir.path("d.log"));
+  // 1. One replica, swept.
+  auto one_cfg = small_fleet();
+  one_cfg.replica.engine.max_num_seqs = 16;  // about 19 req/s within the SLO
+  FleetFixture one(one_cfg);
+  json sweep = sim_job(one.base(), "one replica");
+  sweep["target"]["api"] = "chat";
+  sweep["arrival"] = {{"process", "poisson"}};
+  // Steps long enough for a p95 at the ladder's rates (a low rate's step runs longer).
+  sweep["sweep"] = {{"steps", 3},
+                    {"step_duration_s", 8},
+                    {"warmup_s", 1},
+                    {"baseline_requests", 5},
+                    {"probe_requests", 128},
+                    {"tolerance", 0.15},
+                    {"max_step_duration_s", 16},
+                    {"max_steps", 8}};
+  const std::string sw = submit(d, sweep);
+  const json swept = finished(d, sw);
+  INFO(swept.dump(1));
+  REQUIRE(swept["max_slo_rate_rps"].is_number());
+  const double capacity = swept["max_slo_rate_rps"].get<double>();
+  // 2. Its thresholds.
+  const json thresholds = d.get_json("/v1/sweeps/" + sw + "/autoscale?format=json");
+  INFO(thresholds.dump(1));
+  REQUIRE(thresholds["target_inflight_per_replica"].is_number());
+  // 3. The fleet's controller configured from them: in flight per replica, as the ScaledObject.
+  auto fleet_cfg = one_cfg;
+  fleet_cfg.autoscale = true;
+  fleet_cfg.hpa.metric = fleetsim::Metric::in_flight;
+  fleet_cfg.hpa.target = thresholds["target_inflight_per_replica"].get<double>();
+  fleet_cfg.hpa.sync_period = 2000ms;
+  fleet_cfg.hpa.max_replicas = 6;
+  fleet_cfg.hpa.scale_down_window = 300'000ms;
+  fleet_cfg.load_time_s = 2;
+  FleetFixture fleet(fleet_cfg);
+  // 4. A spike to 150% of the measured capacity, the capacity taken from the sweep (from_sweep).
+  json spec = scenario_job(
+      fleet, "loop", json::array({{{"duration_s", 8}, {"capacity_x", 0.5}}, {{"duration_s", 30}, {"capacity_x", 1.5}}}),
+      {{"scale_up_reaction_s", {{"max", 2 + 2 + 2}}},  // sync + load + a window
+       {"slo_during_scale_up", {{"max_error_rate", 0.01}, {"ttft_p95_ms", 5000}}},
+       {"recovery_s", {{"max", 20}, {"windows", 2}}}});
+  spec["scenario"].erase("capacity_rps");
+  spec["scenario"]["from_sweep"] = sw;
+  const std::string id = submit(d, spec);
+  const json r = finished(d, id);
+  INFO(r.dump(1));
+  CHECK(r["conditions"]["capacity_rps"].get<double>() == Approx(capacity));
+  CHECK(r["checks"]["scale_up_reaction_s"]["verdict"] == "pass");
+  CHECK(r["checks"]["slo_during_scale_up"]["verdict"] == "pass");
+  CHECK(r["checks"]["recovery_s"]["verdict"] == "pass");
+  CHECK(r["verdict"] == "pass");
+}

@@ -51,8 +51,9 @@ TEST_CASE("config files: the llmsim example is valid and equals the defaults") {
 
 TEST_CASE("config files: every example job spec passes the schema and the spec parser") {
   static const capsweep::api::SchemaValidator validator(capsweep::api::embedded_schema("sweep-spec.schema.json"));
-  for (const char* file : {"config/sweeps/demo.json", "config/sweeps/standard.json", "config/sweeps/chat.json",
-                           "config/sweeps/rag.json", "config/sweeps/sharegpt.json", "config/sweeps/regression.json"}) {
+  for (const char* file :
+       {"config/sweeps/demo.json", "config/sweeps/standard.json", "config/sweeps/chat.json", "config/sweeps/rag.json",
+        "config/sweeps/sharegpt.json", "config/sweeps/regression.json", "config/sweeps/scenario.json"}) {
     INFO(file);
     json spec = read(file);
     auto ok = validator.validate(spec);
@@ -64,6 +65,21 @@ TEST_CASE("config files: every example job spec passes the schema and the spec p
     INFO((parsed ? std::string() : parsed.error().field + ": " + parsed.error().message));
     CHECK(parsed.has_value());
   }
+}
+
+TEST_CASE("config files: the example scenario's profile, with the capacity its sweep gives it") {
+  static const capsweep::api::SchemaValidator validator(capsweep::api::embedded_schema("sweep-spec.schema.json"));
+  json spec = read("config/sweeps/scenario.json");
+  spec["scenario"].erase("from_sweep");
+  spec["scenario"]["capacity_rps"] = 10;  // as the service writes it at submit
+  validator.apply_defaults(spec);
+  const auto parsed = capsweep::sweep::parse_job_spec(spec);
+  REQUIRE(parsed.has_value());
+  const auto profile = capsweep::sweep::scenario_profile(*parsed->scenario);
+  REQUIRE(profile.has_value());
+  CHECK(profile->duration() == std::chrono::seconds(160));
+  CHECK(profile->rate_at(std::chrono::seconds(60)) == Approx(15));  // the 150% spike
+  CHECK(parsed->scenario->checks.scale_down_max_cut_streams == 0u);
 }
 
 TEST_CASE("config files: the example ShareGPT dataset parses, and the spec names it by its content address") {
