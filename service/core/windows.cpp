@@ -107,14 +107,23 @@ std::vector<WindowRow> WindowAccumulator::take_closed(Nanos now, std::uint64_t i
     r.rejected = s.rejected;
     r.cut = s.cut;
     r.goodput_rps = static_cast<double>(s.good) / to_s(window_);
+    std::uint64_t live_here = 0;
     for (const LiveRequest& l : live) {
       if (l.scheduled < start || l.scheduled >= end) continue;
+      ++live_here;
       if (l.first_token) {
         s.ttft_ms.push_back(to_ms(*l.first_token - l.scheduled));
       } else {
         s.ttft_ms.push_back(to_ms(now - l.scheduled));
         ++r.ttft_censored;
       }
+    }
+    // Requests neither ended nor in view (still queued before being sent, or the engine too
+    // busy to list them): each has waited at least since the window's end.
+    const std::uint64_t unseen = s.scheduled - std::min(s.scheduled, s.ended + live_here);
+    for (std::uint64_t i = 0; i < unseen; ++i) {
+      s.ttft_ms.push_back(to_ms(std::max(now - end, Nanos{0})));
+      ++r.ttft_censored;
     }
     std::sort(s.ttft_ms.begin(), s.ttft_ms.end());
     std::sort(s.itl_ms.begin(), s.itl_ms.end());

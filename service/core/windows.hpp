@@ -6,7 +6,8 @@
 // count in the window where they happened. A window is closed once the requests scheduled
 // in it have all ended, or one window later at the latest: then a request still in flight
 // counts with its TTFT when its first token came, else with the time it has waited so far (a
-// lower bound of its TTFT); what it does after that is not counted in the closed window.
+// lower bound of its TTFT), and one not even in flight yet (queued before it was sent) with
+// the time since the window's end; what it does after that is not counted in the closed window.
 
 #include <array>
 #include <cstdint>

@@ -323,7 +323,11 @@ void part_c(const fs::path& dir, double minutes, double first_step_s) {
 void part_d(const fs::path& dir, double minutes, double rate) {
   fmt::print("(d) capsweepd resident memory over one scenario of {:.1f} minutes at {:g} req/s\n", minutes, rate);
   const std::uint16_t sp = free_port(), ap = free_port();
-  Child sim({CAPSWEEP_LLMSIM_PATH, "--listen", fmt::format("127.0.0.1:{}", sp)}, dir / "sim-d.log", sp, "/health");
+  // A simulator sized to take the rate (about 100 req/s for 200 + 64 tokens), so that what is
+  // measured is the scenario's own memory, not a backlog growing without bound.
+  Child sim({CAPSWEEP_LLMSIM_PATH, "--listen", fmt::format("127.0.0.1:{}", sp), "--max-num-seqs", "128",
+             "--decode-per-seq-ms", "0.05"},
+            dir / "sim-d.log", sp, "/health");
   Child d({CAPSWEEPD_PATH, "--listen", fmt::format("127.0.0.1:{}", ap), "--db", (dir / "d.db").string()}, dir / "d.log",
           ap, "/healthz");
   const std::size_t before = quiet_rss_kib(d.pid());

@@ -14,6 +14,7 @@
 #include <future>
 #include <thread>
 
+#include "api/schema.hpp"
 #include "service/daemon_fixture.hpp"
 #include "service/fleet_fixture.hpp"
 
@@ -79,6 +80,11 @@ json finished(const Daemon& d, const std::string& id) {
       id, [](const json& s) { return s["status"] != "queued" && s["status"] != "running"; }, 300s);
   INFO(v.dump(1));
   REQUIRE(v["status"] == "succeeded");
+  // The job as the API shows it matches the published result schema (every kind).
+  static const api::SchemaValidator schema(api::embedded_schema("result.schema.json"));
+  auto ok = schema.validate(v);
+  INFO((ok ? std::string() : ok.error().field + ": " + ok.error().message));
+  CHECK(ok.has_value());
   return v["result"];
 }
 

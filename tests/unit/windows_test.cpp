@@ -84,6 +84,25 @@ TEST_CASE("windows: a window whose requests still wait closes one window later w
   CHECK(rows[0].p99_ttft_ms.value() == Approx(8000).margin(100));  // waited 8 s and counting
 }
 
+TEST_CASE("windows: requests not yet sent when their window closes count their wait since its end") {
+  // Three requests scheduled in window 0, none sent (a backlog before the connections), none
+  // listed as live: at 11 s each has waited at least 6 s.
+  WindowAccumulator acc(5s, 15s, {});
+  for (const auto t : {1s, 2s, 3s}) acc.on_scheduled(t);
+  const auto rows = acc.take_closed(11s, 0, {}, per_window);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].ttft_censored == 3);
+  REQUIRE(rows[0].p95_ttft_ms.has_value());
+  CHECK(rows[0].p95_ttft_ms.value() == Approx(6000).margin(100));
+  // Listed ones count from their own scheduled time, the rest from the end.
+  WindowAccumulator two(5s, 15s, {});
+  for (const auto t : {1s, 2s}) two.on_scheduled(t);
+  const auto r2 = two.take_closed(11s, 1, {{1s, std::nullopt}}, per_window);
+  CHECK(r2[0].ttft_censored == 2);
+  CHECK(r2[0].max_ttft_ms.value() == Approx(10000).margin(100));
+  CHECK(r2[0].p50_ttft_ms.value() == Approx(8000).margin(100));  // 6 s and 10 s: their median
+}
+
 TEST_CASE("windows: a request streaming at the close counts its TTFT - what it does later is not counted twice") {
   WindowAccumulator acc(5s, 20s, {});
   acc.on_scheduled(1s);
