@@ -17,6 +17,7 @@
 #include "api/schema.hpp"
 #include "service/daemon_fixture.hpp"
 #include "service/fleet_fixture.hpp"
+#include "service/prometheus_fixture.hpp"
 
 using namespace capsweep;
 using namespace capsweep::testing;
@@ -282,62 +283,6 @@ TEST_CASE("scenario: bad specs get a 4xx naming the field and store nothing") {
   d.del("/v1/sweeps/" + running);
   CHECK(d.alive());
 }
-
-namespace {
-
-// A Prometheus server of the test's own: scrapes `target_port` every second; killed at the end.
-class PrometheusServer {
- public:
-  PrometheusServer(const TempDir& dir, std::uint16_t target_port) {
-    port_ = free_loopback_port();
-    const fs::path config = dir.path("prometheus.yml");
-    std::ofstream(config) << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-                          << "scrape_configs:\n  - job_name: fleet\n    static_configs:\n"
-                          << "      - targets: ['127.0.0.1:" << target_port << "']\n";
-    const std::string log = dir.path("prometheus.log").string();
-    std::vector<std::string> args{"prometheus", "--config.file=" + config.string(),
-                                  "--storage.tsdb.path=" + dir.path("prom-data").string(),
-                                  "--web.listen-address=127.0.0.1:" + std::to_string(port_), "--log.level=warn"};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      ::execvp("prometheus", argv.data());
-      ::_exit(127);
-    }
-  }
-  ~PrometheusServer() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      int status = 0;
-      ::waitpid(pid_, &status, 0);
-    }
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-  bool wait_for_series(const std::string& promql, std::chrono::seconds limit) const {
-    const auto end = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < end) {
-      auto r = http_request({boost::asio::ip::make_address("127.0.0.1"), port_}, "GET", "/api/v1/query?query=" + promql,
-                            "", 2000ms);
-      if (r.status == 200) {
-        const json j = json::parse(r.body, nullptr, false);
-        if (j.is_object() && !j["data"]["result"].empty()) return true;
-      }
-      std::this_thread::sleep_for(250ms);
-    }
-    return false;
-  }
-
- private:
-  std::uint16_t port_ = 0;
-  pid_t pid_ = -1;
-};
-
-}  // namespace
 
 TEST_CASE("scenario: the scale-up reaction read through a real Prometheus server matches the controller's settings") {
   REQUIRE(shell_exit("command -v prometheus >/dev/null") == 0);
