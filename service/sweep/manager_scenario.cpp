@@ -136,7 +136,14 @@ bool SweepManager::run_scenario_step(const store::SweepRow& row, Prepared& p, co
   }
   if (result->cancelled || active->cancel || stopping()) return true;  // not stored; the caller's loop says why
   const auto windows = store_->windows(id);
-  const json verdict = scenario_result(spec, *profile, windows, events);
+  json verdict = scenario_result(spec, *profile, windows, events);
+  if (result->generator_limited) {
+    // The load was not the profile's: the windows' latencies include the generator's delay.
+    verdict["warnings"].push_back(
+        "the load generator fell behind its schedule (generator_limited): the windows' rates and latencies are not "
+        "the profile's; use a faster machine or a lower rate");
+    if (verdict.value("verdict", "") == "pass") verdict["verdict"] = "inconclusive";
+  }
   store::StepRow step = scenario_row(spec, order, index, *result, verdict, windows.size());
   step.started_at = started_at;
   step.finished_at = store::utc_now();

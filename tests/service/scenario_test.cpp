@@ -97,7 +97,7 @@ int cli(const Daemon& d, const std::string& args, const fs::path& out) {
 
 }  // namespace
 
-TEST_CASE("scenario: a replica ready before its model loaded fails readiness; an honest one passes") {
+TEST_CASE("scenario: a replica ready before its model loaded fails readiness, an honest one passes") {
   TempDir dir;
   Daemon d(dir.path("db.sqlite"), dir.path("d.log"), {"--max-concurrent-sweeps", "2"});
   auto cfg = small_fleet();
@@ -139,7 +139,7 @@ TEST_CASE("scenario: a replica ready before its model loaded fails readiness; an
   CHECK(count_of(read_text(dir.path("windows.txt")), "\n") == 11);  // the header and 10 windows
 }
 
-TEST_CASE("scenario: an abrupt scale-down cuts streams and fails; a graceful one passes") {
+TEST_CASE("scenario: an abrupt scale-down cuts streams and fails, a graceful one passes") {
   TempDir dir;
   Daemon d(dir.path("db.sqlite"), dir.path("d.log"), {"--max-concurrent-sweeps", "2"});
   auto cfg = small_fleet();
