@@ -101,7 +101,8 @@ nlohmann::json StepMetrics::summary(const std::vector<double>& percentiles) cons
   return j;
 }
 
-StepAccumulator::StepAccumulator(StepWindow window, GoodputBounds goodput) : window_(window), goodput_(goodput) {
+StepAccumulator::StepAccumulator(StepWindow window, GoodputBounds goodput, std::size_t exact_samples)
+    : window_(window), goodput_(goodput), m_(exact_samples) {
   m_.window_start = window_.warmup;
   m_.offered_rate_rps = window_.offered_rate_rps;
 }

@@ -43,6 +43,18 @@ inline const std::vector<double> kDefaultPercentiles{50, 90, 95, 99, 99.9};
 
 // Everything measured in one step. Latency samples are in milliseconds.
 struct StepMetrics {
+  // `exact_samples`: how many samples each latency keeps exactly before it folds into 2%-wide
+  // buckets (a long step's memory stays bounded; a scenario's stays small).
+  explicit StepMetrics(std::size_t exact_samples = SampleSet::kDefaultExactCapacity)
+      : ttft_ms(exact_samples),
+        ttft_sent_ms(exact_samples),
+        e2el_ms(exact_samples),
+        e2el_sent_ms(exact_samples),
+        tpot_ms(exact_samples),
+        itl_ms(exact_samples),
+        schedule_lag_ms(exact_samples),
+        client_queue_ms(exact_samples) {}
+
   // Per-request samples over measured, successful requests.
   SampleSet ttft_ms;       // first token - scheduled
   SampleSet ttft_sent_ms;  // first token - sent (vLLM's TTFT)
@@ -98,7 +110,8 @@ std::string percentile_key(double q);
 
 class StepAccumulator {
  public:
-  explicit StepAccumulator(StepWindow window, GoodputBounds goodput = {});
+  explicit StepAccumulator(StepWindow window, GoodputBounds goodput = {},
+                           std::size_t exact_samples = SampleSet::kDefaultExactCapacity);
 
   // Folds one finished, failed or abandoned request into the step. Records may arrive in
   // any order. The record's chunk list is read, not kept.

@@ -70,7 +70,7 @@ struct StepState {
         workload(w),
         spec(s),
         progress(p),
-        acc(window, s.goodput),
+        acc(window, s.goodput, s.exact_samples),
         dispatch_timer(io),
         drained(io),
         monitor_timer(io) {}

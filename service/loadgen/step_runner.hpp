@@ -52,6 +52,9 @@ struct StepSpec {
   std::shared_ptr<const Schedule> schedule;
   // false: the per-request rows (requests.csv) are not kept; a long scenario keeps windows.
   bool keep_rows = true;
+  // Samples each latency of the step's summary keeps exactly before folding into 2%-wide
+  // buckets (a scenario keeps few: its windows are its record, its memory stays flat).
+  std::size_t exact_samples = SampleSet::kDefaultExactCapacity;
   // Called on the generator thread when a request is scheduled (its scheduled time) and when
   // it ends (its final record): incremental views of the step (a scenario's windows). They
   // must not block.
