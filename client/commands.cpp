@@ -238,26 +238,15 @@ int compare(const ApiClient& c, const Args& a) {
   return exit_for(*v, std::nullopt);
 }
 
-int steps(const ApiClient& c, const Args& a) {
+// A job's rows (`key` of GET /v1/sweeps/{id}/`key`) as JSON, or as the table `table` makes.
+int rows(const ApiClient& c, const Args& a, const char* key, std::string (*table)(const json&)) {
   int code = kOk;
-  auto s = get_json(c, "/v1/sweeps/" + a.id + "/steps", code);
-  if (!s) return code;
+  auto r = get_json(c, "/v1/sweeps/" + a.id + "/" + key, code);
+  if (!r) return code;
   if (a.o.json_out)
-    fmt::print("{}\n", s->dump(2, ' ', false, json::error_handler_t::replace));
+    fmt::print("{}\n", r->dump(2, ' ', false, json::error_handler_t::replace));
   else
-    fmt::print("{}", terminal_safe(steps_table((*s)["steps"]), true));
-  return kOk;
-}
-
-// capsweep windows ID: a scenario's windows, as stored so far (also while it runs).
-int windows(const ApiClient& c, const Args& a) {
-  int code = kOk;
-  auto w = get_json(c, "/v1/sweeps/" + a.id + "/windows", code);
-  if (!w) return code;
-  if (a.o.json_out)
-    fmt::print("{}\n", w->dump(2, ' ', false, json::error_handler_t::replace));
-  else
-    fmt::print("{}", terminal_safe(windows_table((*w)["windows"]), true));
+    fmt::print("{}", terminal_safe(table((*r)[key]), true));
   return kOk;
 }
 
@@ -421,8 +410,9 @@ int run_command(const Args& a) {
   if (a.command == "status") return status(c, a);
   if (a.command == "verdict") return verdict(c, a);
   if (a.command == "compare") return compare(c, a);
-  if (a.command == "steps") return steps(c, a);
-  if (a.command == "windows") return windows(c, a);
+  if (a.command == "steps") return rows(c, a, "steps", steps_table);
+  // A scenario's windows, as stored so far (also while it runs).
+  if (a.command == "windows") return rows(c, a, "windows", windows_table);
   if (a.command == "list") return list(c, a);
   if (a.command == "dataset-upload") return dataset_upload(c, a);
   if (a.command == "dataset-list") return dataset_list(c, a);
