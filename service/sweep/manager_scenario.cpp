@@ -43,6 +43,26 @@ store::StepRow scenario_row(const JobSpec& spec, const StepOrder& order, int ind
   return row;
 }
 
+// The load engine's step for a scenario: the profile's schedule sent as it is, no per-request
+// rows (the windows are the record), few exact samples, each request handed to the watch.
+loadgen::StepSpec scenario_step_spec(loadgen::StepSpec ss, const JobSpec& spec, Schedule schedule,
+                                     const Profile& profile, ScenarioWatch& watch, const ManagerOptions& options) {
+  ss.schedule = std::make_shared<const Schedule>(std::move(schedule));
+  ss.duration = profile.duration();
+  ss.warmup = Nanos{0};
+  ss.requests.reset();
+  ss.keep_rows = false;     // the windows are the record; memory stays flat however long it runs
+  ss.exact_samples = 4096;  // the step's summary: exact up to 4,096 samples a latency, then 2% buckets
+  ss.track_live = true;
+  ss.drain_timeout = spec.scenario->drain_timeout;
+  ss.on_scheduled = [&watch](Nanos t) { watch.scheduled(t); };
+  ss.on_ended = [&watch](const RequestRecord& r) { watch.ended(r); };
+  if (options.max_connections > 0 && (ss.concurrency == 0 || ss.concurrency > options.max_connections)) {
+    ss.concurrency = options.max_connections;
+  }
+  return ss;
+}
+
 }  // namespace
 
 bool SweepManager::run_scenario_step(const store::SweepRow& row, Prepared& p, const std::shared_ptr<Active>& active,
@@ -87,20 +107,8 @@ bool SweepManager::run_scenario_step(const store::SweepRow& row, Prepared& p, co
     finish(id, "failed", nullptr, "scenario.replicas: " + why);
     return false;
   }
-  loadgen::StepSpec ss = step_spec(spec, order, index);
-  ss.schedule = std::make_shared<const Schedule>(std::move(*schedule));
-  ss.duration = profile->duration();
-  ss.warmup = Nanos{0};
-  ss.requests.reset();
-  ss.keep_rows = false;     // the windows are the record; memory stays flat however long it runs
-  ss.exact_samples = 4096;  // the step's summary: exact up to 4,096 samples a latency, then 2% buckets
-  ss.track_live = true;
-  ss.drain_timeout = spec.scenario->drain_timeout;
-  ss.on_scheduled = [&watch](Nanos t) { watch.scheduled(t); };
-  ss.on_ended = [&watch](const RequestRecord& r) { watch.ended(r); };
-  if (options_.max_connections > 0 && (ss.concurrency == 0 || ss.concurrency > options_.max_connections)) {
-    ss.concurrency = options_.max_connections;
-  }
+  loadgen::StepSpec ss =
+      scenario_step_spec(step_spec(spec, order, index), spec, std::move(*schedule), *profile, watch, options_);
   active->enter_step(order, index, steps_planned, p.runner.get(), profile->duration());
   store_->set_progress(id,
                        {{"phase", order.phase}, {"step", index + 1}, {"steps_planned", steps_planned}, {"percent", 0}});
