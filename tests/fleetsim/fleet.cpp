@@ -18,6 +18,7 @@
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 #include <cstdio>
+#include <deque>
 #include <set>
 #include <thread>
 
@@ -135,6 +136,7 @@ struct Fleet::Impl : std::enable_shared_from_this<Impl> {
   int next_id = 0;
   int desired = 0;
   std::size_t round_robin = 0;
+  std::deque<asio::steady_timer*> waiting_line;  // requests waiting for a ready replica, oldest first
   Clock::time_point t0 = Clock::now();
   Clock::time_point last_request = Clock::now();
   bool stopping = false;
@@ -332,13 +334,27 @@ struct Fleet::Impl : std::enable_shared_from_this<Impl> {
       log::info("activated from zero by a request");
       reconcile();
     }
-    std::shared_ptr<Replica> r = pick();
-    const auto give_up = Clock::now() + std::chrono::microseconds(static_cast<long>(cfg.queue_timeout_s * 1e6));
-    asio::steady_timer wait(io);
-    while (!r && !stopping && Clock::now() < give_up) {
-      wait.expires_after(std::chrono::milliseconds(20));
-      co_await wait.async_wait(use_tuple);
-      r = pick();
+    // Requests that found no ready replica wait in line and leave it in arrival order, as an
+    // activator's queue releases them: the first request of a cold fleet is served first.
+    std::shared_ptr<Replica> r = waiting_line.empty() ? pick() : nullptr;
+    if (!r) {
+      const auto give_up = Clock::now() + std::chrono::microseconds(static_cast<long>(cfg.queue_timeout_s * 1e6));
+      asio::steady_timer wait(io);
+      waiting_line.push_back(&wait);
+      struct Leave {
+        std::deque<asio::steady_timer*>& line;
+        asio::steady_timer* me;
+        ~Leave() {
+          const bool was_first = !line.empty() && line.front() == me;
+          line.erase(std::find(line.begin(), line.end(), me));
+          if (was_first && !line.empty()) line.front()->cancel();  // the next one goes at once
+        }
+      } leave{waiting_line, &wait};
+      while (!stopping && Clock::now() < give_up) {
+        if (waiting_line.front() == &wait && (r = pick())) break;
+        wait.expires_after(std::chrono::milliseconds(20));
+        co_await wait.async_wait(use_tuple);
+      }
     }
     if (!r) {
       ++rejected_total;
