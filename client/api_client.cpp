@@ -1,5 +1,7 @@
 #include "api_client.hpp"
 
+#include <fmt/format.h>
+
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -8,6 +10,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+#include <boost/system/system_error.hpp>
 
 namespace capsweep::cli {
 
@@ -79,6 +82,10 @@ HttpAnswer ApiClient::request(const std::string& method, const std::string& path
     out.status = static_cast<int>(res.result_int());
     out.content_type = std::string(res[bhttp::field::content_type]);
     out.body = std::move(res.body());
+  } catch (const boost::system::system_error& e) {
+    // Its what() carries Boost's source location: the code's message says what happened.
+    out.status = 0;
+    out.error = fmt::format("{}:{}: {}", server_.host, server_.port, e.code().message());
   } catch (const std::exception& e) {
     out.status = 0;
     out.error = e.what();

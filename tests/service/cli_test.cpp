@@ -77,6 +77,8 @@ TEST_CASE("cli: every subcommand and exit code against a running capsweepd") {
   const auto down = cli(dir, {"--server", "http://127.0.0.1:1", "list"});
   CHECK(down.code == 1);
   CHECK(down.err.find("cannot reach") != std::string::npos);
+  CHECK(down.err.find("127.0.0.1:1: Connection refused") != std::string::npos);
+  CHECK(down.err.find(".hpp") == std::string::npos);  // no library source location
 
   // A spec the server refuses: 1, with the field it names.
   json bad = job(sim);
