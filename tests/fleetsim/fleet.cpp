@@ -324,6 +324,32 @@ struct Fleet::Impl : std::enable_shared_from_this<Impl> {
             false};
   }
 
+  // A ready replica for a request, or none after queue_timeout_s. Requests that found none
+  // wait in line and leave it in arrival order, as an activator's queue releases them: the
+  // first request of a cold fleet is served first.
+  asio::awaitable<std::shared_ptr<Replica>> wait_for_replica() {
+    std::shared_ptr<Replica> r = waiting_line.empty() ? pick() : nullptr;
+    if (r) co_return r;
+    const auto give_up = Clock::now() + std::chrono::microseconds(static_cast<long>(cfg.queue_timeout_s * 1e6));
+    asio::steady_timer wait(io);
+    waiting_line.push_back(&wait);
+    struct Leave {
+      std::deque<asio::steady_timer*>& line;
+      asio::steady_timer* me;
+      ~Leave() {
+        const bool was_first = !line.empty() && line.front() == me;
+        line.erase(std::find(line.begin(), line.end(), me));
+        if (was_first && !line.empty()) line.front()->cancel();  // the next one goes at once
+      }
+    } leave{waiting_line, &wait};
+    while (!stopping && Clock::now() < give_up) {
+      if (waiting_line.front() == &wait && (r = pick())) break;
+      wait.expires_after(std::chrono::milliseconds(20));
+      co_await wait.async_wait(use_tuple);
+    }
+    co_return r;
+  }
+
   // Relays one request to a ready replica and its answer, byte for byte, back to the client.
   asio::awaitable<http::Reply> proxy(http::Request& req, beast::tcp_stream& client) {
     auto self = shared_from_this();
@@ -334,28 +360,7 @@ struct Fleet::Impl : std::enable_shared_from_this<Impl> {
       log::info("activated from zero by a request");
       reconcile();
     }
-    // Requests that found no ready replica wait in line and leave it in arrival order, as an
-    // activator's queue releases them: the first request of a cold fleet is served first.
-    std::shared_ptr<Replica> r = waiting_line.empty() ? pick() : nullptr;
-    if (!r) {
-      const auto give_up = Clock::now() + std::chrono::microseconds(static_cast<long>(cfg.queue_timeout_s * 1e6));
-      asio::steady_timer wait(io);
-      waiting_line.push_back(&wait);
-      struct Leave {
-        std::deque<asio::steady_timer*>& line;
-        asio::steady_timer* me;
-        ~Leave() {
-          const bool was_first = !line.empty() && line.front() == me;
-          line.erase(std::find(line.begin(), line.end(), me));
-          if (was_first && !line.empty()) line.front()->cancel();  // the next one goes at once
-        }
-      } leave{waiting_line, &wait};
-      while (!stopping && Clock::now() < give_up) {
-        if (waiting_line.front() == &wait && (r = pick())) break;
-        wait.expires_after(std::chrono::milliseconds(20));
-        co_await wait.async_wait(use_tuple);
-      }
-    }
+    std::shared_ptr<Replica> r = co_await wait_for_replica();
     if (!r) {
       ++rejected_total;
       co_return error_reply(req, bhttp::status::service_unavailable, "no ready replica");
