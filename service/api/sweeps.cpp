@@ -276,6 +276,7 @@ std::optional<ApiError> check_allow_list(const ServiceConfig& config, const swee
 Result<sweep::JobSpec> accepted_spec(Env& env, json& doc) {
   if (auto ok = env.spec_validator.validate(doc); !ok) return ok.error();
   if (auto e = llm::check_dataset_workload(doc.value("workload", json::object()))) return *e;
+  sweep::complete_arrival(doc);
   env.spec_validator.apply_defaults(doc);
   // With a dataset, the synthesiser's settings do not apply: the record does not show them.
   if (doc.contains("workload") && doc["workload"].contains("dataset")) {

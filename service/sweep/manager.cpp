@@ -46,7 +46,12 @@ json with_record(json result, const json& stored_spec, std::optional<double> max
                              : workload.value("output_tokens", json());
     c["max_output_tokens"] = max_output_tokens ? json(*max_output_tokens) : json(nullptr);
     c["seed"] = workload.value("seed", json(0));
-    c["burstiness"] = arrival.value("burstiness", json(1));
+    // The gamma shape that was sent: 1 for Poisson gaps (a gamma of shape 1), none for
+    // constant gaps or all at once (the parser refuses a burstiness they would not send).
+    const std::string process = arrival.value("process", "poisson");
+    c["burstiness"] = process == "gamma"     ? arrival.value("burstiness", json(1))
+                      : process == "poisson" ? json(1)
+                                             : json(nullptr);
     const json check = stored_spec.value("check", json::object());
     c["think_time_ms"] = check.value("think_time_ms", json());
     c["dataset"] = dataset.is_object() ? json{{"id", dataset.value("id", "")}, {"sha256", dataset.value("sha256", "")}}

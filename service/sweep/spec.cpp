@@ -251,10 +251,26 @@ Result<ArrivalSpec> parse_arrival(const json& a) {
   auto b = fields::number(a, "burstiness", "/arrival", out.burstiness, fields::Sign::positive);
   if (!b) return b.error();
   out.burstiness = *b;
+  // Only gamma gaps have a shape: any other process would send something else than recorded.
+  if (out.process != ArrivalProcess::gamma && out.burstiness != 1.0) {
+    return invalid("/arrival/burstiness",
+                   fmt::format("applies to gamma arrivals only, and \"process\" is \"{}\": use \"process\": "
+                               "\"gamma\" (or leave process out: burstiness then means gamma of that shape, as "
+                               "in vLLM), or drop burstiness",
+                               to_string(out.process)));
+  }
   return out;
 }
 
 }  // namespace
+
+void complete_arrival(json& spec) {
+  if (!spec.is_object()) return;
+  auto a = spec.find("arrival");
+  if (a == spec.end() || !a->is_object() || a->contains("process")) return;
+  auto b = a->find("burstiness");
+  if (b != a->end() && b->is_number() && b->get<double>() != 1.0) (*a)["process"] = "gamma";
+}
 
 Result<JobSpec> parse_job_spec(const json& spec) {
   if (!spec.is_object()) return invalid("", "the job spec must be a JSON object");

@@ -237,7 +237,14 @@ std::optional<Error> parse_regression_blocks(const nlohmann::json& spec, JobSpec
 // Parses the scenario block of a scenario job (scenario_spec.cpp).
 std::optional<Error> parse_scenario_block(const nlohmann::json& spec, JobSpec& js);
 
-// Parses a schema-valid spec. Cross-field errors: warmup_s >= step_duration_s
+// vLLM's rule for `arrival.burstiness`: given (and not 1) without `arrival.process`, it means
+// gamma arrivals of that shape, and the document is completed to say so ("process": "gamma"),
+// so the stored record names what was sent. Call before the schema's defaults are applied
+// (they would fill in "poisson"). A document without an arrival object is left alone.
+void complete_arrival(nlohmann::json& spec);
+
+// Parses a schema-valid spec. Cross-field errors: burstiness other than 1 with a process
+// that is not gamma ("/arrival/burstiness": it would not be sent), warmup_s >= step_duration_s
 // ("/sweep/warmup_s"), check warmup >= duration ("/check/warmup_s"), all_at_once without
 // "requests" ("/check/requests"), all_at_once in a sweep ("/arrival/process"),
 // probe_concurrency > probe_requests is clipped, not an error.

@@ -8,6 +8,9 @@
 #include <sstream>
 
 #include "api/schema.hpp"
+#include "core/schedule.hpp"
+#include "sweep/manager_parts.hpp"
+#include "sweep/orchestrator.hpp"
 
 using namespace capsweep;
 using json = nlohmann::json;
@@ -145,6 +148,69 @@ TEST_CASE("spec: check jobs need a rate, or a count with all_at_once") {
   validator().apply_defaults(offline);
   CHECK(std::isinf(sweep::parse_job_spec(offline).value().check.rate_rps));
   CHECK(first_error(with(offline, "/check/rate_rps", 5)) == "/check/rate_rps");
+}
+
+namespace {
+
+// The coefficient of variation of the gaps of the schedule a check step of `spec` sends.
+double sent_gap_cv(json spec) {
+  sweep::complete_arrival(spec);
+  REQUIRE(validator().validate(spec).has_value());
+  validator().apply_defaults(spec);
+  const auto js = sweep::parse_job_spec(spec).value();
+  const auto order = std::get<sweep::StepOrder>(sweep::next_action(js, {}));
+  const loadgen::StepSpec step = sweep::step_spec(js, order, 0);
+  const Schedule s = make_schedule(step.arrival, {step.duration, step.requests}, step.seed).value();
+  REQUIRE(s.send_times.size() > 2000);
+  std::vector<double> gaps;
+  for (std::size_t i = 1; i < s.send_times.size(); ++i) gaps.push_back(to_s(s.send_times[i] - s.send_times[i - 1]));
+  double mean = 0, var = 0;
+  for (double g : gaps) mean += g / static_cast<double>(gaps.size());
+  for (double g : gaps) var += (g - mean) * (g - mean) / static_cast<double>(gaps.size() - 1);
+  return std::sqrt(var) / mean;
+}
+
+}  // namespace
+
+TEST_CASE("spec: burstiness given alone means gamma arrivals of that shape, recorded and sent so (vLLM's rule)") {
+  json c = without(demo(), "", "sweep");
+  c["kind"] = "check";
+  c["check"] = {{"rate_rps", 50}, {"duration_s", 100}, {"warmup_s", 1}};
+  c["arrival"] = {{"burstiness", 0.25}};
+  json completed = c;
+  sweep::complete_arrival(completed);
+  CHECK(completed["arrival"]["process"] == "gamma");  // the stored spec names what is sent
+  CHECK(completed["arrival"]["burstiness"] == 0.25);
+  // Gamma gaps of shape b have a CV of 1/sqrt(b): 2 here, 1 for Poisson.
+  CHECK(sent_gap_cv(c) == Approx(2.0).epsilon(0.08));
+  c["arrival"] = {{"burstiness", 1}};
+  CHECK(sent_gap_cv(c) == Approx(1.0).epsilon(0.06));
+  json poisson = c;
+  sweep::complete_arrival(poisson);
+  CHECK_FALSE(poisson["arrival"].contains("process"));  // burstiness 1 changes nothing
+  json none = without(c, "", "arrival");
+  sweep::complete_arrival(none);
+  CHECK_FALSE(none.contains("arrival"));
+}
+
+TEST_CASE("spec: a burstiness that a non-gamma process would not send is refused, naming it") {
+  json c = without(demo(), "", "sweep");
+  c["kind"] = "check";
+  c["check"] = {{"rate_rps", 10}, {"duration_s", 60}};
+  for (const char* process : {"poisson", "constant"}) {
+    INFO(process);
+    c["arrival"] = {{"process", process}, {"burstiness", 0.5}};
+    sweep::complete_arrival(c);
+    CHECK(c["arrival"]["process"] == process);  // an explicit process is never rewritten
+    CHECK(first_error(c) == "/arrival/burstiness");
+    c["arrival"]["burstiness"] = 1;
+    CHECK(first_error(c).empty());
+  }
+  c["arrival"] = {{"process", "gamma"}, {"burstiness", 0.5}};
+  CHECK(first_error(c).empty());
+  // A sweep takes the same rule.
+  CHECK(first_error(with(demo(), "/arrival", json{{"process", "poisson"}, {"burstiness", 3}})) ==
+        "/arrival/burstiness");
 }
 
 TEST_CASE("spec: a closed-loop check takes concurrency instead of a rate") {
