@@ -400,13 +400,19 @@ json regression_result(const JobSpec& spec, const std::vector<StepOutcome>& step
       worst = judge.value("verdict", "inconclusive");
     r["judge"] = std::move(judge);
   }
+  // A run that did not send the load it claims is never a pass (as in every job kind).
+  bool generator_limited = false;
   for (const auto& s : steps) {
     if (s.kind == StepKind::run && s.generator_limited) {
-      warnings.push_back(
-          fmt::format("round {} {}: the load generator fell behind its schedule; its numbers are suspect", s.round + 1,
-                      to_string(*s.role)));
+      generator_limited = true;
+      warnings.push_back(fmt::format(
+          "round {} {}: the load generator fell behind its schedule, so the load claimed was not sent; a pass "
+          "is inconclusive",
+          s.round + 1, to_string(*s.role)));
     }
   }
+  if (generator_limited && worst == "pass") worst = "inconclusive";
+  r["generator_limited"] = generator_limited;
   r["verdict"] = worst;
   r["baseline"] = side_of(spec.target, spec.base_url);
   if (spec.candidate) r["candidate"] = side_of(spec.candidate->target, spec.candidate->base_url);

@@ -37,8 +37,9 @@ JobSpec regression_spec(int rounds = 3, bool quality = false) {
 using Values = std::function<json(Role, int)>;
 
 // Runs the job to its end; the result, with `orders` every step asked for.
+// `limited(role, round)` marks a run whose load generator fell behind its schedule.
 json run(const JobSpec& spec, const Values& values, std::vector<StepOrder>& orders,
-         const std::function<json(Role, int)>& quality = {}) {
+         const std::function<json(Role, int)>& quality = {}, const std::function<bool(Role, int)>& limited = {}) {
   std::vector<StepOutcome> steps;
   for (int guard = 0; guard < 100; ++guard) {
     const Action a = next_action(spec, steps);
@@ -52,6 +53,7 @@ json run(const JobSpec& spec, const Values& values, std::vector<StepOrder>& orde
     s.round = o.round;
     s.completed = s.measured = 80;
     s.verdict = Verdict::pass;
+    s.generator_limited = limited && o.kind == StepKind::run && limited(*o.role, o.round);
     auto stored = StepOutcome::from_json(s.to_json());
     REQUIRE(stored.has_value());
     stored->summary = o.kind == StepKind::run ? values(*o.role, o.round) : quality(*o.role, o.round);
@@ -136,6 +138,26 @@ TEST_CASE("regression: identical sides pass every metric - a 25% slower candidat
   CHECK(slow["metrics"]["request_goodput"]["verdict"] == "pass");
   CHECK(slow["runs"].size() == 6);
   CHECK(slow["conditions"]["order"][1] == json::array({"baseline", "candidate"}));
+}
+
+TEST_CASE("regression: a run whose generator fell behind its schedule makes a pass inconclusive") {
+  std::vector<StepOrder> orders;
+  const auto same = [](Role, int) { return latencies(20, 10); };
+  const json clean = run(regression_spec(), same, orders);
+  CHECK(clean["verdict"] == "pass");
+  CHECK(clean["generator_limited"] == false);
+  const json behind = run(regression_spec(), same, orders, {}, [](Role role, int r) {
+    return role == Role::candidate && r == 1;
+  });
+  CHECK(behind["verdict"] == "inconclusive");
+  CHECK(behind["generator_limited"] == true);
+  CHECK(behind["runs"][3]["generator_limited"] == true);
+  CHECK(behind["warnings"].dump().find("round 2 candidate") != std::string::npos);
+  const json slow_and_behind = run(
+      regression_spec(), [](Role role, int) { return role == Role::candidate ? latencies(30, 15) : latencies(20, 10); },
+      orders, {}, [](Role, int) { return true; });
+  // As a check's SLO judgement does: only a pass is withheld; the fail stands, with the warning.
+  CHECK(slow_and_behind["verdict"] == "fail");
 }
 
 TEST_CASE("regression: a comparison noisier than its threshold is never passed, and fails only beyond the noise") {
