@@ -111,6 +111,8 @@ bool StepAccumulator::is_good(const RequestRecord& r, const GoodputBounds& b) {
   if (r.outcome != Outcome::ok || r.chunks.empty()) return false;
   if (b.ttft && *r.first_token() - r.scheduled > *b.ttft) return false;
   if (b.e2el && *r.last_token() - r.scheduled > *b.e2el) return false;
+  if (b.ttft_sent && *r.first_token() - r.sent > *b.ttft_sent) return false;
+  if (b.e2el_sent && *r.last_token() - r.sent > *b.e2el_sent) return false;
   if (b.tpot && r.output_tokens >= 2) {
     // Compare (last - first) / (n - 1) <= bound without rounding: (last - first) <= bound * (n - 1).
     if ((*r.last_token() - *r.first_token()) > *b.tpot * (r.output_tokens - 1)) return false;

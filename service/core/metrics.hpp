@@ -32,10 +32,14 @@ struct StepWindow {
 
 // Per-request goodput bounds (vLLM's --goodput): a request is good when it succeeded and
 // every given bound holds, inclusive. TTFT and E2EL are measured from the schedule.
+// The per-request bounds of a good request. TTFT and E2EL are measured from the schedule
+// (what the user waited); ttft_sent and e2el_sent from the send, as vLLM's goodput does.
 struct GoodputBounds {
   std::optional<Nanos> ttft;
   std::optional<Nanos> tpot;
   std::optional<Nanos> e2el;
+  std::optional<Nanos> ttft_sent;
+  std::optional<Nanos> e2el_sent;
 };
 
 // The default percentiles of a summary (vLLM's 50/90/95/99 plus 99.9).

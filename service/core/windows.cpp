@@ -70,15 +70,7 @@ void WindowAccumulator::on_ended(const RequestRecord& rec, bool fast_rejection) 
   if (rec.outcome != Outcome::ok || done_index < next_) return;
   Slot& done = slots_[static_cast<std::size_t>(done_index)];
   ++done.completed;
-  bool good = true;
-  const auto first = rec.first_token();
-  if (goodput_.ttft && (!first || *first - rec.scheduled > *goodput_.ttft)) good = false;
-  if (goodput_.e2el && rec.finished - rec.scheduled > *goodput_.e2el) good = false;
-  if (goodput_.tpot && rec.output_tokens > 1 && first && rec.last_token()) {
-    const double tpot_ms = to_ms(*rec.last_token() - *first) / (rec.output_tokens - 1);
-    if (tpot_ms > to_ms(*goodput_.tpot)) good = false;
-  }
-  if (good) ++done.good;
+  if (StepAccumulator::is_good(rec, goodput_)) ++done.good;
 }
 
 std::vector<WindowRow> WindowAccumulator::take_closed(Nanos now, std::uint64_t in_flight,

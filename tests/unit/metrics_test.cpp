@@ -134,6 +134,25 @@ TEST_CASE("goodput bounds are inclusive and TPOT-free for one-token requests") {
   CHECK(StepAccumulator::is_good(slow_first, GoodputBounds{}));  // no bounds: success is good
 }
 
+TEST_CASE("goodput from the send (vLLM's definition) ignores the client's queue - from the schedule counts it") {
+  // Scheduled at 0, sent at 300 ms (a late generator or a concurrency cap), first token at
+  // 500 ms, last at 600 ms: TTFT 500 ms from the schedule, 200 ms from the send.
+  RequestRecord r = ok_request(0ms, 500ms, 10ms, 11);
+  r.dispatched = r.sent = 300ms;
+  GoodputBounds sent;
+  sent.ttft_sent = 250ms;
+  sent.e2el_sent = 300ms;
+  CHECK(StepAccumulator::is_good(r, sent));
+  GoodputBounds scheduled;
+  scheduled.ttft = 250ms;
+  CHECK_FALSE(StepAccumulator::is_good(r, scheduled));
+  sent.ttft_sent = 199ms;
+  CHECK_FALSE(StepAccumulator::is_good(r, sent));
+  sent.ttft_sent = 200ms;
+  sent.e2el_sent = 299ms;  // E2EL from the send is 300 ms
+  CHECK_FALSE(StepAccumulator::is_good(r, sent));
+}
+
 TEST_CASE("a saturated step's throughput counts completions inside the window only") {
   // Offered 10/s for 10 s, but the server completes one request every 200 ms (5/s): the
   // rest finish during the drain. Request throughput must say 5/s, not 10/s.

@@ -43,6 +43,11 @@ TEST_CASE("the SLO of the design's example parses") {
   CHECK(*slo.goodput.ttft == 800ms);
   CHECK(*slo.goodput.tpot == 50ms);
   CHECK_FALSE(slo.goodput.e2el.has_value());
+  CHECK_FALSE(slo.goodput.ttft_sent.has_value());
+  const auto vllm = parse_slo(json::parse(R"({"goodput": {"ttft_sent_ms": 300, "e2el_sent_ms": 2000}})")).value();
+  CHECK(*vllm.goodput.ttft_sent == 300ms);
+  CHECK(*vllm.goodput.e2el_sent == 2000ms);
+  CHECK_FALSE(vllm.goodput.ttft.has_value());
   CHECK(slo.confidence == 0.95);
 }
 
@@ -81,6 +86,8 @@ TEST_CASE("SLO errors name the field") {
       {R"({"confidence": 0.2})", "/slo/confidence"},
       {R"({"goodput": {"ttft_ms": 0}})", "/slo/goodput/ttft_ms"},
       {R"({"goodput": {"itl_ms": 50}})", "/slo/goodput/itl_ms"},
+      {R"({"goodput": {"ttft_sent_ms": -5}})", "/slo/goodput/ttft_sent_ms"},
+      {R"({"goodput": {"e2el_sent": 5}})", "/slo/goodput/e2el_sent"},
       {R"({"goodput": 5})", "/slo/goodput"},
   };
   for (const auto& [text, field] : cases) {

@@ -121,6 +121,8 @@ TEST_CASE("spec: malformed specs name the failing field") {
   CHECK(first_error(with(d, "/sweep/max_step_duration_s", 1e9)) == "/sweep/max_step_duration_s");  // over the maximum
   CHECK(first_error(with(d, "/confidence_typo", 1)) == "/confidence_typo");
   CHECK(first_error(with(d, "/slo/confidence", 0.3)) == "/slo/confidence");  // [0.5, 1)
+  CHECK(first_error(with(d, "/slo/goodput", json{{"ttft_sent_ms", 500}, {"e2el_sent_ms", 4000}})).empty());
+  CHECK(first_error(with(d, "/slo/goodput", json{{"ttft_sent_ms", 0}})) == "/slo/goodput/ttft_sent_ms");
 }
 
 TEST_CASE("spec: check jobs need a rate, or a count with all_at_once") {
