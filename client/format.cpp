@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "core/json_access.hpp"
@@ -125,6 +126,54 @@ std::string signed_pct(const json& v) {
   return v.is_number() ? fmt::format("{:+.1f}%", v.get<double>()) : std::string("-");
 }
 
+// "k=v k=v" of a labels object ("none" when empty).
+std::string labels_text(const json& labels) {
+  std::string out;
+  if (labels.is_object()) {
+    for (const auto& [k, v] : labels.items())
+      if (v.is_string()) out += fmt::format("{}{}={}", out.empty() ? "" : " ", terminal_safe(k), terminal_safe(v.get<std::string>()));
+  }
+  return out.empty() ? "none" : out;
+}
+
+// The gauges scraped from the target during a step: "running mean 12.5 max 14, ...".
+std::string server_text(const json& server) {
+  std::string out;
+  for (const auto& [name, mean, max] : {std::tuple{"running", "mean_running", "max_running"},
+                                        std::tuple{"waiting", "mean_waiting", "max_waiting"},
+                                        std::tuple{"KV cache", "mean_kv_cache_usage", "max_kv_cache_usage"}}) {
+    if (!at(server, mean).is_number() && !at(server, max).is_number()) continue;
+    out += fmt::format("{}{} mean {} max {}", out.empty() ? "" : ", ", name, num(at(server, mean), "{:.3g}"),
+                       num(at(server, max), "{:.3g}"));
+  }
+  return out.empty() ? "not scraped" : out;
+}
+
+// The rest of the five-part record under every kind's verdict: what the target is (its
+// labels; a regression's two sides), the arrivals sent, the server's gauges where a step
+// scraped them, and the basis.
+std::string record_text(const json& sweep) {
+  const json& r = at(sweep, "result");
+  std::string out;
+  if (at(r, "candidate").is_object()) {
+    out += "\n  baseline labels: " + labels_text(at(at(r, "baseline"), "labels"));
+    out += "\n  candidate labels: " + labels_text(at(at(r, "candidate"), "labels"));
+  } else {
+    out += "\n  labels: " + labels_text(at(r, "labels"));
+  }
+  const json& arrival = at(r, "arrival");
+  if (arrival.is_object() && text_of(r, "kind", "sweep") != "scenario") {
+    const std::string process = text_of(arrival, "process", "poisson");
+    out += "\n  arrivals: " + process;
+    if (process == "gamma") out += fmt::format(" (burstiness {})", num(at(arrival, "burstiness"), "{:g}"));
+  }
+  const json& server = at(at(r, "observations"), "server");
+  if (server.is_object()) out += "\n  server: " + server_text(server);
+  const std::string basis = text_of(r, "basis", "");
+  out += "\n  basis: " + (basis.empty() ? std::string("none given") : basis);
+  return out;
+}
+
 }  // namespace
 
 std::string compare_text(const json& sweep) {
@@ -171,7 +220,7 @@ std::string compare_text(const json& sweep) {
     if (w.is_string()) out += "  warning: " + terminal_safe(w.get<std::string>()) + "\n";
   }
   if (!out.empty() && out.back() == '\n') out.pop_back();
-  return out;
+  return out + record_text(sweep);
 }
 
 namespace {
@@ -222,7 +271,7 @@ std::string scenario_text(const json& sweep) {
   for (const auto& w : at(r, "warnings")) {
     if (w.is_string()) out += "\n  warning: " + terminal_safe(w.get<std::string>());
   }
-  return out;
+  return out + record_text(sweep);
 }
 
 std::string windows_table(const json& windows) {
@@ -273,9 +322,9 @@ std::string verdict_text(const json& sweep) {
                          num(at(k, "measured"), "{:.3f}"), num(at(k, "bound"), "{:g}"), text_of(k, "verdict", ""));
     }
     if (r.value("saturated", false)) out += "\n  saturated: the completions fell behind the offered rate";
-    return out;
+    return out + record_text(sweep);
   }
-  if (text_of(r, "mode", "rate") == "concurrency") return concurrency_verdict(r, slo);
+  if (text_of(r, "mode", "rate") == "concurrency") return concurrency_verdict(r, slo) + record_text(sweep);
   std::string out;
   if (at(r, "max_slo_rate_rps").is_number()) {
     out = fmt::format("max {:.1f} req/s within SLO ({})", at(r, "max_slo_rate_rps").get<double>(), slo_text(slo));
@@ -299,7 +348,7 @@ std::string verdict_text(const json& sweep) {
   out += fmt::format("\n  baseline {} req/s synchronous, probe {} req/s flat out",
                      num(at(at(r, "baseline"), "rate_rps"), "{:.2f}"), num(at(at(r, "probe"), "rate_rps"), "{:.1f}"));
   for (const auto& w : r.value("warnings", json::array())) out += "\n  warning: " + w.get<std::string>();
-  return out;
+  return out + record_text(sweep);
 }
 
 std::string steps_table(const json& steps) {

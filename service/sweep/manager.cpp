@@ -25,7 +25,8 @@ using json = nlohmann::json;
 
 // The result with the load's record as submitted (defaults filled, the dataset's sha256):
 // the workload (lengths, seed, dataset), the arrival process (burstiness), what the target is
-// (target.labels) and the percentiles reported. A check's conditions also name the lengths,
+// (target.labels; a regression's baseline.labels and candidate.labels), the basis, and the
+// percentiles reported. A check's conditions also name the lengths,
 // the longest output a request could ask, the seed, the burstiness and the dataset, so its
 // five-part record reads whole. `max_output_tokens` is null when the distribution is unbounded.
 json with_record(json result, const json& stored_spec, std::optional<double> max_output_tokens) {
@@ -35,6 +36,14 @@ json with_record(json result, const json& stored_spec, std::optional<double> max
   result["arrival"] = arrival;
   const json target = stored_spec.value("target", json::object());
   result["labels"] = target.value("labels", json::object());
+  // A regression's two sides: what each ran (runtime, model, quantization, ...), side by side.
+  for (const char* side : {"baseline", "candidate"}) {
+    if (result.contains(side) && result[side].is_object()) {
+      const json& t = json_at(json_at(stored_spec, side), "target");
+      result[side]["labels"] = t.is_object() ? t.value("labels", json::object()) : json::object();
+    }
+  }
+  if (!result.contains("basis")) result["basis"] = stored_spec.value("basis", "");
   result["report"] = stored_spec.value("report", json::object());
   if (result.contains("conditions") && result["conditions"].is_object()) {
     json& c = result["conditions"];

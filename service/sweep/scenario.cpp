@@ -475,6 +475,7 @@ json scenario_result(const JobSpec& spec, const Profile& profile, const std::vec
                      {"arrival", to_string(spec.arrival.process)},
                      {"target", spec.base_url}};
   r["warnings"] = judged ? json::array() : json::array({"no check was named in scenario.checks: nothing was judged"});
+  r["basis"] = spec.basis;
   return r;
 }
 

@@ -180,10 +180,17 @@ TEST_CASE("regression: a slower candidate that breaks JSON fails on ITL p95, TPO
   const std::string ds = upload(d, rehearsal_dataset());
   json spec = regression_job(base_of(a), base_of(bad), "slower and broken");
   spec["quality"] = {{"dataset", ds}, {"checks", {"json", "max_length"}}};
+  spec["baseline"]["target"]["labels"] = {{"runtime", "llmsim-1"}, {"quantization", "bf16"}};
+  spec["candidate"]["target"]["labels"] = {{"runtime", "llmsim-2"}, {"quantization", "fp8"}, {"gpu", "sim"}};
+  spec["basis"] = "runtime upgrade ticket 42";
   const json v = run_job(d, spec);
   const json& r = v["result"];
   INFO(verdicts_of(r));
   CHECK(r["verdict"] == "fail");
+  // Which runtime each side ran is in the record.
+  CHECK(r["baseline"]["labels"] == spec["baseline"]["target"]["labels"]);
+  CHECK(r["candidate"]["labels"] == spec["candidate"]["target"]["labels"]);
+  CHECK(r["basis"] == "runtime upgrade ticket 42");
   CHECK(r["metrics"]["p95_itl_ms"]["verdict"] == "fail");
   CHECK(r["metrics"]["p95_tpot_ms"]["verdict"] == "fail");
   // The model: every decode iteration 25% longer; ITL p95 follows it within a few points.
@@ -204,6 +211,9 @@ TEST_CASE("regression: a slower candidate that breaks JSON fails on ITL p95, TPO
   CHECK(table.rfind("FAIL: candidate", 0) == 0);
   CHECK(table.find("p95_itl_ms") != std::string::npos);
   CHECK(table.find("json") != std::string::npos);
+  CHECK(table.find("baseline labels: quantization=bf16 runtime=llmsim-1") != std::string::npos);
+  CHECK(table.find("candidate labels: gpu=sim quantization=fp8 runtime=llmsim-2") != std::string::npos);
+  CHECK(table.find("basis: runtime upgrade ticket 42") != std::string::npos);
   // The report: both sides per round and the verdict tables.
   auto page = d.get("/v1/sweeps/" + v["id"].get<std::string>() + "/report");
   REQUIRE(page.status == 200);

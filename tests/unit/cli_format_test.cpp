@@ -54,6 +54,50 @@ TEST_CASE("cli format: a check's verdict names each criterion") {
   CHECK(v.find("912.500") != std::string::npos);
 }
 
+TEST_CASE("cli format: every kind's verdict prints the whole record - labels, arrivals, server gauges, basis") {
+  json check = {{"status", "succeeded"},
+                {"result",
+                 {{"kind", "check"},
+                  {"verdict", "pass"},
+                  {"target", {{"base_url", "http://h:1"}}},
+                  {"labels", {{"gpu", "h100"}, {"runtime", "vllm-0.11"}}},
+                  {"arrival", {{"process", "gamma"}, {"burstiness", 0.5}}},
+                  {"conditions", {{"rate_rps", 10.0}, {"arrival", "gamma"}, {"duration_s", 600.0}}},
+                  {"observations", {{"server", {{"mean_running", 12.5}, {"max_running", 14}, {"mean_waiting", 3.0}}}}},
+                  {"criteria", json::array()},
+                  {"basis", "product spec v2 s3"}}}};
+  std::string v = verdict_text(check);
+  CHECK(v.find("labels: gpu=h100 runtime=vllm-0.11") != std::string::npos);
+  CHECK(v.find("arrivals: gamma (burstiness 0.5)") != std::string::npos);
+  CHECK(v.find("server: running mean 12.5 max 14, waiting mean 3 max -") != std::string::npos);
+  CHECK(v.find("basis: product spec v2 s3") != std::string::npos);
+  check["result"].erase("basis");
+  check["result"]["observations"].erase("server");
+  v = verdict_text(check);
+  CHECK(v.find("basis: none given") != std::string::npos);
+  CHECK(v.find("server:") == std::string::npos);
+
+  const json regression = {
+      {"status", "succeeded"},
+      {"result",
+       {{"kind", "regression"},
+        {"verdict", "pass"},
+        {"baseline", {{"base_url", "http://a:1"}, {"labels", {{"runtime", "vllm-0.10"}, {"quantization", "bf16"}}}}},
+        {"candidate", {{"base_url", "http://b:1"}, {"labels", {{"runtime", "vllm-0.11"}, {"quantization", "fp8"}}}}},
+        {"metrics", json::object()},
+        {"basis", "upgrade ticket 42"}}}};
+  const std::string r = verdict_text(regression);
+  CHECK(r.find("baseline labels: quantization=bf16 runtime=vllm-0.10") != std::string::npos);
+  CHECK(r.find("candidate labels: quantization=fp8 runtime=vllm-0.11") != std::string::npos);
+  CHECK(r.find("basis: upgrade ticket 42") != std::string::npos);
+  CHECK(compare_text(regression).find("candidate labels: quantization=fp8") != std::string::npos);
+
+  const json scenario = {{"status", "succeeded"},
+                         {"result", {{"kind", "scenario"}, {"verdict", "pass"}, {"basis", "runbook 7"}}}};
+  CHECK(verdict_text(scenario).find("basis: runbook 7") != std::string::npos);
+  CHECK(verdict_text(scenario).find("labels: none") != std::string::npos);
+}
+
 TEST_CASE("cli format: progress with and without a bar - durations") {
   const json running = {{"status", "running"},
                         {"progress",

@@ -99,6 +99,13 @@ json events() {
 
 }  // namespace
 
+namespace {
+json with_basis(json spec, const char* basis) {
+  spec["basis"] = basis;
+  return spec;
+}
+}  // namespace
+
 TEST_CASE("scenario spec: the block's values, its defaults and the profile in requests per second") {
   const auto s = parsed(scenario_spec());
   CHECK(s.kind == sweep::JobKind::scenario);
@@ -192,6 +199,9 @@ TEST_CASE("scenario checks: scale-up reaction, recovery and the SLO while scalin
     fast.push_back(window(i, ttft, i < 5 ? 1 : 2, i < 4 ? 1 : 2));
   }
   json r = sweep::scenario_result(spec, profile, fast, events());
+  CHECK(r["basis"] == spec.basis);  // the record keeps the spec's basis, as every kind's does
+  CHECK(sweep::scenario_result(parsed(with_basis(scenario_spec(), "runbook 7")), profile, fast, events())["basis"] ==
+        "runbook 7");
   CHECK(r["checks"]["scale_up_reaction_s"]["verdict"] == "pass");
   CHECK(r["checks"]["scale_up_reaction_s"]["measured"].get<double>() == Approx(10));
   CHECK(r["checks"]["scale_up_reaction_s"]["windows"] == json::array({5, 5}));
