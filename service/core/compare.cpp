@@ -1,5 +1,7 @@
 #include "core/compare.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -180,6 +182,52 @@ double spread_pct(std::span<const double> runs) {
   const auto [lo, hi] = std::minmax_element(runs.begin(), runs.end());
   const double mean = std::accumulate(runs.begin(), runs.end(), 0.0) / static_cast<double>(runs.size());
   return mean == 0 ? 0 : 100 * (*hi - *lo) / std::fabs(mean);
+}
+
+namespace {
+
+// Ranks 1..n, ties given the mean of the ranks they share.
+std::vector<double> mean_ranks(std::span<const double> v) {
+  std::vector<std::size_t> order(v.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return v[a] < v[b]; });
+  std::vector<double> rank(v.size());
+  for (std::size_t i = 0; i < order.size();) {
+    std::size_t j = i;
+    while (j + 1 < order.size() && v[order[j + 1]] == v[order[i]]) ++j;
+    const double mean = (static_cast<double>(i) + static_cast<double>(j)) / 2 + 1;
+    for (std::size_t k = i; k <= j; ++k) rank[order[k]] = mean;
+    i = j + 1;
+  }
+  return rank;
+}
+
+}  // namespace
+
+Result<RankCorrelation> spearman(std::span<const double> x, std::span<const double> y, double alpha) {
+  if (!(alpha > 0 && alpha < 1)) return invalid("/alpha", "must be in (0, 1)");
+  if (x.size() != y.size()) return invalid("", "the two score lists differ in length");
+  if (x.size() < 4) return invalid("", fmt::format("{} pairs: a rank correlation needs at least 4", x.size()));
+  const std::vector<double> rx = mean_ranks(x), ry = mean_ranks(y);
+  // Pearson's correlation of the ranks (exact with ties).
+  const double n = static_cast<double>(x.size());
+  const double mean = (n + 1) / 2;
+  double sxy = 0, sxx = 0, syy = 0;
+  for (std::size_t i = 0; i < rx.size(); ++i) {
+    sxy += (rx[i] - mean) * (ry[i] - mean);
+    sxx += (rx[i] - mean) * (rx[i] - mean);
+    syy += (ry[i] - mean) * (ry[i] - mean);
+  }
+  if (sxx == 0 || syy == 0) return invalid("", "one side gave every pair the same score: nothing to rank");
+  RankCorrelation r;
+  r.n = x.size();
+  r.rho = std::clamp(sxy / std::sqrt(sxx * syy), -1.0, 1.0);
+  // Fisher's z; a perfect correlation keeps its end at +-1.
+  const double z = std::atanh(std::clamp(r.rho, -0.999999, 0.999999));
+  const double half = student_t_quantile(1 - alpha / 2, std::numeric_limits<double>::infinity()) * std::sqrt(1.06 / (n - 3));
+  r.ci_low = std::tanh(z - half);
+  r.ci_high = std::tanh(z + half);
+  return r;
 }
 
 double fisher_exact_less(std::uint64_t k_a, std::uint64_t n_a, std::uint64_t k_b, std::uint64_t n_b) {

@@ -52,6 +52,18 @@ double spread_pct(std::span<const double> runs);
 double student_t_cdf(double t, double df);
 double student_t_quantile(double p, double df);
 
+// Spearman's rank correlation of paired scores (a judge's against human labels), with ties
+// given their mean rank, and its two-sided (1 - alpha) interval by Fisher's z with the
+// standard error sqrt(1.06 / (n - 3)) of Fieller, Hartley and Pearson. Needs at least 4 pairs,
+// equal lengths, and some spread on each side (constant scores rank nothing): errors name
+// the cause.
+struct RankCorrelation {
+  std::size_t n = 0;
+  double rho = 0;
+  double ci_low = 0, ci_high = 0;
+};
+Result<RankCorrelation> spearman(std::span<const double> x, std::span<const double> y, double alpha = 0.05);
+
 // Fisher's exact test of two rates (successes k of n): the one-sided p-value that the
 // candidate's rate (k_b / n_b) is this much lower than the baseline's (k_a / n_a) or more
 // by chance alone, conditioning on the total successes.

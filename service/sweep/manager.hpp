@@ -130,6 +130,11 @@ class SweepManager {
   std::vector<std::optional<double>> judge_answers(const JobSpec& spec, const std::vector<llm::DatasetEntry>& entries,
                                                    const std::vector<loadgen::QualityReply>& replies,
                                                    const std::shared_ptr<Active>& active);
+  // The judge's score of each calibration item (judge.calibration), in order.
+  std::vector<std::optional<double>> judge_calibration(const JobSpec& spec, const std::shared_ptr<Active>& active);
+  // Asks the judge each prompt; its score of each (nullopt where it gave none).
+  std::vector<std::optional<double>> ask_judge(const JobSpec& spec, const std::vector<std::string>& prompts,
+                                               const std::shared_ptr<Active>& active);
   // Judges a finished step, stores it with its requests in one transaction, logs it and
   // frees its memory.
   void store_step(const std::string& id, const JobSpec& spec, const StepOrder& order, int index,

@@ -22,21 +22,42 @@ std::vector<std::optional<double>> SweepManager::judge_answers(const JobSpec& sp
                                                                const std::shared_ptr<Active>& active) {
   const JudgeSettings& judge = *spec.judge;
   std::vector<std::optional<double>> scores(replies.size());
-  std::vector<std::string> bodies;
+  std::vector<std::string> prompts;
   std::vector<std::size_t> asked;
   for (std::size_t i = 0; i < replies.size() && i < entries.size(); ++i) {
     if (!replies[i].asked || judge_reference(entries[i]).empty()) continue;
     const llm::Answer a = llm::assemble_answer(replies[i].events);
     if (!a.error.empty() || a.malformed) continue;
-    bodies.push_back(llm::judge_body(judge.target, judge_prompt(judge.template_text, entries[i], a.text)));
+    prompts.push_back(judge_prompt(judge.template_text, entries[i], a.text));
     asked.push_back(i);
   }
+  const auto given = ask_judge(spec, prompts, active);
+  for (std::size_t k = 0; k < asked.size() && k < given.size(); ++k) scores[asked[k]] = given[k];
+  return scores;
+}
+
+std::vector<std::optional<double>> SweepManager::judge_calibration(const JobSpec& spec,
+                                                                   const std::shared_ptr<Active>& active) {
+  const JudgeSettings& judge = *spec.judge;
+  std::vector<std::string> prompts;
+  for (const JudgeLabel& l : judge.calibration->items)
+    prompts.push_back(judge_prompt(judge.template_text, l.question, l.reference, l.answer));
+  return ask_judge(spec, prompts, active);
+}
+
+std::vector<std::optional<double>> SweepManager::ask_judge(const JobSpec& spec, const std::vector<std::string>& prompts,
+                                                           const std::shared_ptr<Active>& active) {
+  const JudgeSettings& judge = *spec.judge;
+  std::vector<std::string> bodies;
+  bodies.reserve(prompts.size());
+  for (const auto& prompt : prompts) bodies.push_back(llm::judge_body(judge.target, prompt));
   loadgen::QualityRunner runner(options_.endpoint ? options_.endpoint : loadgen::http_endpoint(judge.target));
   active->switch_runner(&runner);
   const auto verdicts = runner.run(bodies, spec.quality->concurrency);
   active->switch_runner(nullptr);
-  for (std::size_t k = 0; k < asked.size() && k < verdicts.size(); ++k) {
-    scores[asked[k]] = llm::judge_score(llm::assemble_answer(verdicts[k].events).text, judge.scale);
+  std::vector<std::optional<double>> scores(prompts.size());
+  for (std::size_t k = 0; k < scores.size() && k < verdicts.size(); ++k) {
+    scores[k] = llm::judge_score(llm::assemble_answer(verdicts[k].events).text, judge.scale);
   }
   return scores;
 }
@@ -60,10 +81,15 @@ bool SweepManager::run_quality_step(const store::SweepRow& row, Prepared& p, con
   const std::string started_at = store::utc_now();
   bool over_time = false;
   std::vector<loadgen::QualityReply> replies;
-  std::vector<std::optional<double>> scores;
+  std::vector<std::optional<double>> scores, calibration_scores;
   {
     StepDeadline deadline(*active, p.started + options_.max_total_sweep);
     replies = runner.run(bodies, q.concurrency);
+    // The judge scores the human-labelled answers first (once, in the baseline's first pass),
+    // then this pass's answers.
+    if (p.spec.judge && p.spec.judge->calibration && order.role == Role::baseline && order.round == 0 &&
+        !active->cancel && !stopping())
+      calibration_scores = judge_calibration(p.spec, active);
     if (p.spec.judge && !active->cancel && !stopping())
       scores = judge_answers(p.spec, p.quality_entries, replies, active);
     over_time = deadline.end_step();
@@ -77,6 +103,10 @@ bool SweepManager::run_quality_step(const store::SweepRow& row, Prepared& p, con
   if (active->cancel || stopping()) return true;  // not stored; the caller's loop says why
   const int pass = order.round;
   JudgedQuality judged = judge_quality(q, *order.role, pass, p.quality_entries, replies, scores);
+  if (!calibration_scores.empty()) {
+    json& list = judged.summary["calibration_scores"] = json::array();
+    for (const auto& s : calibration_scores) list.push_back(s ? json(*s) : json(nullptr));
+  }
   StepOutcome o;
   o.kind = StepKind::quality;
   o.role = order.role;

@@ -178,9 +178,13 @@ std::string judge_reference(const llm::DatasetEntry& e) {
 }
 
 std::string judge_prompt(const std::string& template_text, const llm::DatasetEntry& e, const std::string& answer) {
-  const std::string reference = judge_reference(e);
+  return judge_prompt(template_text, e.prompt, judge_reference(e), answer);
+}
+
+std::string judge_prompt(const std::string& template_text, const std::string& question, const std::string& reference,
+                         const std::string& answer) {
   std::string out;
-  out.reserve(template_text.size() + answer.size() + e.prompt.size() + reference.size());
+  out.reserve(template_text.size() + answer.size() + question.size() + reference.size());
   for (std::size_t i = 0; i < template_text.size();) {
     auto take = [&](std::string_view name, const std::string& value) {
       if (template_text.compare(i, name.size(), name) != 0) return false;
@@ -188,7 +192,7 @@ std::string judge_prompt(const std::string& template_text, const llm::DatasetEnt
       i += name.size();
       return true;
     };
-    if (take("{question}", e.prompt) || take("{reference}", reference) || take("{answer}", answer)) continue;
+    if (take("{question}", question) || take("{reference}", reference) || take("{answer}", answer)) continue;
     out += template_text[i++];
   }
   return out;

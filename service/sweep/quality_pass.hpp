@@ -48,6 +48,9 @@ std::string judge_reference(const llm::DatasetEntry& e);
 // The judge's prompt for one answer: the template with {question}, {reference} and {answer}
 // replaced (each once per occurrence, the inserted text never re-read).
 std::string judge_prompt(const std::string& template_text, const llm::DatasetEntry& e, const std::string& answer);
+// The same for a calibration item's question, reference and answer.
+std::string judge_prompt(const std::string& template_text, const std::string& question, const std::string& reference,
+                         const std::string& answer);
 
 // Answers longer than this are stored cut (the verdicts are made on the whole answer).
 inline constexpr std::size_t kStoredAnswerBytes = 16 * 1024;

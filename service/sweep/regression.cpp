@@ -225,6 +225,48 @@ QualityTally::Count same_answers(const QualityTally& x, const QualityTally& y) {
   return c;
 }
 
+// How far the judge's scores of the labelled answers agree with the human scores, and whether
+// that is enough for it to gate: the lower end of Spearman's interval reaches min_agreement.
+json judge_calibration(const JudgeSettings& judge, const QualityTally& a, double alpha) {
+  if (!judge.calibration) {
+    return {{"calibrated", false},
+            {"note", "no calibration set (judge.calibration): the judge's scores are advisory"}};
+  }
+  const JudgeCalibration& cal = *judge.calibration;
+  std::vector<double> by_judge, by_human;
+  for (std::size_t i = 0; i < cal.items.size() && i < a.calibration_scores.size(); ++i) {
+    if (!a.calibration_scores[i]) continue;
+    by_judge.push_back(*a.calibration_scores[i]);
+    by_human.push_back(cal.items[i].human_score);
+  }
+  json c{{"items", cal.items.size()},
+         {"scored", by_judge.size()},
+         {"test", "spearman (Fisher z interval)"},
+         {"confidence", 1 - alpha},
+         {"min_agreement", cal.min_agreement},
+         {"calibrated", false}};
+  if (by_judge.size() < kMinCalibrationItems) {
+    c["note"] = fmt::format("the judge scored {} of {} labelled answers (at least {} are needed): its scores are advisory",
+                            by_judge.size(), cal.items.size(), kMinCalibrationItems);
+    return c;
+  }
+  auto r = spearman(by_judge, by_human, alpha);
+  if (!r) {
+    c["note"] = r.error().message + ": the judge's scores are advisory";
+    return c;
+  }
+  c["spearman"] = rounded(r->rho, 1e-4);
+  c["ci"] = json::array({rounded(r->ci_low, 1e-4), rounded(r->ci_high, 1e-4)});
+  c["calibrated"] = r->ci_low >= cal.min_agreement;
+  if (!c["calibrated"].get<bool>()) {
+    c["note"] = fmt::format(
+        "the judge agrees with the human labels too little to gate (the interval's lower end {:.3f} is under {:g}): "
+        "its scores are advisory",
+        r->ci_low, cal.min_agreement);
+  }
+  return c;
+}
+
 json judge_verdict(const JobSpec& spec, const QualityTally& a, const QualityTally& b, double alpha) {
   std::vector<double> sa, sb;
   for (const auto& s : a.scores)
@@ -237,6 +279,8 @@ json judge_verdict(const JobSpec& spec, const QualityTally& a, const QualityTall
          {"scale", spec.judge->scale},
          {"threshold_pct", m.threshold_pct},
          {"test", "welch_t (per item)"}};
+  j["calibration"] = judge_calibration(*spec.judge, a, alpha);
+  j["gates"] = j["calibration"]["calibrated"];
   auto w = welch(sa, sb, alpha);
   if (!w) {
     j["verdict"] = "inconclusive";
@@ -365,8 +409,10 @@ QualityTally quality_tally_from(const json& summary) {
   if (auto a = summary.find("answers"); a != summary.end() && a->is_array()) {
     for (const auto& h : *a) t.answers.push_back(h.is_string() ? h.get<std::string>() : std::string());
   }
-  if (auto s = summary.find("scores"); s != summary.end() && s->is_array()) {
-    for (const auto& v : *s) t.scores.push_back(v.is_number() ? std::optional<double>(v.get<double>()) : std::nullopt);
+  for (auto [key, list] : {std::pair{"scores", &t.scores}, {"calibration_scores", &t.calibration_scores}}) {
+    if (auto s = summary.find(key); s != summary.end() && s->is_array()) {
+      for (const auto& v : *s) list->push_back(v.is_number() ? std::optional<double>(v.get<double>()) : std::nullopt);
+    }
   }
   return t;
 }
@@ -396,8 +442,14 @@ json regression_result(const JobSpec& spec, const std::vector<StepOutcome>& step
     if (severity(verdict) > severity(worst)) worst = verdict;
   }
   if (!judge.is_null()) {
-    if (severity(judge.value("verdict", "inconclusive")) > severity(worst))
-      worst = judge.value("verdict", "inconclusive");
+    // A judge gates only once calibrated against human labels; otherwise its verdict is shown.
+    const std::string jv = judge.value("verdict", "inconclusive");
+    if (judge.value("gates", false)) {
+      if (severity(jv) > severity(worst)) worst = jv;
+    } else if (jv != "pass") {
+      warnings.push_back(fmt::format("the judge's verdict ({}) is advisory: {}", jv,
+                                     judge["calibration"].value("note", "it is not calibrated")));
+    }
     r["judge"] = std::move(judge);
   }
   // A run that did not send the load it claims is never a pass (as in every job kind).

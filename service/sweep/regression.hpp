@@ -46,6 +46,8 @@ struct QualityTally {
   std::map<std::string, Count> checks;
   std::vector<std::string> answers;  // per item: a hash of the answer, "" when it failed
   std::vector<std::optional<double>> scores;
+  // The judge's scores of the calibration set's labelled answers (the baseline's first pass).
+  std::vector<std::optional<double>> calibration_scores;
 };
 QualityTally quality_tally_from(const nlohmann::json& summary);
 

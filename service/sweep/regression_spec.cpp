@@ -152,6 +152,39 @@ Result<QualitySettings> parse_quality(const json& j) {
   return q;
 }
 
+// judge.calibration: {"items": [{"question", "reference", "answer", "human_score"}], "min_agreement"}.
+Result<JudgeCalibration> parse_calibration(const json& c, std::uint32_t scale) {
+  const std::string f = "/judge/calibration";
+  if (!c.is_object()) return invalid(f, "must be an object {\"items\", \"min_agreement\"}");
+  JudgeCalibration out;
+  const json& items = c.value("items", json());
+  if (!items.is_array() || items.size() < kMinCalibrationItems || items.size() > kMaxCalibrationItems) {
+    return invalid(f + "/items", fmt::format("must be an array of {} to {} human-labelled answers",
+                                             kMinCalibrationItems, kMaxCalibrationItems));
+  }
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const std::string fi = fmt::format("{}/items/{}", f, i);
+    const json& it = items[i];
+    if (!it.is_object()) return invalid(fi, "must be an object {\"question\", \"reference\", \"answer\", \"human_score\"}");
+    JudgeLabel l;
+    for (auto [key, dest] : {std::pair{"question", &l.question}, {"reference", &l.reference}, {"answer", &l.answer}}) {
+      const json& v = it.value(key, json());
+      if (!v.is_string()) return invalid(fi + "/" + key, "must be a string");
+      *dest = v.get<std::string>();
+    }
+    const json& h = it.value("human_score", json());
+    if (!h.is_number() || !(h.get<double>() >= 1 && h.get<double>() <= scale)) {
+      return invalid(fi + "/human_score", fmt::format("must be a number on the judge's scale, 1 to {}", scale));
+    }
+    l.human_score = h.get<double>();
+    out.items.push_back(std::move(l));
+  }
+  auto m = fields::number_in(c, "min_agreement", f, out.min_agreement, -1, 1);
+  if (!m) return m.error();
+  out.min_agreement = *m;
+  return out;
+}
+
 Result<JudgeSettings> parse_judge(const json& j) {
   const std::string f = "/judge";
   JudgeSettings out;
@@ -172,6 +205,11 @@ Result<JudgeSettings> parse_judge(const json& j) {
   auto drop = fields::number_in(j, "max_drop_pct", f, out.max_drop_pct, 0, 100);
   if (!drop) return drop.error();
   out.max_drop_pct = *drop;
+  if (auto c = j.find("calibration"); c != j.end()) {
+    auto cal = parse_calibration(*c, out.scale);
+    if (!cal) return cal.error();
+    out.calibration = std::move(*cal);
+  }
   return out;
 }
 

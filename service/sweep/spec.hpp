@@ -121,12 +121,28 @@ struct QualitySettings {
 };
 
 // A model that scores each answer against the item's reference (off unless given).
+// One human-labelled answer of a judge's calibration set.
+struct JudgeLabel {
+  std::string question, reference, answer;
+  double human_score = 0;  // on the judge's scale
+};
+
+// A judge gates the regression verdict only once its scores agree with human labels: the
+// labelled answers are scored by the judge first, and the lower end of the interval of
+// Spearman's rank correlation (at 1 - alpha) must reach `min_agreement`.
+inline constexpr std::size_t kMinCalibrationItems = 10, kMaxCalibrationItems = 1000;
+struct JudgeCalibration {
+  std::vector<JudgeLabel> items;
+  double min_agreement = 0.6;
+};
+
 struct JudgeSettings {
   llm::Target target;
   std::string base_url;
   std::string template_text;  // with {question}, {reference} and {answer}
   std::uint32_t scale = 10;   // scores 1..scale
   double max_drop_pct = 5;    // the candidate's mean score this much lower (and significant) fails
+  std::optional<JudgeCalibration> calibration;  // none: the judge's scores are advisory
 };
 
 // One segment of a scenario's profile as written: a rate, or a multiple of the capacity.

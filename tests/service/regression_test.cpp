@@ -356,6 +356,20 @@ TEST_CASE("regression: bad specs get a 4xx naming the field - nothing is stored 
          j["judge"] = {{"target", j["baseline"]["target"]}, {"template", "rate this"}};
        },
        400, "/judge/template"},
+      {"a human score off the judge's scale in its calibration set",
+       [&](json& j) {
+         j["quality"] = {{"dataset", rich}, {"checks", {"accuracy"}}};
+         json items = json::array();
+         for (int i = 0; i < 10; ++i)
+           items.push_back({{"question", "q"}, {"reference", "r"}, {"answer", "a"}, {"human_score", i == 6 ? 8 : 3}});
+         j["judge"] = {{"target", j["baseline"]["target"]},
+                       {"template", "{answer}"},
+                       {"scale", 5},
+                       {"calibration", {{"items", items}}}};
+       },
+       400, "/judge/calibration/items/6/human_score"},
+      {"burstiness that poisson arrivals would not send",
+       [](json& j) { j["arrival"] = {{"process", "poisson"}, {"burstiness", 0.5}}; }, 400, "/arrival/burstiness"},
       {"a regression block in a check",
        [](json& j) {
          j["kind"] = "check";

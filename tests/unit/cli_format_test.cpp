@@ -91,6 +91,13 @@ TEST_CASE("cli format: every kind's verdict prints the whole record - labels, ar
   CHECK(r.find("candidate labels: quantization=fp8 runtime=vllm-0.11") != std::string::npos);
   CHECK(r.find("basis: upgrade ticket 42") != std::string::npos);
   CHECK(compare_text(regression).find("candidate labels: quantization=fp8") != std::string::npos);
+  json judged = regression;
+  judged["result"]["judge"] = {{"baseline_mean", 8.0}, {"candidate_mean", 4.0}, {"verdict", "fail"}, {"gates", false}};
+  CHECK(compare_text(judged).find("judge: mean score 8.00 vs 4.00 (-), FAIL; advisory") != std::string::npos);
+  judged["result"]["judge"]["gates"] = true;
+  judged["result"]["judge"]["calibration"] = {{"spearman", 0.9}, {"ci", {0.8, 0.96}}, {"scored", 30}};
+  CHECK(compare_text(judged).find("FAIL; gates: Spearman 0.900 [0.800, 0.960] with 30 human labels") !=
+        std::string::npos);
 
   const json scenario = {{"status", "succeeded"},
                          {"result", {{"kind", "scenario"}, {"verdict", "pass"}, {"basis", "runbook 7"}}}};

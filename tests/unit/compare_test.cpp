@@ -4,6 +4,7 @@
 #include "core/compare.hpp"
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <vector>
 
 #include "core/random.hpp"
@@ -203,4 +204,31 @@ TEST_CASE("compare: when rounds vary more than the runs within them, the paired 
   }
   INFO("Welch passes A vs A' " << welch_pass << " of 200");
   CHECK(welch_pass < same.pass);
+}
+
+TEST_CASE("compare: Spearman's rank correlation with its Fisher-z interval - values, ties and errors") {
+  const std::vector<double> x{1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  const std::vector<double> swapped{2, 1, 4, 3, 6, 5, 8, 7, 10, 9};  // every d = 1: rho = 1 - 6*10/990
+  const auto r = spearman(x, swapped).value();
+  CHECK(r.n == 10);
+  CHECK(r.rho == Approx(0.939394).epsilon(1e-5));
+  CHECK(r.ci_low == Approx(0.748779).epsilon(1e-4));
+  CHECK(r.ci_high == Approx(0.986496).epsilon(1e-4));
+  const std::vector<double> reversed{10, 9, 8, 7, 6, 5, 4, 3, 2, 1};
+  CHECK(spearman(x, reversed).value().rho == Approx(-1));
+  CHECK(spearman(x, x).value().ci_low > 0.99);  // a perfect agreement keeps its interval near 1
+  // Monotone transforms do not change ranks: squared scores agree perfectly.
+  std::vector<double> squared;
+  for (double v : x) squared.push_back(v * v);
+  CHECK(spearman(x, squared).value().rho == Approx(1));
+  // Ties take their mean rank: ranks (1.5, 1.5, 3.5, 3.5) against (1, 2, 3, 4).
+  CHECK(spearman(std::vector<double>{1, 1, 2, 2}, std::vector<double>{1, 2, 3, 4}).value().rho ==
+        Approx(4 / std::sqrt(20.0)));
+  // A wider interval with fewer pairs; a narrower one with a lower confidence.
+  CHECK(spearman(x, swapped, 0.2).value().ci_low > r.ci_low);
+  // Errors: too few pairs, unequal lengths, one side constant, a bad alpha.
+  CHECK_FALSE(spearman(std::vector<double>{1, 2, 3}, std::vector<double>{1, 2, 3}).has_value());
+  CHECK_FALSE(spearman(x, std::vector<double>{1, 2, 3, 4}).has_value());
+  CHECK_FALSE(spearman(x, std::vector<double>(10, 5.0)).has_value());
+  CHECK(spearman(x, swapped, 1.5).error().field == "/alpha");
 }

@@ -211,7 +211,13 @@ TEST_CASE("report: a regression's page shows both sides per round, the verdict t
             {"drop_pp", 10.0},
             {"p_value", 0.0005}}}}},
         {"judge",
-         {{"baseline_mean", 8.0}, {"candidate_mean", 6.5}, {"scale", 10}, {"change_pct", -18.75}, {"verdict", "fail"}}},
+         {{"baseline_mean", 8.0},
+          {"candidate_mean", 6.5},
+          {"scale", 10},
+          {"change_pct", -18.75},
+          {"verdict", "fail"},
+          {"gates", false},
+          {"calibration", {{"calibrated", false}, {"note", "no calibration set (judge.calibration)"}}}}},
         {"warnings", {"baseline and candidate are the same target"}}}}};
   const std::string page = render_report(sweep, steps);
   CHECK(page.find("<title>capsweep regression report") != std::string::npos);
@@ -224,6 +230,14 @@ TEST_CASE("report: a regression's page shows both sides per round, the verdict t
   CHECK(page.find("id=\"regression-quality\"") != std::string::npos);
   CHECK(page.find("90.0%") != std::string::npos);
   CHECK(page.find("id=\"judge\"") != std::string::npos);
+  CHECK(page.find("Advisory, it gates nothing: no calibration set") != std::string::npos);
+  json gating = sweep;
+  gating["result"]["judge"]["gates"] = true;
+  gating["result"]["judge"]["calibration"] = {
+      {"calibrated", true}, {"scored", 40}, {"spearman", 0.91}, {"ci", {0.83, 0.95}}, {"min_agreement", 0.7}};
+  const std::string gated = render_report(gating, steps);
+  CHECK(gated.find("It gates the verdict: calibrated against 40 human-labelled answers, Spearman 0.910 (interval "
+                   "0.830 to 0.950, at least 0.7 asked)") != std::string::npos);
   // Rounds side by side: one row per round with both sides' values and the order they ran in.
   const auto rounds = page.substr(page.find("id=\"regression-rounds\""));
   CHECK(count(rounds.substr(0, rounds.find("</table>")), "<tr>") == 3);  // the head and two rounds

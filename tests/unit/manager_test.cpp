@@ -215,6 +215,14 @@ TEST_CASE("manager: a regression job alternates its sides, asks the quality item
   auto side = [](const std::string& port, const std::string& model) {
     return json{{"target", {{"base_url", "http://127.0.0.1:" + port}, {"api", "chat"}, {"model", model}}}};
   };
+  // 12 human-labelled answers: whole ones scored 9, cut ones 2; the judge ranks them alike.
+  json labelled = json::array();
+  for (int i = 0; i < 12; ++i) {
+    labelled.push_back({{"question", "q" + std::to_string(i)},
+                        {"reference", "ok"},
+                        {"answer", i % 2 ? "{\"answer\": \"ok\"}" : "{\"answer\": \"ok"},
+                        {"human_score", i % 2 ? 9 : 2}});
+  }
   const json spec{
       {"name", "regression"},
       {"kind", "regression"},
@@ -228,7 +236,8 @@ TEST_CASE("manager: a regression job alternates its sides, asks the quality item
       {"quality", {{"dataset", {{"id", ds.id}, {"sha256", ds.sha256}}}, {"checks", {"json", "accuracy"}}}},
       {"judge",
        {{"target", {{"base_url", "http://127.0.0.1:11"}, {"api", "chat"}, {"model", "judge"}}},
-        {"template", "Judge: {question} / {reference} / {answer}"}}}};
+        {"template", "Judge: {question} / {reference} / {answer}"},
+        {"calibration", {{"items", labelled}, {"min_agreement", 0.5}}}}}};
   const std::string id = h.queue(spec);
   h.manager->start();
   const auto row = h.wait_end(id);
@@ -255,6 +264,13 @@ TEST_CASE("manager: a regression job alternates its sides, asks the quality item
   CHECK(r["judge"]["baseline_mean"] == 8.0);
   CHECK(r["judge"]["candidate_mean"] == 3.0);
   CHECK(r["judge"]["verdict"] == "fail");
+  // The judge scored the labelled answers first, in the baseline's first pass, and agrees.
+  CHECK(steps[4].summary["calibration_scores"].size() == 12);
+  CHECK_FALSE(steps[5].summary.contains("calibration_scores"));
+  CHECK(r["judge"]["calibration"]["scored"] == 12);
+  CHECK(r["judge"]["calibration"]["spearman"] == 1.0);
+  CHECK(r["judge"]["calibration"]["calibrated"] == true);
+  CHECK(r["judge"]["gates"] == true);
   CHECK(r["conditions"]["order"].size() == 2);
   // The items are stored with their verdicts and the judge's score.
   const auto page = h.store->quality_page(id, std::nullopt, 100);

@@ -267,3 +267,66 @@ TEST_CASE("regression: progress counts the runs and the quality passes") {
   CHECK(p.steps_planned == 6 + 4);
   CHECK(p.phase == "round 1 baseline");
 }
+
+TEST_CASE("regression: a judge gates the verdict only once its scores agree with human labels - else advisory") {
+  // 30 items each side: the candidate's answers score 4 where the baseline's score 8 (a clear
+  // drop); every JSON answer is fine, so only the judge could fail the job.
+  auto quality_with = [](const json& calibration_scores) {
+    return [calibration_scores](Role role, int pass) {
+      json scores = json::array();
+      for (int i = 0; i < 30; ++i) scores.push_back(role == Role::candidate ? 4 + i % 2 : 8 + i % 2);
+      json s{{"checks", {{"json", {{"n", 30}, {"ok", 30}}}}}, {"answers", json::array()}, {"scores", scores}};
+      if (role == Role::baseline && pass == 0 && !calibration_scores.is_null()) s["calibration_scores"] = calibration_scores;
+      return s;
+    };
+  };
+  JobSpec spec = regression_spec(3, true);
+  spec.quality->checks = {QualityCheck::json};
+  spec.judge = JudgeSettings{};
+  spec.judge->scale = 10;
+  const auto same = [](Role, int) { return latencies(20, 10); };
+  std::vector<StepOrder> orders;
+
+  // No calibration set: the judge's fail is shown, advisory; the job passes.
+  json r = run(spec, same, orders, quality_with(nullptr));
+  CHECK(r["judge"]["verdict"] == "fail");
+  CHECK(r["judge"]["gates"] == false);
+  CHECK(r["judge"]["calibration"]["calibrated"] == false);
+  CHECK(r["verdict"] == "pass");
+  CHECK(r["warnings"].dump().find("advisory") != std::string::npos);
+
+  // 20 labelled answers, human scores 1..10 twice.
+  JudgeCalibration cal;
+  for (int i = 0; i < 20; ++i) cal.items.push_back({"q", "ref", "answer", static_cast<double>(1 + i % 10)});
+  cal.min_agreement = 0.6;
+  spec.judge->calibration = cal;
+  // A judge that ranks the answers as the humans did (off by one now and then): it gates.
+  json agreeing = json::array();
+  for (int i = 0; i < 20; ++i) agreeing.push_back(std::min(10, 1 + i % 10 + (i % 3 == 0 ? 1 : 0)));
+  r = run(spec, same, orders, quality_with(agreeing));
+  const json& c = r["judge"]["calibration"];
+  INFO(c.dump());
+  CHECK(c["calibrated"] == true);
+  CHECK(c["scored"] == 20);
+  CHECK(c["spearman"].get<double>() > 0.95);
+  CHECK(c["ci"][0].get<double>() >= 0.6);
+  CHECK(r["judge"]["gates"] == true);
+  CHECK(r["verdict"] == "fail");  // the calibrated judge's fail is the job's
+
+  // A judge whose scores have nothing to do with the labels: advisory again.
+  json random_scores = json::array();
+  for (int i = 0; i < 20; ++i) random_scores.push_back((i * 7) % 10 + 1);
+  r = run(spec, same, orders, quality_with(random_scores));
+  INFO(r["judge"].dump());
+  CHECK(r["judge"]["calibration"]["calibrated"] == false);
+  CHECK(r["judge"]["calibration"]["ci"][0].get<double>() < 0.6);
+  CHECK(r["verdict"] == "pass");
+
+  // A judge that scored too few of the labelled answers cannot be calibrated.
+  json few = json::array();
+  for (int i = 0; i < 20; ++i) few.push_back(i < 5 ? json(1 + i) : json(nullptr));
+  r = run(spec, same, orders, quality_with(few));
+  CHECK(r["judge"]["calibration"]["scored"] == 5);
+  CHECK(r["judge"]["calibration"]["calibrated"] == false);
+  CHECK(r["verdict"] == "pass");
+}

@@ -425,6 +425,42 @@ TEST_CASE("spec: regression errors name the field") {
   CHECK(first_error(with(r, "/sweep", json::object())) == "/sweep");
   CHECK(first_error(with(r, "/judge", json{{"target", r["baseline"]["target"]}, {"template", "no placeholder"}})) ==
         "/judge/template");
+  // judge.calibration: 10 to 1000 labelled answers, each score on the judge's scale.
+  json labelled = json::array();
+  for (int i = 0; i < 10; ++i)
+    labelled.push_back({{"question", "q"}, {"reference", "r"}, {"answer", "a"}, {"human_score", 1 + i % 5}});
+  const json calibrated = with(r, "/judge",
+                               json{{"target", r["baseline"]["target"]},
+                                    {"template", "{question} {reference} {answer}"},
+                                    {"scale", 5},
+                                    {"calibration", {{"items", labelled}}}});
+  CHECK(first_error(calibrated).empty());
+  {
+    json filled = calibrated;
+    validator().apply_defaults(filled);
+    const auto s = sweep::parse_job_spec(filled).value();
+    REQUIRE(s.judge->calibration.has_value());
+    CHECK(s.judge->calibration->items.size() == 10);
+    CHECK(s.judge->calibration->items[3].human_score == 4);
+    CHECK(s.judge->calibration->min_agreement == 0.6);
+  }
+  json nine = labelled;
+  nine.erase(nine.begin());
+  CHECK(first_error(with(calibrated, "/judge/calibration/items", nine)) == "/judge/calibration/items");
+  CHECK(first_error(with(calibrated, "/judge/calibration/items/3/human_score", 7)) ==
+        "/judge/calibration/items/3/human_score");  // the judge's scale is 1..5
+  CHECK(first_error(with(calibrated, "/judge/calibration/items/0/human_score", 0)) ==
+        "/judge/calibration/items/0/human_score");
+  CHECK(first_error(without(calibrated, "/judge/calibration/items/2", "answer")) == "/judge/calibration/items/2/answer");
+  CHECK(first_error(with(calibrated, "/judge/calibration/min_agreement", 1.5)) == "/judge/calibration/min_agreement");
+  CHECK(first_error(with(calibrated, "/judge/calibration/p59", 1)) == "/judge/calibration/p59");
+  // The parser alone (no schema before it) names the same fields.
+  json raw = calibrated;
+  raw["judge"]["calibration"]["items"] = "all of them";
+  CHECK(sweep::parse_job_spec(raw).error().field == "/judge/calibration/items");
+  raw["judge"]["calibration"]["items"] = labelled;
+  raw["judge"]["calibration"]["items"][4]["question"] = 5;
+  CHECK(sweep::parse_job_spec(raw).error().field == "/judge/calibration/items/4/question");
   json no_quality = without(r, "", "quality");
   CHECK(first_error(with(no_quality, "/judge", json{{"target", r["baseline"]["target"]}, {"template", "{answer}"}})) ==
         "/judge");
