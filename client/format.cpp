@@ -167,6 +167,7 @@ std::string record_text(const json& sweep) {
     out += "\n  arrivals: " + process;
     if (process == "gamma") out += fmt::format(" (burstiness {})", num(at(arrival, "burstiness"), "{:g}"));
   }
+  if (at(r, "mlperf_scenario").is_string()) out += "\n  MLPerf scenario: " + text_of(r, "mlperf_scenario", "");
   const json& server = at(at(r, "observations"), "server");
   if (server.is_object()) out += "\n  server: " + server_text(server);
   const std::string basis = text_of(r, "basis", "");
@@ -332,6 +333,8 @@ std::string verdict_text(const json& sweep) {
                          num(at(k, "measured"), "{:.3f}"), num(at(k, "bound"), "{:g}"), text_of(k, "verdict", ""));
     }
     if (r.value("saturated", false)) out += "\n  saturated: the completions fell behind the offered rate";
+    for (const auto& w : at(r, "warnings"))
+      if (w.is_string()) out += "\n  warning: " + terminal_safe(w.get<std::string>());
     return out + record_text(sweep);
   }
   if (text_of(r, "mode", "rate") == "concurrency") return concurrency_verdict(r, slo) + record_text(sweep);

@@ -114,6 +114,11 @@ std::string verdict_section(const json& sweep) {
     verdict = fmt::format("No result ({}){}", esc(text(sweep, "status")),
                           at(sweep, "error").is_string() ? ": " + esc(sweep["error"].get<std::string>()) : "");
   }
+  if (at(r, "mlperf_scenario").is_string()) {
+    verdict += fmt::format(" <span class=\"muted\" id=\"mlperf\">(MLPerf {} scenario{})</span>",
+                           esc(text(r, "mlperf_scenario")),
+                           at(r, "mlperf_scenario") == "Offline" ? ": batch capacity, not interactive capacity" : "");
+  }
   return fmt::format("<div class=\"verdict{}\" id=\"verdict\">{}</div>\n", good ? "" : " none", verdict);
 }
 

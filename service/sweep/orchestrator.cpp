@@ -276,6 +276,18 @@ void add_warnings(const JobSpec& spec, const Analysis& a, const Bracket& b, std:
   }
 }
 
+// MLPerf's name for what a rate step measured: "Server" (Poisson arrivals judged against
+// latency bounds), "Offline" (every request at once: batch capacity), else none.
+json mlperf_scenario(const JobSpec& spec) {
+  if (spec.arrival.process == ArrivalProcess::all_at_once) return "Offline";
+  if (spec.arrival.process == ArrivalProcess::poisson && !spec.slo.latency.empty()) return "Server";
+  return nullptr;
+}
+
+constexpr const char* kOfflineWarning =
+    "MLPerf Offline: every request was sent at once, so this is batch capacity (throughput with the whole queue "
+    "waiting), not interactive capacity; its latencies are not what users see at a rate";
+
 json sweep_result(const JobSpec& spec, const Analysis& a, std::vector<std::string> warnings) {
   const Bracket b = bracket_of(a);
   json r;
@@ -301,7 +313,10 @@ json sweep_result(const JobSpec& spec, const Analysis& a, std::vector<std::strin
   json probe = block_of(*a.probe, {"completed", "output_throughput"});
   probe["rate_rps"] = a.probe->measured_rate_rps;
   if (auto m = a.probe->summary.find("probe"); m != a.probe->summary.end()) probe["steady"] = *m;
+  probe["arrival"] = "all_at_once";  // the probe sends its requests at once: MLPerf's Offline
+  probe["mlperf_scenario"] = "Offline";
   r["probe"] = probe;
+  r["mlperf_scenario"] = mlperf_scenario(spec);
 
   json conc = nullptr;
   if (b.pass) {
@@ -349,6 +364,8 @@ json check_result(const JobSpec& spec, const StepOutcome& s) {
   r["limiting_metric"] = s.limiting_metric.empty() ? json(nullptr) : json(s.limiting_metric);
   r["saturated"] = s.saturated;
   r["basis"] = spec.basis;
+  r["mlperf_scenario"] = closed_loop ? json(nullptr) : mlperf_scenario(spec);
+  r["warnings"] = r["mlperf_scenario"] == "Offline" ? json::array({kOfflineWarning}) : json::array();
   return r;
 }
 

@@ -65,8 +65,12 @@ TEST_CASE("cli format: every kind's verdict prints the whole record - labels, ar
                   {"conditions", {{"rate_rps", 10.0}, {"arrival", "gamma"}, {"duration_s", 600.0}}},
                   {"observations", {{"server", {{"mean_running", 12.5}, {"max_running", 14}, {"mean_waiting", 3.0}}}}},
                   {"criteria", json::array()},
+                  {"mlperf_scenario", "Offline"},
+                  {"warnings", {"MLPerf Offline: batch capacity"}},
                   {"basis", "product spec v2 s3"}}}};
   std::string v = verdict_text(check);
+  CHECK(v.find("MLPerf scenario: Offline") != std::string::npos);
+  CHECK(v.find("warning: MLPerf Offline: batch capacity") != std::string::npos);
   CHECK(v.find("labels: gpu=h100 runtime=vllm-0.11") != std::string::npos);
   CHECK(v.find("arrivals: gamma (burstiness 0.5)") != std::string::npos);
   CHECK(v.find("server: running mean 12.5 max 14, waiting mean 3 max -") != std::string::npos);

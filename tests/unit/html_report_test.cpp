@@ -143,8 +143,17 @@ TEST_CASE("report: a check's page shows distributions with the bound and the ste
         {"target", {{"base_url", "http://127.0.0.1:8000"}, {"model", "sim-8b"}, {"labels", {{"gpu", "H100 <80GB>"}}}}},
         {"report", {{"percentiles", {50, 99.9}}}},
         {"slo", {{"ttft_ms", {{"p95", 800}}}, {"itl_ms", {{"p95", 50}}}}}}},
-      {"result", {{"kind", "check"}, {"verdict", "pass"}, {"conditions", {{"mode", "rate"}, {"rate_rps", 10}}}}}};
+      {"result",
+       {{"kind", "check"},
+        {"verdict", "pass"},
+        {"mlperf_scenario", "Server"},
+        {"conditions", {{"mode", "rate"}, {"rate_rps", 10}}}}}};
   const std::string html = render_report(sweep, json::array({check_step}));
+  CHECK(html.find("(MLPerf Server scenario)") != std::string::npos);
+  json offline = sweep;
+  offline["result"]["mlperf_scenario"] = "Offline";
+  CHECK(render_report(offline, json::array({check_step}))
+            .find("(MLPerf Offline scenario: batch capacity, not interactive capacity)") != std::string::npos);
   CHECK(html.find("<title>capsweep check report") != std::string::npos);
   CHECK(html.find("sweep sw-") == std::string::npos);
   CHECK(html.find("Check verdict: <b>pass</b> at 10 req/s") != std::string::npos);

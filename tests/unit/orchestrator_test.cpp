@@ -139,6 +139,9 @@ TEST_CASE("orchestrator: a monotone server converges on its threshold within the
   CHECK(r["concurrency_at_max_slo"]["server_running_waiting"].get<double>() == Approx(max * 0.5));
   CHECK(r["baseline"]["rate_rps"] == 2.0);
   CHECK(r["probe"]["rate_rps"] == 30.0);
+  CHECK(r["probe"]["arrival"] == "all_at_once");  // the probe is MLPerf's Offline, and says so
+  CHECK(r["probe"]["mlperf_scenario"] == "Offline");
+  CHECK(r["mlperf_scenario"].is_null());  // no latency bound: not MLPerf's Server scenario
   CHECK(r["warnings"].empty());
   CHECK(r["steps_run"] == run.steps.size());
 }
@@ -326,6 +329,22 @@ TEST_CASE("orchestrator: a check job runs one step and records the five parts of
   CHECK(r["observations"]["p95_ttft_ms"] == 900.0);
   CHECK(r["criteria"][0]["name"] == "p95_ttft_ms");
   CHECK(r["basis"] == "contract 42");
+  // MLPerf's names: Poisson arrivals against latency bounds are its Server scenario; all at
+  // once its Offline scenario, with the warning that it is batch capacity.
+  CHECK(r["mlperf_scenario"].is_null());  // no latency bound in this spec
+  spec.slo.latency.push_back({LatencyMetric::ttft, 95.0, 800});
+  const json server = result_of(next_action(spec, {s}));
+  CHECK(server["mlperf_scenario"] == "Server");
+  CHECK(server["warnings"].empty());
+  spec.arrival.process = ArrivalProcess::constant;
+  CHECK(result_of(next_action(spec, {s}))["mlperf_scenario"].is_null());
+  spec.arrival.process = ArrivalProcess::all_at_once;
+  spec.check.rate_rps = std::numeric_limits<double>::infinity();
+  spec.check.requests = 500;
+  const json offline = result_of(next_action(spec, {s}));
+  CHECK(offline["mlperf_scenario"] == "Offline");
+  REQUIRE(offline["warnings"].size() == 1);
+  CHECK(offline["warnings"][0].get<std::string>().find("batch capacity") != std::string::npos);
 }
 
 TEST_CASE("orchestrator: step outcomes round-trip through their stored JSON") {
@@ -487,4 +506,5 @@ TEST_CASE("orchestrator: when no step may hold enough requests the answer says s
   bool warned = false;
   for (const auto& w : r["warnings"]) warned |= w.get<std::string>().find("cannot hold") != std::string::npos;
   CHECK(warned);
+  CHECK(r["mlperf_scenario"] == "Server");  // Poisson arrivals judged against a latency bound
 }
