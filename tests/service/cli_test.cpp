@@ -3,8 +3,11 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cctype>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "integration/llmsim_fixture.hpp"
@@ -255,4 +258,92 @@ TEST_CASE("cli: datasets, lengths, and a job whose exports follow report.percent
   // Once the job is done the dataset can go; a second rm finds nothing.
   CHECK(run({"dataset", "rm", id}).code == 0);
   CHECK(run({"dataset", "rm", id}).code == 1);
+}
+
+namespace {
+
+// The words of a Markdown file's fenced block that starts with `first_line`.
+std::vector<std::string> fenced_block(const std::string& relative, const std::string& first_line) {
+  std::ifstream in(std::string(CAPSWEEP_SOURCE_DIR) + "/" + relative);
+  std::vector<std::string> lines;
+  std::string line;
+  bool fence = false, found = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("```", 0) == 0) {
+      if (found) break;
+      fence = !fence;
+      continue;
+    }
+    if (fence && !found && line.rfind(first_line, 0) == 0) {
+      found = true;
+      continue;
+    }
+    if (found) lines.push_back(line);
+  }
+  return lines;
+}
+
+// Subcommands named in a usage block: the first word of each entry (entries are separated by
+// runs of spaces); "dataset upload" names "dataset" and its own subcommand "upload".
+std::set<std::string> documented_subcommands(const std::vector<std::string>& lines, std::set<std::string>& dataset) {
+  std::set<std::string> subs;
+  for (const auto& l : lines) {
+    std::size_t i = 0;
+    while (i < l.size()) {
+      while (i < l.size() && l[i] == ' ') ++i;
+      const std::size_t end = l.find("   ", i);
+      const std::string entry = l.substr(i, end == std::string::npos ? std::string::npos : end - i);
+      i = end == std::string::npos ? l.size() : end;
+      if (entry.empty() || !std::islower(static_cast<unsigned char>(entry[0]))) continue;
+      std::istringstream words(entry);
+      std::string word, next;
+      words >> word >> next;
+      subs.insert(word);
+      if (word == "dataset") dataset.insert(next);
+    }
+  }
+  return subs;
+}
+
+// The subcommands the CLI's own --help lists.
+std::set<std::string> listed_subcommands(const std::string& help) {
+  std::set<std::string> subs;
+  std::istringstream in(help.substr(help.find("Subcommands:")));
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line) && line.rfind("  ", 0) == 0) {
+    std::istringstream words(line);
+    std::string word;
+    words >> word;
+    subs.insert(word);
+  }
+  return subs;
+}
+
+}  // namespace
+
+TEST_CASE("cli: the subcommands the README and client/README.md document are the CLI's, and each answers --help") {
+  TempDir dir;
+  std::set<std::string> dataset_subs;
+  const auto documented =
+      documented_subcommands(fenced_block("README.md", "capsweep [--server URL]"), dataset_subs);
+  const auto help = cli(dir, {"--help"});
+  REQUIRE(help.code == 0);
+  const auto listed = listed_subcommands(help.out);
+  INFO(help.out);
+  CHECK(documented.size() >= 14);
+  CHECK(documented == listed);  // nothing undocumented, nothing documented that is not there
+  CHECK(dataset_subs == std::set<std::string>{"upload", "list", "show", "rm"});
+  const std::string client_readme = read_text(std::filesystem::path(CAPSWEEP_SOURCE_DIR) / "client" / "README.md");
+  for (const auto& sub : listed) {
+    INFO(sub);
+    const auto h = cli(dir, {sub, "--help"});
+    CHECK(h.code == 0);
+    CHECK(h.out.find("Usage") != std::string::npos);
+    CHECK(client_readme.find("`" + sub) != std::string::npos);
+  }
+  for (const auto& sub : dataset_subs) {
+    INFO("dataset " << sub);
+    CHECK(cli(dir, {"dataset", sub, "--help"}).code == 0);
+  }
 }

@@ -1,5 +1,6 @@
 // The example files under config/ parse with the project's own parsers.
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -49,22 +50,99 @@ TEST_CASE("config files: the llmsim example is valid and equals the defaults") {
   CHECK(cfg->engine.kv_cache_tokens == defaults.engine.kv_cache_tokens);
 }
 
-TEST_CASE("config files: every example job spec passes the schema and the spec parser") {
+namespace {
+
+// A job spec as the service takes it: the schema, vLLM's burstiness rule, the defaults, the
+// parser. The error's field and message, or "" when it is accepted.
+std::string spec_error(json spec) {
   static const capsweep::api::SchemaValidator validator(capsweep::api::embedded_schema("sweep-spec.schema.json"));
-  for (const char* file :
-       {"config/sweeps/demo.json", "config/sweeps/standard.json", "config/sweeps/chat.json", "config/sweeps/rag.json",
-        "config/sweeps/sharegpt.json", "config/sweeps/regression.json", "config/sweeps/scenario.json"}) {
-    INFO(file);
-    json spec = read(file);
-    auto ok = validator.validate(spec);
-    INFO((ok ? std::string() : ok.error().field + ": " + ok.error().message));
-    REQUIRE(ok.has_value());
-    validator.apply_defaults(spec);
-    if (!spec.contains("sweep") && spec.value("kind", "sweep") == "sweep") spec["sweep"] = json::object();
-    auto parsed = capsweep::sweep::parse_job_spec(spec);
-    INFO((parsed ? std::string() : parsed.error().field + ": " + parsed.error().message));
-    CHECK(parsed.has_value());
+  if (auto ok = validator.validate(spec); !ok) return ok.error().field + ": " + ok.error().message;
+  capsweep::sweep::complete_arrival(spec);
+  validator.apply_defaults(spec);
+  if (!spec.contains("sweep") && spec.value("kind", "sweep") == "sweep") spec["sweep"] = json::object();
+  auto parsed = capsweep::sweep::parse_job_spec(spec);
+  return parsed ? std::string() : parsed.error().field + ": " + parsed.error().message;
+}
+
+// The fenced ```json blocks of a Markdown file, in order.
+std::vector<std::string> json_blocks(const std::string& relative) {
+  std::ifstream in(std::string(CAPSWEEP_SOURCE_DIR) + "/" + relative);
+  REQUIRE(in);
+  std::vector<std::string> blocks;
+  std::string line, block;
+  bool inside = false;
+  while (std::getline(in, line)) {
+    if (!inside && line.rfind("```json", 0) == 0) {
+      inside = true;
+      block.clear();
+    } else if (inside && line.rfind("```", 0) == 0) {
+      inside = false;
+      blocks.push_back(block);
+    } else if (inside) {
+      block += line + "\n";
+    }
   }
+  CHECK_FALSE(inside);  // an unclosed fence
+  return blocks;
+}
+
+}  // namespace
+
+TEST_CASE("config files: every example job spec under config/sweeps passes the schema and the spec parser") {
+  std::set<std::string> seen;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::string(CAPSWEEP_SOURCE_DIR) + "/config/sweeps")) {
+    if (entry.path().extension() != ".json") continue;
+    const std::string file = "config/sweeps/" + entry.path().filename().string();
+    INFO(file);
+    CHECK(spec_error(read(file)).empty());
+    seen.insert(entry.path().stem().string());
+  }
+  // The README lists each of them.
+  std::ifstream readme(std::string(CAPSWEEP_SOURCE_DIR) + "/README.md");
+  std::stringstream text;
+  text << readme.rdbuf();
+  for (const auto& name : seen) {
+    INFO(name);
+    CHECK(text.str().find("`" + name + "`") != std::string::npos);
+  }
+  CHECK(seen.size() >= 7);
+}
+
+TEST_CASE("config files: every JSON example in the README and docs/ is accepted by the parser it documents") {
+  // A block with "slo" is a job spec; one of SLO keys an SLO; one with "base_url" a target.
+  // Any other block fails here, so a new example cannot go unchecked.
+  std::vector<std::string> files{"README.md"};
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(CAPSWEEP_SOURCE_DIR) + "/docs")) {
+    if (entry.path().extension() == ".md") files.push_back("docs/" + entry.path().filename().string());
+  }
+  int specs = 0, slos = 0, targets = 0;
+  for (const auto& file : files) {
+    const auto blocks = json_blocks(file);
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      INFO(file << " json block " << i + 1 << ":\n" << blocks[i]);
+      json j;
+      REQUIRE_NOTHROW(j = json::parse(blocks[i]));
+      REQUIRE(j.is_object());
+      if (j.contains("slo")) {
+        CHECK(spec_error(j).empty());
+        ++specs;
+      } else if (j.contains("ttft_ms") || j.contains("max_error_rate")) {
+        auto slo = capsweep::parse_slo(j);
+        CHECK(slo.has_value());
+        ++slos;
+      } else if (j.contains("base_url")) {
+        auto t = capsweep::llm::parse_target(j);
+        CHECK(t.has_value());
+        ++targets;
+      } else {
+        FAIL("a JSON example that is no job spec, SLO or target: teach this test what it documents");
+      }
+    }
+  }
+  CHECK(specs >= 1);
+  CHECK(slos >= 1);
+  CHECK(targets >= 1);
 }
 
 TEST_CASE("config files: the example scenario's profile, with the capacity its sweep gives it") {
