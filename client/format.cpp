@@ -131,7 +131,8 @@ std::string labels_text(const json& labels) {
   std::string out;
   if (labels.is_object()) {
     for (const auto& [k, v] : labels.items())
-      if (v.is_string()) out += fmt::format("{}{}={}", out.empty() ? "" : " ", terminal_safe(k), terminal_safe(v.get<std::string>()));
+      if (v.is_string())
+        out += fmt::format("{}{}={}", out.empty() ? "" : " ", terminal_safe(k), terminal_safe(v.get<std::string>()));
   }
   return out.empty() ? "none" : out;
 }
@@ -139,9 +140,9 @@ std::string labels_text(const json& labels) {
 // The gauges scraped from the target during a step: "running mean 12.5 max 14, ...".
 std::string server_text(const json& server) {
   std::string out;
-  for (const auto& [name, mean, max] : {std::tuple{"running", "mean_running", "max_running"},
-                                        std::tuple{"waiting", "mean_waiting", "max_waiting"},
-                                        std::tuple{"KV cache", "mean_kv_cache_usage", "max_kv_cache_usage"}}) {
+  for (const auto& [name, mean, max] :
+       {std::tuple{"running", "mean_running", "max_running"}, std::tuple{"waiting", "mean_waiting", "max_waiting"},
+        std::tuple{"KV cache", "mean_kv_cache_usage", "max_kv_cache_usage"}}) {
     if (!at(server, mean).is_number() && !at(server, max).is_number()) continue;
     out += fmt::format("{}{} mean {} max {}", out.empty() ? "" : ", ", name, num(at(server, mean), "{:.3g}"),
                        num(at(server, max), "{:.3g}"));
@@ -219,10 +220,10 @@ std::string compare_text(const json& sweep) {
       return ci.is_array() && ci.size() > i ? ci[i] : json();
     };
     const std::string gating =
-        at(j, "gates") == true ? fmt::format("gates: Spearman {} [{}, {}] with {} human labels",
-                                             num(at(cal, "spearman"), "{:.3f}"), num(ci_end(0), "{:.3f}"),
-                                             num(ci_end(1), "{:.3f}"), num(at(cal, "scored"), "{:g}"))
-                               : "advisory (not calibrated against human labels)";
+        at(j, "gates") == true
+            ? fmt::format("gates: Spearman {} [{}, {}] with {} human labels", num(at(cal, "spearman"), "{:.3f}"),
+                          num(ci_end(0), "{:.3f}"), num(ci_end(1), "{:.3f}"), num(at(cal, "scored"), "{:g}"))
+            : "advisory (not calibrated against human labels)";
     out += fmt::format("  judge: mean score {} vs {} ({}), {}; {}\n", num(at(j, "baseline_mean"), "{:.2f}"),
                        num(at(j, "candidate_mean"), "{:.2f}"), signed_pct(at(j, "change_pct")),
                        upper(text_of(j, "verdict", "?")), gating);

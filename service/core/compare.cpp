@@ -224,7 +224,8 @@ Result<RankCorrelation> spearman(std::span<const double> x, std::span<const doub
   r.rho = std::clamp(sxy / std::sqrt(sxx * syy), -1.0, 1.0);
   // Fisher's z; a perfect correlation keeps its end at +-1.
   const double z = std::atanh(std::clamp(r.rho, -0.999999, 0.999999));
-  const double half = student_t_quantile(1 - alpha / 2, std::numeric_limits<double>::infinity()) * std::sqrt(1.06 / (n - 3));
+  const double half =
+      student_t_quantile(1 - alpha / 2, std::numeric_limits<double>::infinity()) * std::sqrt(1.06 / (n - 3));
   r.ci_low = std::tanh(z - half);
   r.ci_high = std::tanh(z + half);
   return r;

@@ -158,7 +158,8 @@ Result<SloSpec> parse_slo(const nlohmann::json& j, const std::string& field) {
         else if (gk == "e2el_sent_ms")
           slo.goodput.e2el_sent = *d;
         else
-          return invalid(gf, "unknown goodput bound (expected ttft_ms, tpot_ms, e2el_ms, ttft_sent_ms or e2el_sent_ms)");
+          return invalid(gf,
+                         "unknown goodput bound (expected ttft_ms, tpot_ms, e2el_ms, ttft_sent_ms or e2el_sent_ms)");
       }
     } else {
       return invalid(f,

@@ -70,11 +70,11 @@ std::string quality_table(const json& r) {
     };
     const std::string gating =
         at(j, "gates") == true
-            ? fmt::format("It gates the verdict: calibrated against {} human-labelled answers, Spearman {} (interval "
-                          "{} to {}, at least {} asked).",
-                          esc(text(cal, "scored")), num(at(cal, "spearman"), "{:.3f}"),
-                          num(ci_end(0), "{:.3f}"), num(ci_end(1), "{:.3f}"),
-                          num(at(cal, "min_agreement"), "{:g}"))
+            ? fmt::format(
+                  "It gates the verdict: calibrated against {} human-labelled answers, Spearman {} (interval "
+                  "{} to {}, at least {} asked).",
+                  esc(text(cal, "scored")), num(at(cal, "spearman"), "{:.3f}"), num(ci_end(0), "{:.3f}"),
+                  num(ci_end(1), "{:.3f}"), num(at(cal, "min_agreement"), "{:g}"))
             : "Advisory, it gates nothing: " + esc(text(cal, "note"));
     h += fmt::format(
         "<p id=\"judge\">Judge: mean score {} (baseline) vs {} (candidate) on a scale of {}, change {}: <b>{}</b>. "

@@ -229,8 +229,7 @@ QualityTally::Count same_answers(const QualityTally& x, const QualityTally& y) {
 // that is enough for it to gate: the lower end of Spearman's interval reaches min_agreement.
 json judge_calibration(const JudgeSettings& judge, const QualityTally& a, double alpha) {
   if (!judge.calibration) {
-    return {{"calibrated", false},
-            {"note", "no calibration set (judge.calibration): the judge's scores are advisory"}};
+    return {{"calibrated", false}, {"note", "no calibration set (judge.calibration): the judge's scores are advisory"}};
   }
   const JudgeCalibration& cal = *judge.calibration;
   std::vector<double> by_judge, by_human;
@@ -239,15 +238,12 @@ json judge_calibration(const JudgeSettings& judge, const QualityTally& a, double
     by_judge.push_back(*a.calibration_scores[i]);
     by_human.push_back(cal.items[i].human_score);
   }
-  json c{{"items", cal.items.size()},
-         {"scored", by_judge.size()},
-         {"test", "spearman (Fisher z interval)"},
-         {"confidence", 1 - alpha},
-         {"min_agreement", cal.min_agreement},
-         {"calibrated", false}};
+  json c{{"items", cal.items.size()}, {"scored", by_judge.size()},          {"test", "spearman (Fisher z interval)"},
+         {"confidence", 1 - alpha},   {"min_agreement", cal.min_agreement}, {"calibrated", false}};
   if (by_judge.size() < kMinCalibrationItems) {
-    c["note"] = fmt::format("the judge scored {} of {} labelled answers (at least {} are needed): its scores are advisory",
-                            by_judge.size(), cal.items.size(), kMinCalibrationItems);
+    c["note"] =
+        fmt::format("the judge scored {} of {} labelled answers (at least {} are needed): its scores are advisory",
+                    by_judge.size(), cal.items.size(), kMinCalibrationItems);
     return c;
   }
   auto r = spearman(by_judge, by_human, alpha);

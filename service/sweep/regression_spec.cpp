@@ -165,7 +165,8 @@ Result<JudgeCalibration> parse_calibration(const json& c, std::uint32_t scale) {
   for (std::size_t i = 0; i < items.size(); ++i) {
     const std::string fi = fmt::format("{}/items/{}", f, i);
     const json& it = items[i];
-    if (!it.is_object()) return invalid(fi, "must be an object {\"question\", \"reference\", \"answer\", \"human_score\"}");
+    if (!it.is_object())
+      return invalid(fi, "must be an object {\"question\", \"reference\", \"answer\", \"human_score\"}");
     JudgeLabel l;
     for (auto [key, dest] : {std::pair{"question", &l.question}, {"reference", &l.reference}, {"answer", &l.answer}}) {
       const json& v = it.value(key, json());

@@ -139,9 +139,9 @@ struct JudgeCalibration {
 struct JudgeSettings {
   llm::Target target;
   std::string base_url;
-  std::string template_text;  // with {question}, {reference} and {answer}
-  std::uint32_t scale = 10;   // scores 1..scale
-  double max_drop_pct = 5;    // the candidate's mean score this much lower (and significant) fails
+  std::string template_text;                    // with {question}, {reference} and {answer}
+  std::uint32_t scale = 10;                     // scores 1..scale
+  double max_drop_pct = 5;                      // the candidate's mean score this much lower (and significant) fails
   std::optional<JudgeCalibration> calibration;  // none: the judge's scores are advisory
 };
 

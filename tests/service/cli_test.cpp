@@ -2,8 +2,8 @@
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
-#include <cmath>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -325,8 +325,7 @@ std::set<std::string> listed_subcommands(const std::string& help) {
 TEST_CASE("cli: the subcommands the README and client/README.md document are the CLI's, and each answers --help") {
   TempDir dir;
   std::set<std::string> dataset_subs;
-  const auto documented =
-      documented_subcommands(fenced_block("README.md", "capsweep [--server URL]"), dataset_subs);
+  const auto documented = documented_subcommands(fenced_block("README.md", "capsweep [--server URL]"), dataset_subs);
   const auto help = cli(dir, {"--help"});
   REQUIRE(help.code == 0);
   const auto listed = listed_subcommands(help.out);

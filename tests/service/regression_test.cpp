@@ -369,7 +369,10 @@ TEST_CASE("regression: bad specs get a 4xx naming the field - nothing is stored 
        },
        400, "/judge/calibration/items/6/human_score"},
       {"burstiness that poisson arrivals would not send",
-       [](json& j) { j["arrival"] = {{"process", "poisson"}, {"burstiness", 0.5}}; }, 400, "/arrival/burstiness"},
+       [](json& j) {
+         j["arrival"] = {{"process", "poisson"}, {"burstiness", 0.5}};
+       },
+       400, "/arrival/burstiness"},
       {"a regression block in a check",
        [](json& j) {
          j["kind"] = "check";

@@ -90,8 +90,7 @@ std::vector<std::string> json_blocks(const std::string& relative) {
 
 TEST_CASE("config files: every example job spec under config/sweeps passes the schema and the spec parser") {
   std::set<std::string> seen;
-  for (const auto& entry :
-       std::filesystem::directory_iterator(std::string(CAPSWEEP_SOURCE_DIR) + "/config/sweeps")) {
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(CAPSWEEP_SOURCE_DIR) + "/config/sweeps")) {
     if (entry.path().extension() != ".json") continue;
     const std::string file = "config/sweeps/" + entry.path().filename().string();
     INFO(file);

@@ -146,9 +146,8 @@ TEST_CASE("regression: a run whose generator fell behind its schedule makes a pa
   const json clean = run(regression_spec(), same, orders);
   CHECK(clean["verdict"] == "pass");
   CHECK(clean["generator_limited"] == false);
-  const json behind = run(regression_spec(), same, orders, {}, [](Role role, int r) {
-    return role == Role::candidate && r == 1;
-  });
+  const json behind =
+      run(regression_spec(), same, orders, {}, [](Role role, int r) { return role == Role::candidate && r == 1; });
   CHECK(behind["verdict"] == "inconclusive");
   CHECK(behind["generator_limited"] == true);
   CHECK(behind["runs"][3]["generator_limited"] == true);
@@ -276,7 +275,8 @@ TEST_CASE("regression: a judge gates the verdict only once its scores agree with
       json scores = json::array();
       for (int i = 0; i < 30; ++i) scores.push_back(role == Role::candidate ? 4 + i % 2 : 8 + i % 2);
       json s{{"checks", {{"json", {{"n", 30}, {"ok", 30}}}}}, {"answers", json::array()}, {"scores", scores}};
-      if (role == Role::baseline && pass == 0 && !calibration_scores.is_null()) s["calibration_scores"] = calibration_scores;
+      if (role == Role::baseline && pass == 0 && !calibration_scores.is_null())
+        s["calibration_scores"] = calibration_scores;
       return s;
     };
   };

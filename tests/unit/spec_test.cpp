@@ -451,7 +451,8 @@ TEST_CASE("spec: regression errors name the field") {
         "/judge/calibration/items/3/human_score");  // the judge's scale is 1..5
   CHECK(first_error(with(calibrated, "/judge/calibration/items/0/human_score", 0)) ==
         "/judge/calibration/items/0/human_score");
-  CHECK(first_error(without(calibrated, "/judge/calibration/items/2", "answer")) == "/judge/calibration/items/2/answer");
+  CHECK(first_error(without(calibrated, "/judge/calibration/items/2", "answer")) ==
+        "/judge/calibration/items/2/answer");
   CHECK(first_error(with(calibrated, "/judge/calibration/min_agreement", 1.5)) == "/judge/calibration/min_agreement");
   CHECK(first_error(with(calibrated, "/judge/calibration/p59", 1)) == "/judge/calibration/p59");
   // The parser alone (no schema before it) names the same fields.
