@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -13,6 +14,7 @@
 #include <boost/beast/http/write.hpp>
 #include <functional>
 #include <map>
+#include <sstream>
 
 #include "api/handlers.hpp"
 #include "core/json_access.hpp"
@@ -124,6 +126,14 @@ asio::awaitable<http::Reply> stream_pages(Env& env, asio::any_io_executor pool, 
 
 }  // namespace
 
+// A request's TPOT (ms): (last token - first token) / (output tokens - 1), from its stored
+// latencies (both from the schedule, so their difference is last - first); none for a failed
+// request or one with fewer than two tokens.
+std::optional<double> tpot_ms(const store::RequestRow& r) {
+  if (r.outcome != "ok" || r.output_tokens < 2 || !r.ttft_ms || !r.e2el_ms) return std::nullopt;
+  return (*r.e2el_ms - *r.ttft_ms) / (r.output_tokens - 1);
+}
+
 asio::awaitable<http::Reply> stream_requests_csv(Env& env, asio::any_io_executor pool, const Call& c,
                                                  beast::tcp_stream& stream) {
   constexpr std::size_t kPage = 5000;
@@ -132,9 +142,10 @@ asio::awaitable<http::Reply> stream_requests_csv(Env& env, asio::any_io_executor
   auto next_page = [&](std::string& text) {
     const auto page = env.ctx.store->requests_page(c.id, after, kPage);
     for (const auto& [step, r] : page) {
-      text += fmt::format("{},{},{:.3f},{},{},{},{},{},{},{},{},{}\n", step, r.index, r.scheduled_ms,
+      text += fmt::format("{},{},{:.3f},{},{},{},{},{},{},{},{},{},{},{}\n", step, r.index, r.scheduled_ms,
                           num(r.dispatched_ms), num(r.sent_ms), num(r.finished_ms), num(r.ttft_ms), num(r.e2el_ms),
-                          r.input_tokens, r.output_tokens, r.chunks, printable_ascii(r.outcome, 40));
+                          r.input_tokens, r.output_tokens, r.chunks, printable_ascii(r.outcome, 40), num(tpot_ms(r)),
+                          r.itl_ms);
     }
     if (page.size() < kPage) return false;
     after = store::Store::RequestKey{page.back().first, page.back().second.index};
@@ -143,8 +154,74 @@ asio::awaitable<http::Reply> stream_requests_csv(Env& env, asio::any_io_executor
   co_return co_await stream_pages(
       env, pool, c, stream, "text/csv; charset=utf-8", c.id + "-requests.csv",
       "step,request,scheduled_ms,dispatched_ms,sent_ms,finished_ms,ttft_ms,e2el_ms,input_tokens,output_tokens,chunks,"
-      "outcome\n",
+      "outcome,tpot_ms,itl_ms\n",
       next_page);
+}
+
+// GET /v1/sweeps/{id}/requests.json?step=N: one step's requests as vLLM's benchmark result
+// file lists them (per request, in request order): input_lens, output_lens, ttfts and itls
+// in seconds measured from the send as vLLM measures them, errors ("" for a success), beside
+// the step's summary. itls lists one gap per generated token (a k-token chunk: k gaps of its
+// gap / k); vLLM lists one per chunk, the same when each chunk carries one token.
+Answer get_requests_json(Env& env, const Call& c) {
+  constexpr std::size_t kMaxRequests = 200'000;
+  auto row = env.ctx.store->sweep(c.id);
+  if (!row) return no_sweep(c);
+  auto it = c.query.find("step");
+  int step = -1;
+  if (it != c.query.end()) {
+    try {
+      std::size_t used = 0;
+      step = std::stoi(it->second, &used);
+      if (used != it->second.size()) step = -1;
+    } catch (const std::exception&) {
+      step = -1;
+    }
+  }
+  if (step < 0)
+    return api_error(errc::invalid_argument, "step must be given as a stored step's index, e.g. ?step=2", "/step");
+  const auto steps = env.ctx.store->steps(c.id);
+  const auto s = std::find_if(steps.begin(), steps.end(), [&](const store::StepRow& r) { return r.index == step; });
+  if (s == steps.end())
+    return api_error(errc::not_found, fmt::format("sweep {} has no stored step {}", c.id, step), "/step");
+  const auto requests = env.ctx.store->step_requests(c.id, step, kMaxRequests + 1);
+  if (requests.size() > kMaxRequests) {
+    return api_error(
+        errc::payload_too_large,
+        fmt::format("step {} has more than {} requests: read requests.csv, which streams", step, kMaxRequests),
+        "/step");
+  }
+  json input_lens = json::array(), output_lens = json::array(), ttfts = json::array(), itls = json::array(),
+       errors = json::array();
+  for (const auto& r : requests) {
+    const bool ok = r.outcome == "ok";
+    input_lens.push_back(r.input_tokens);
+    output_lens.push_back(ok ? r.output_tokens : 0);
+    // TTFT from the send: (first token - scheduled) - (sent - scheduled).
+    ttfts.push_back(ok && r.ttft_ms && r.sent_ms ? (*r.ttft_ms - (*r.sent_ms - r.scheduled_ms)) / 1000 : 0.0);
+    json gaps = json::array();
+    std::istringstream in(r.itl_ms);
+    for (double g; in >> g;) gaps.push_back(g / 1000);
+    itls.push_back(std::move(gaps));
+    errors.push_back(ok ? std::string() : r.outcome);
+  }
+  const json& summary = s->summary;
+  json out{{"id", c.id},
+           {"step", step},
+           {"phase", s->phase},
+           {"model_id", json_at(json_at(row->spec, "target"), "model")},
+           {"request_rate", s->offered_rate_rps ? json(*s->offered_rate_rps) : json("inf")},
+           {"num_prompts", requests.size()},
+           {"input_lens", std::move(input_lens)},
+           {"output_lens", std::move(output_lens)},
+           {"ttfts", std::move(ttfts)},
+           {"itls", std::move(itls)},
+           {"errors", std::move(errors)}};
+  // vLLM's summary keys, as the step stored them.
+  for (const auto& [k, v] : summary.items()) {
+    if (!out.contains(k)) out[k] = v;
+  }
+  return json_ok(c.req, bhttp::status::ok, out);
 }
 
 // GET /v1/sweeps/{id}/quality.jsonl: one JSON line per quality item a regression job asked,

@@ -85,6 +85,7 @@ Answer delete_sweep(Env& env, const Call& c);
 Answer get_steps(Env& env, const Call& c);
 Answer cancel_sweep(Env& env, const Call& c);
 Answer get_steps_csv(Env& env, const Call& c);
+Answer get_requests_json(Env& env, const Call& c);
 // GET /v1/sweeps/{id}/requests.csv as a chunked stream, a page of rows at a time.
 boost::asio::awaitable<http::Reply> stream_requests_csv(Env& env, boost::asio::any_io_executor pool, const Call& c,
                                                         boost::beast::tcp_stream& stream);

@@ -186,6 +186,7 @@ const std::vector<Route>& route_table() {
       {bhttp::verb::delete_, "/v1/sweeps/{id}", Role::submit, &delete_sweep},
       {bhttp::verb::get, "/v1/sweeps/{id}/steps", Role::read, &get_steps},
       {bhttp::verb::get, "/v1/sweeps/{id}/requests.csv", Role::read, nullptr, true, &stream_requests_csv},
+      {bhttp::verb::get, "/v1/sweeps/{id}/requests.json", Role::read, &get_requests_json},
       {bhttp::verb::get, "/v1/sweeps/{id}/quality.jsonl", Role::read, nullptr, true, &stream_quality_jsonl},
       {bhttp::verb::post, "/v1/sweeps/{id}/cancel", Role::submit, &cancel_sweep},
       {bhttp::verb::get, "/v1/sweeps/{id}/autoscale", Role::read, &get_autoscale},

@@ -173,13 +173,7 @@ void StepAccumulator::add(const RequestRecord& r) {
   if (r.output_tokens >= 2) {
     m_.tpot_ms.add(to_ms(last - first) / static_cast<double>(r.output_tokens - 1));
   }
-  // ITL: a chunk of k tokens after a gap g gives k samples of g / k. The first chunk's extra
-  // tokens arrived with the first token: they belong to TTFT, not to any gap.
-  for (std::size_t i = 1; i < r.chunks.size(); ++i) {
-    const std::uint32_t k = std::max<std::uint32_t>(r.chunks[i].tokens, 1);
-    const double gap = to_ms(r.chunks[i].arrival - r.chunks[i - 1].arrival) / k;
-    for (std::uint32_t t = 0; t < k; ++t) m_.itl_ms.add(gap);
-  }
+  for_each_token_gap_ms(r, [this](double gap) { m_.itl_ms.add(gap); });
 }
 
 StepMetrics StepAccumulator::finish() && {

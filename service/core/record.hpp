@@ -60,4 +60,16 @@ struct RequestRecord {
   }
 };
 
+// Calls f(gap_ms) once per generated token gap of a request: a chunk of k tokens after a gap g
+// gives k gaps of g / k; the first chunk's extra tokens arrived with the first token, so they
+// belong to TTFT, not to any gap. The ITL samples of a step and of each request's own list.
+template <class F>
+void for_each_token_gap_ms(const RequestRecord& r, F&& f) {
+  for (std::size_t i = 1; i < r.chunks.size(); ++i) {
+    const std::uint32_t k = r.chunks[i].tokens > 0 ? r.chunks[i].tokens : 1;
+    const double gap = to_ms(r.chunks[i].arrival - r.chunks[i - 1].arrival) / k;
+    for (std::uint32_t t = 0; t < k; ++t) f(gap);
+  }
+}
+
 }  // namespace capsweep

@@ -113,7 +113,9 @@ struct StepState {
     row.output_tokens = rec.output_tokens;
     row.chunks = static_cast<std::uint32_t>(rec.chunks.size());
     row.outcome = rec.outcome;
-    rows.push_back(row);
+    if (rec.outcome == Outcome::ok)
+      for_each_token_gap_ms(rec, [&row](double gap) { row.itl_ms.push_back(static_cast<float>(gap)); });
+    rows.push_back(std::move(row));
   }
 
   Nanos now() const { return SteadyClock::now() - t0; }

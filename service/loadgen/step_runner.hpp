@@ -79,6 +79,9 @@ struct RequestRow {
   double ttft_ms = 0, e2el_ms = 0;
   std::uint32_t input_tokens = 0, output_tokens = 0, chunks = 0;
   Outcome outcome = Outcome::ok;
+  // Inter-token latencies (ms): one per token gap, a chunk of k tokens giving k gaps of its
+  // gap / k, as the step's ITL samples are made. Empty with fewer than two tokens.
+  std::vector<float> itl_ms;
 };
 
 struct StepResult {

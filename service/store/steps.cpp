@@ -30,8 +30,13 @@ RequestRow request_from(const Stmt& q) {
   r.output_tokens = static_cast<std::uint32_t>(q.integer(9));
   r.chunks = static_cast<std::uint32_t>(q.integer(10));
   r.outcome = q.text(11);
+  r.itl_ms = q.text(12);
   return r;
 }
+
+constexpr const char* kRequestColumns =
+    "step_index, request_index, scheduled_ms, dispatched_ms, sent_ms, finished_ms, ttft_ms, e2el_ms, input_tokens, "
+    "output_tokens, chunks, outcome, itl_ms";
 
 }  // namespace
 
@@ -118,10 +123,9 @@ void Store::append_step_locked(const std::string& sweep_id, const StepRow& step,
 std::vector<std::pair<int, RequestRow>> Store::requests_page(const std::string& sweep_id,
                                                              std::optional<RequestKey> after, std::size_t limit) {
   std::lock_guard lock(mutex_);
-  Stmt q(db_,
-         "SELECT step_index, request_index, scheduled_ms, dispatched_ms, sent_ms, finished_ms, ttft_ms, "
-         "e2el_ms, input_tokens, output_tokens, chunks, outcome FROM requests WHERE sweep_id = ?1 "
-         "AND (step_index, request_index) > (?2, ?3) ORDER BY step_index, request_index LIMIT ?4");
+  Stmt q(db_, fmt::format("SELECT {} FROM requests WHERE sweep_id = ?1 AND (step_index, request_index) > (?2, ?3) "
+                          "ORDER BY step_index, request_index LIMIT ?4",
+                          kRequestColumns));
   q.bind(1, sweep_id)
       .bind(2, after ? after->step : -1)
       .bind(3, after ? static_cast<std::int64_t>(after->request) : std::int64_t{-1});
@@ -132,16 +136,28 @@ std::vector<std::pair<int, RequestRow>> Store::requests_page(const std::string& 
   return out;
 }
 
+std::vector<RequestRow> Store::step_requests(const std::string& sweep_id, int step, std::size_t limit) {
+  std::lock_guard lock(mutex_);
+  Stmt q(db_, fmt::format("SELECT {} FROM requests WHERE sweep_id = ?1 AND step_index = ?2 ORDER BY request_index "
+                          "LIMIT ?3",
+                          kRequestColumns));
+  q.bind(1, sweep_id).bind(2, step).bind(3, static_cast<std::int64_t>(limit));
+  std::vector<RequestRow> out;
+  while (q.step()) out.push_back(request_from(q));
+  return out;
+}
+
 // A step's request rows in batches of kBatch rows per INSERT (one statement prepared for the
 // full batches, one for the rest): far fewer statement executions than a row at a time.
 void Store::insert_requests(const std::string& sweep_id, int step_index, const std::vector<RequestRow>& requests) {
-  constexpr std::size_t kBatch = 64;  // 13 columns x 64 rows stays under SQLite's variable limit
-  constexpr int kColumns = 13;
+  constexpr std::size_t kBatch = 64;  // 14 columns x 64 rows stays under SQLite's variable limit
+  constexpr int kColumns = 14;
   auto statement = [&](std::size_t rows) {
     std::string sql =
         "INSERT INTO requests (sweep_id, step_index, request_index, scheduled_ms, dispatched_ms, sent_ms, "
-        "finished_ms, ttft_ms, e2el_ms, input_tokens, output_tokens, chunks, outcome) VALUES ";
-    for (std::size_t i = 0; i < rows; ++i) sql += i ? ", (?,?,?,?,?,?,?,?,?,?,?,?,?)" : "(?,?,?,?,?,?,?,?,?,?,?,?,?)";
+        "finished_ms, ttft_ms, e2el_ms, input_tokens, output_tokens, chunks, outcome, itl_ms) VALUES ";
+    for (std::size_t i = 0; i < rows; ++i)
+      sql += i ? ", (?,?,?,?,?,?,?,?,?,?,?,?,?,?)" : "(?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
     return std::make_unique<Stmt>(db_, sql);
   };
   std::unique_ptr<Stmt> full;
@@ -160,6 +176,10 @@ void Store::insert_requests(const std::string& sweep_id, int step_index, const s
       r.bind(b + 5, q.dispatched_ms).bind(b + 6, q.sent_ms).bind(b + 7, q.finished_ms).bind(b + 8, q.ttft_ms);
       r.bind(b + 9, q.e2el_ms).bind(b + 10, q.input_tokens).bind(b + 11, q.output_tokens).bind(b + 12, q.chunks);
       r.bind(b + 13, q.outcome);
+      if (q.itl_ms.empty())
+        r.bind_null(b + 14);
+      else
+        r.bind(b + 14, q.itl_ms);
     }
     r.step();
   }

@@ -88,6 +88,9 @@ struct RequestRow {
   std::optional<double> dispatched_ms, sent_ms, finished_ms, ttft_ms, e2el_ms;
   std::uint32_t input_tokens = 0, output_tokens = 0, chunks = 0;
   std::string outcome;
+  // The request's inter-token latencies in ms, space-separated (one per token gap); "" when
+  // it has fewer than two tokens.
+  std::string itl_ms;
 };
 
 // A stored dataset's description (its bytes are read apart: dataset_content()).
@@ -170,6 +173,8 @@ class Store {
   };
   std::vector<std::pair<int, RequestRow>> requests_page(const std::string& sweep_id, std::optional<RequestKey> after,
                                                         std::size_t limit);
+  // The requests of one step in request order, at most `limit`.
+  std::vector<RequestRow> step_requests(const std::string& sweep_id, int step, std::size_t limit);
   // A scenario's windows: written as they are made (one short transaction each), read back in
   // order; cleared when the scenario's step starts again after a crash.
   void append_window(const std::string& sweep_id, int index, double t_start_s, const nlohmann::json& row);

@@ -1,7 +1,10 @@
 #include "sweep/step_judge.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 #include "core/capacity.hpp"
@@ -169,6 +172,10 @@ std::vector<store::RequestRow> stored_requests(const loadgen::StepResult& result
     q.output_tokens = r.output_tokens;
     q.chunks = r.chunks;
     q.outcome = std::string(to_string(r.outcome));
+    // "12.345 11.9 ..." (ms, to the microsecond): formatted here, after the step, never on
+    // the load engine's thread.
+    for (float gap : r.itl_ms)
+      fmt::format_to(std::back_inserter(q.itl_ms), "{}{:.3f}", q.itl_ms.empty() ? "" : " ", gap);
     out.push_back(std::move(q));
   }
   return out;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <map>
+#include <numeric>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -205,6 +207,53 @@ TEST_CASE("capsweepd: check jobs pass below capacity and fail above it, recordin
   CHECK(pass["result"]["observations"]["completed"].get<int>() > 20);
   CHECK(pass["result"]["basis"].get<std::string>().find("interactive") == 0);
   CHECK_FALSE(pass["result"]["criteria"].empty());
+  CHECK(pass["result"]["mlperf_scenario"] == "Server");  // Poisson arrivals against latency bounds
+
+  // Each request's TPOT and ITL list (requests.csv), and the step as vLLM's result file lists
+  // it (requests.json): the two agree, and a request's TPOT is the mean of its gaps.
+  const auto csv = d.get("/v1/sweeps/" + pass_id + "/requests.csv");
+  REQUIRE(csv.status == 200);
+  std::istringstream lines(csv.body);
+  std::string header, line;
+  std::getline(lines, header);
+  CHECK(header.size() > 15);
+  CHECK(header.compare(header.size() - 15, 15, ",tpot_ms,itl_ms") == 0);
+  std::map<std::uint64_t, std::pair<double, std::vector<double>>> csv_rows;  // request -> TPOT, ITLs
+  while (std::getline(lines, line)) {
+    std::vector<std::string> cells;
+    std::istringstream cs(line);
+    for (std::string cell; std::getline(cs, cell, ',');) cells.push_back(cell);
+    if (cells.size() < 14 || cells[11] != "ok") continue;
+    std::vector<double> gaps;
+    std::istringstream gs(cells[13]);
+    for (double g; gs >> g;) gaps.push_back(g);
+    const auto out_tokens = std::stoul(cells[9]);
+    INFO(line);
+    CHECK(gaps.size() == out_tokens - 1);  // one gap per token after the first
+    const double mean_gap = std::accumulate(gaps.begin(), gaps.end(), 0.0) / static_cast<double>(gaps.size());
+    CHECK(std::stod(cells[12]) == Approx(mean_gap).epsilon(0.01));
+    csv_rows[std::stoull(cells[1])] = {std::stod(cells[12]), gaps};
+  }
+  CHECK(csv_rows.size() > 100);
+  const json vllm = d.get_json("/v1/sweeps/" + pass_id + "/requests.json?step=0");
+  REQUIRE(vllm["ttfts"].size() == vllm["num_prompts"].get<std::size_t>());
+  REQUIRE(vllm["itls"].size() == vllm["ttfts"].size());
+  CHECK(vllm["output_lens"].size() == vllm["ttfts"].size());
+  CHECK(vllm["request_rate"] == 15.0);
+  CHECK(vllm.contains("p95_ttft_ms"));
+  std::size_t ok = 0;
+  for (std::size_t i = 0; i < vllm["errors"].size(); ++i) {
+    if (vllm["errors"][i] != "") continue;
+    ++ok;
+    CHECK(vllm["ttfts"][i].get<double>() > 0);
+    CHECK(vllm["ttfts"][i].get<double>() < 0.8);
+    CHECK(vllm["itls"][i].size() + 1 == vllm["output_lens"][i].get<std::size_t>());
+  }
+  CHECK(ok == csv_rows.size());
+  CHECK(d.get("/v1/sweeps/" + pass_id + "/requests.json").status == 400);  // which step?
+  CHECK(d.get("/v1/sweeps/" + pass_id + "/requests.json?step=x").status == 400);
+  CHECK(d.get("/v1/sweeps/" + pass_id + "/requests.json?step=7").status == 404);
+  CHECK(d.get("/v1/sweeps/sw-0000000000000000/requests.json?step=0").status == 404);
 
   const std::string fail_id = submit(d, check_spec(sim, 60, 5));  // 1.7x the capacity
   const json fail = d.wait_for(fail_id, ended, 90s);

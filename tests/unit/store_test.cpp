@@ -70,6 +70,7 @@ std::vector<RequestRow> requests(int n) {
     r.sent_ms = i * 10.0 + 0.5;
     r.ttft_ms = 20;
     r.outcome = i == n - 1 ? "incomplete" : "ok";
+    if (i % 2 == 0) r.itl_ms = fmt::format("{}.5 {}.25", i, i + 1);
     out.push_back(r);
   }
   return out;
@@ -81,12 +82,12 @@ TEST_CASE("store: migrations apply once and the version is recorded - WAL is on"
   TempDb db;
   {
     Store s(db.path.string());
-    CHECK(s.schema_version() == 6);
+    CHECK(s.schema_version() == 7);
     s.insert_sweep(sweep_row("a"));
     CHECK(fs::exists(db.path.string() + "-wal"));
   }
   Store again(db.path.string());  // reopening applies nothing twice and keeps the data
-  CHECK(again.schema_version() == 6);
+  CHECK(again.schema_version() == 7);
   CHECK(again.sweep("a").has_value());
   CHECK(again.writable());
 }
@@ -129,7 +130,7 @@ TEST_CASE("store: the table rebuilds (versions 4 and 6) keep every sweep, step a
     sqlite3_close(raw);
   }
   Store s(db.path.string());
-  CHECK(s.schema_version() == 6);
+  CHECK(s.schema_version() == 7);
   CHECK(s.list_sweeps(std::nullopt, 10, 0).size() == 2);
   CHECK(s.list_sweeps(std::nullopt, 10, 0)[0].id == "b");  // creation order kept
   auto steps = s.steps("a");
@@ -240,6 +241,14 @@ TEST_CASE("store: a step and its requests are written together, in order, or not
   }
   CHECK(rows == 8);
   CHECK(incomplete == 2);
+  // Each request's ITL list comes back as written; one step's requests alone, in order.
+  const auto one = s.step_requests("a", 1, 100);
+  REQUIRE(one.size() == 3);
+  CHECK(one[0].itl_ms == "0.5 1.25");
+  CHECK(one[1].itl_ms.empty());
+  CHECK(one[2].itl_ms == "2.5 3.25");
+  CHECK(s.step_requests("a", 1, 2).size() == 2);
+  CHECK(s.step_requests("a", 9, 100).empty());
   // A step with no server summary stores none.
   StepRow bare = step_row(2);
   bare.server = nullptr;
@@ -438,5 +447,5 @@ TEST_CASE("store: datasets are stored once per content, listed, and not deleted 
   CHECK(s.delete_dataset(d.id) == Store::DeleteDataset::deleted);
   CHECK(s.delete_dataset(d.id) == Store::DeleteDataset::absent);
   CHECK(s.list_datasets(10, 0).empty());
-  CHECK(s.schema_version() == 6);
+  CHECK(s.schema_version() == 7);
 }
