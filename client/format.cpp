@@ -215,14 +215,12 @@ std::string compare_text(const json& sweep) {
   }
   if (const json& j = at(r, "judge"); j.is_object()) {
     const json& cal = at(j, "calibration");
-    const auto ci_end = [&cal](std::size_t i) {
-      const json& ci = at(cal, "ci");
-      return ci.is_array() && ci.size() > i ? ci[i] : json();
-    };
+    const json& ci = at(cal, "ci");
     const std::string gating =
         at(j, "gates") == true
             ? fmt::format("gates: Spearman {} [{}, {}] with {} human labels", num(at(cal, "spearman"), "{:.3f}"),
-                          num(ci_end(0), "{:.3f}"), num(ci_end(1), "{:.3f}"), num(at(cal, "scored"), "{:g}"))
+                          num(capsweep::json_item(ci, 0), "{:.3f}"), num(capsweep::json_item(ci, 1), "{:.3f}"),
+                          num(at(cal, "scored"), "{:g}"))
             : "advisory (not calibrated against human labels)";
     out += fmt::format("  judge: mean score {} vs {} ({}), {}; {}\n", num(at(j, "baseline_mean"), "{:.2f}"),
                        num(at(j, "candidate_mean"), "{:.2f}"), signed_pct(at(j, "change_pct")),

@@ -14,4 +14,10 @@ inline const nlohmann::json& json_at(const nlohmann::json& j, const char* key) {
   return it != j.end() ? *it : null;
 }
 
+// j[i], or null when j is not an array or is shorter.
+inline const nlohmann::json& json_item(const nlohmann::json& j, std::size_t i) {
+  static const nlohmann::json null;
+  return j.is_array() && i < j.size() ? j[i] : null;
+}
+
 }  // namespace capsweep

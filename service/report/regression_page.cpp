@@ -64,17 +64,15 @@ std::string quality_table(const json& r) {
   h += "</table>\n";
   if (const json& j = at(r, "judge"); j.is_object()) {
     const json& cal = at(j, "calibration");
-    const auto ci_end = [&cal](std::size_t i) {
-      const json& ci = at(cal, "ci");
-      return ci.is_array() && ci.size() > i ? ci[i] : json();
-    };
+    const json& ci = at(cal, "ci");
     const std::string gating =
         at(j, "gates") == true
             ? fmt::format(
                   "It gates the verdict: calibrated against {} human-labelled answers, Spearman {} (interval "
                   "{} to {}, at least {} asked).",
-                  esc(text(cal, "scored")), num(at(cal, "spearman"), "{:.3f}"), num(ci_end(0), "{:.3f}"),
-                  num(ci_end(1), "{:.3f}"), num(at(cal, "min_agreement"), "{:g}"))
+                  esc(text(cal, "scored")), num(at(cal, "spearman"), "{:.3f}"),
+                  num(capsweep::json_item(ci, 0), "{:.3f}"), num(capsweep::json_item(ci, 1), "{:.3f}"),
+                  num(at(cal, "min_agreement"), "{:g}"))
             : "Advisory, it gates nothing: " + esc(text(cal, "note"));
     h += fmt::format(
         "<p id=\"judge\">Judge: mean score {} (baseline) vs {} (candidate) on a scale of {}, change {}: <b>{}</b>. "
