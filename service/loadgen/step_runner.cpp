@@ -51,6 +51,7 @@ nlohmann::json StepResult::summary(const std::vector<double>& percentiles) const
   j["peak_in_flight"] = peak_in_flight;
   j["peak_connections"] = peak_connections;
   j["cancelled"] = cancelled;
+  j["itl_lists_cut"] = itl_lists_cut;
   j["server"] = server.summary();
   j["backlog"] = {{"mean_in_flight", backlog.mean_in_flight},
                   {"slope_per_s", backlog.slope_per_s},
@@ -96,6 +97,9 @@ struct StepState {
   bool cancelled = false;   // cancelled by the user
   SampleSet loop_delay_ms;
   std::vector<RequestRow> rows;
+  static constexpr std::size_t kMaxRowItlSamples = std::size_t{16} << 20;
+  std::size_t row_itl_samples = 0;
+  bool itl_lists_cut = false;  // some rows carry no ITL list: the step kept its cap of them
   std::unordered_map<std::uint64_t, const RequestRecord*> live;  // spec.track_live: in flight
 
   void record_row(const RequestRecord& rec, std::uint64_t index) {
@@ -113,8 +117,17 @@ struct StepState {
     row.output_tokens = rec.output_tokens;
     row.chunks = static_cast<std::uint32_t>(rec.chunks.size());
     row.outcome = rec.outcome;
-    if (rec.outcome == Outcome::ok)
-      for_each_token_gap_ms(rec, [&row](double gap) { row.itl_ms.push_back(static_cast<float>(gap)); });
+    // Each request's own ITL list, until the step has kept kMaxRowItlSamples of them (64 MiB):
+    // past that, rows carry none and the summary says so (the step's ITL percentiles are
+    // unaffected: they pool every gap).
+    if (rec.outcome == Outcome::ok && rec.chunks.size() > 1) {
+      if (row_itl_samples < kMaxRowItlSamples) {
+        for_each_token_gap_ms(rec, [&row](double gap) { row.itl_ms.push_back(static_cast<float>(gap)); });
+        row_itl_samples += row.itl_ms.size();
+      } else {
+        itl_lists_cut = true;
+      }
+    }
     rows.push_back(std::move(row));
   }
 
@@ -469,6 +482,7 @@ Result<StepResult> StepRunner::run(const StepSpec& spec) {
     result.loop_delay_max_ms = state->loop_delay_ms.max();
     result.peak_in_flight = state->peak_in_flight;
     result.peak_connections = state->peak_connections;
+    result.itl_lists_cut = state->itl_lists_cut;
     result.cancelled = state->cancelled;
     result.metrics = std::move(state->acc).finish();
     result.requests = std::move(state->rows);

@@ -96,6 +96,7 @@ struct StepResult {
   bool cancelled = false;
   std::uint64_t peak_in_flight = 0;
   std::uint64_t peak_connections = 0;
+  bool itl_lists_cut = false;  // past 16 Mi ITL values kept, later rows carry no ITL list
   // The summary of core's metrics (at `percentiles`) plus the generator's self-watch and the
   // server's gauges.
   nlohmann::json summary(const std::vector<double>& percentiles = kDefaultPercentiles) const;
