@@ -227,4 +227,44 @@ std::optional<double> pooled_ttft_percentile(const std::vector<const WindowRow*>
   return bucket_value(merged.rbegin()->first);
 }
 
+EarliestRequests::EarliestRequests(Nanos bucket, std::size_t per_bucket)
+    : bucket_s_(std::max(to_s(bucket), 1e-6)), per_bucket_(std::max<std::size_t>(per_bucket, 1)) {}
+
+std::int64_t EarliestRequests::bucket_of(double t_s) const {
+  return static_cast<std::int64_t>(std::floor(std::clamp(t_s / bucket_s_, -1e15, 1e15)));
+}
+
+void EarliestRequests::add(const RequestSample& s) {
+  if (!std::isfinite(s.scheduled_s)) return;
+  Bucket& b = buckets_[bucket_of(s.scheduled_s)];
+  const auto at =
+      static_cast<std::size_t>(std::upper_bound(b.kept.begin(), b.kept.end(), s.scheduled_s,
+                                                [](double t, const RequestSample& k) { return t < k.scheduled_s; }) -
+                               b.kept.begin());
+  if (b.kept.size() >= per_bucket_) {
+    b.dropped = true;
+    if (at == b.kept.size()) return;  // later than every kept one
+    b.kept.pop_back();
+  }
+  b.kept.insert(b.kept.begin() + static_cast<std::ptrdiff_t>(at), s);
+}
+
+std::vector<RequestSample> EarliestRequests::between(double from_s, double to_s) const {
+  std::vector<RequestSample> out;
+  if (!(to_s > from_s)) return out;
+  for (auto it = buckets_.lower_bound(bucket_of(from_s)); it != buckets_.end() && it->first <= bucket_of(to_s); ++it) {
+    for (const auto& s : it->second.kept) {
+      if (s.scheduled_s >= from_s && s.scheduled_s < to_s) out.push_back(s);
+    }
+  }
+  return out;
+}
+
+bool EarliestRequests::dropped_between(double from_s, double to_s) const {
+  for (auto it = buckets_.lower_bound(bucket_of(from_s)); it != buckets_.end() && it->first <= bucket_of(to_s); ++it) {
+    if (it->second.dropped) return true;
+  }
+  return false;
+}
+
 }  // namespace capsweep

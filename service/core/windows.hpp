@@ -58,6 +58,39 @@ WindowRow window_from_json(const nlohmann::json& j);
 // The q-th percentile (nearest rank) of the TTFTs of several windows, within 1%.
 std::optional<double> pooled_ttft_percentile(const std::vector<const WindowRow*>& rows, double q);
 
+// One request as a readiness judgement reads it: when it was scheduled, its TTFT from the
+// schedule (none when no token came), how it ended, and whether it was a fast refusal (a 4xx,
+// or a 5xx answered within 250 ms: a target saying "not ready", which is honest).
+struct RequestSample {
+  double scheduled_s = 0;
+  std::optional<double> ttft_ms;
+  Outcome outcome = Outcome::ok;
+  bool rejected = false;
+};
+
+// The earliest `per_bucket` requests (by scheduled time) of every `bucket` of a step: enough to
+// list the first requests after any moment, in memory that grows with the step's length, not
+// its rate (a bucket that saw more keeps its earliest and says it dropped some).
+class EarliestRequests {
+ public:
+  explicit EarliestRequests(Nanos bucket = std::chrono::milliseconds(100), std::size_t per_bucket = 8);
+  void add(const RequestSample& s);
+  // The kept requests scheduled in [from_s, to_s), in schedule order.
+  std::vector<RequestSample> between(double from_s, double to_s) const;
+  // Whether a bucket overlapping [from_s, to_s) dropped requests (the list is a sample).
+  bool dropped_between(double from_s, double to_s) const;
+
+ private:
+  struct Bucket {
+    std::vector<RequestSample> kept;
+    bool dropped = false;
+  };
+  std::int64_t bucket_of(double t_s) const;
+  double bucket_s_;
+  std::size_t per_bucket_;
+  std::map<std::int64_t, Bucket> buckets_;
+};
+
 // A request in flight when a window closes: its scheduled time and, once it came, its first
 // token's (a TTFT is known before the request ends).
 struct LiveRequest {

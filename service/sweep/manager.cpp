@@ -477,11 +477,12 @@ std::optional<SweepManager::Prepared> SweepManager::prepare(const store::SweepRo
     p.quality_entries = std::move(*loaded);
   }
   std::string how;
-  // A scenario that measures a cold start must send the target nothing before its load: the
-  // calibration's request would wake a fleet scaled to zero and hide the cold start.
-  const bool keep_cold = spec->scenario && spec->scenario->checks.cold_start;
+  // A scenario that judges a cold start or readiness must send the target nothing before its
+  // load: the calibration's request would wake a fleet scaled to zero, or wait out a model
+  // still loading, and the job would judge a target that it had warmed itself.
+  const bool keep_cold = spec->scenario && (spec->scenario->checks.cold_start || spec->scenario->checks.readiness);
   const double tokens_per_word =
-      keep_cold ? (how = "prompt lengths not calibrated: the scenario measures a cold start", 1.0)
+      keep_cold ? (how = "prompt lengths not calibrated: the scenario judges the target's cold start or readiness", 1.0)
                 : loadgen::calibrate_tokens_per_word(spec->target, how,
                                                      [this, active] { return active->cancel.load() || stopping(); });
   auto workload = std::make_shared<const llm::Workload>(

@@ -145,7 +145,7 @@ bool SweepManager::run_scenario_step(const store::SweepRow& row, Prepared& p, co
   }
   if (result->cancelled || active->cancel || stopping()) return true;  // not stored; the caller's loop says why
   const auto windows = store_->windows(id);
-  json verdict = scenario_result(spec, *profile, windows, events);
+  json verdict = scenario_result(spec, *profile, windows, events, watch.requests());
   if (result->generator_limited) {
     // The load was not the profile's: the windows' latencies include the generator's delay.
     verdict["warnings"].push_back(

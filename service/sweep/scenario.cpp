@@ -190,69 +190,115 @@ json cold_start(const json& events, const ScenarioChecks::ColdStart& c) {
                fmt::format("the first request's TTFT {:.2f} s against {:.2f} .. {:.2f} s", *ttft_s, lo, hi));
 }
 
-json readiness(const JobSpec& spec, const Facts& f, const json& events, const ScenarioChecks::Readiness& r) {
-  // The moments the target became ready: readiness flips to 200 (also at the start), ready
-  // replica counts that grew.
-  std::vector<double> moments;
+// The moments the target became ready: readiness flips to 200 (also at the start; read every
+// 100 ms), and ready replica counts that grew. A count read at a window's end changed somewhere
+// in that window. When replicas were ready before, the moment is dated from the window's start
+// (the requests before the new one was ready went to the others, which should answer them).
+// When none was, the requests before the moment waited for the first replica (the cold
+// start's, not the readiness check's): the moment is the readiness flip in that window if one
+// was read, else the window's end, when the count was read.
+std::vector<double> ready_moments(const Facts& f, const json& events) {
+  std::vector<double> flips, moments;
   for (const auto& e : events) {
-    const std::string kind = e.value("kind", "");
-    if (kind == "readiness" && e.value("ready", false)) moments.push_back(e.value("t_s", 0.0));
-    // A count read at a window's end changed somewhere in that window: from its start.
-    if (kind == "replicas" && e.value("which", "") == "ready" && e.value("to", 0.0) > e.value("from", 0.0)) {
-      moments.push_back(std::max(0.0, e.value("t_s", 0.0) - f.window_s));
+    if (e.value("kind", "") == "readiness" && e.value("ready", false)) flips.push_back(e.value("t_s", 0.0));
+  }
+  moments = flips;
+  for (const auto& e : events) {
+    if (e.value("kind", "") != "replicas" || e.value("which", "") != "ready") continue;
+    const double from = e.value("from", 0.0), to = e.value("to", 0.0), t = e.value("t_s", 0.0);
+    if (!(to > from)) continue;
+    const double start = std::max(0.0, t - f.window_s);
+    if (from > 0) {
+      moments.push_back(start);
+    } else if (std::none_of(flips.begin(), flips.end(), [&](double x) { return x >= start - 0.1 && x <= t; })) {
+      moments.push_back(t);
     }
   }
-  // The bound: given, else 5 x the TTFT p95 of the first window with answers (unloaded).
-  std::optional<double> max_ttft = r.max_ttft_ms;
-  if (!max_ttft) {
-    for (const auto& w : f.rows) {
-      if (w.p95_ttft_ms) {
-        max_ttft = 5 * *w.p95_ttft_ms;
-        break;
-      }
-    }
+  std::sort(moments.begin(), moments.end());
+  return moments;
+}
+
+// The readiness bound when the spec gives none: 5 x the lowest TTFT p95 of the windows with at
+// least 3 answers (the target ready and unloaded), and never under 500 ms. The lowest, not the
+// first: a target that lied about readiness makes its first windows slow.
+std::optional<double> default_ready_ttft_ms(const Facts& f) {
+  std::optional<double> lowest;
+  for (const auto& w : f.rows) {
+    if (w.p95_ttft_ms && w.completed >= 3 && (!lowest || *w.p95_ttft_ms < *lowest)) lowest = w.p95_ttft_ms;
   }
+  if (!lowest) return std::nullopt;
+  return std::max(5 * *lowest, 500.0);
+}
+
+// A request that failed where a ready target would have answered: no connection, a timeout, a
+// 5xx that was not a fast refusal.
+bool failed_when_ready(const RequestSample& s) {
+  return s.outcome == Outcome::connect || s.outcome == Outcome::timeout ||
+         (s.outcome == Outcome::http_5xx && !s.rejected);
+}
+
+json readiness(const Facts& f, const json& events, const EarliestRequests& requests,
+               const ScenarioChecks::Readiness& r) {
+  const std::vector<double> moments = ready_moments(f, events);
+  const std::optional<double> max_ttft = r.max_ttft_ms ? r.max_ttft_ms : default_ready_ttft_ms(f);
   const json bound{
       {"window_s", r.window_s}, {"max_ttft_ms", max_ttft ? round3(*max_ttft) : json(nullptr)}, {"failed_requests", 0}};
   if (moments.empty())
     return check("inconclusive", nullptr, bound, "", {}, {}, "the target never became ready in view");
-  std::optional<int> worst_first, worst_last;
+  // Each moment is judged by the requests scheduled from it to window_s after it, one by one:
+  // however the target got ready, the first requests after it must get a first token in time.
+  const auto window_of = [&](double t) {
+    return std::clamp(static_cast<int>(std::floor(t / std::max(f.window_s, 1e-9))), 0,
+                      std::max(0, static_cast<int>(f.rows.size()) - 1));
+  };
+  json listed = json::array();
+  std::optional<double> worst_at;
   double worst_ttft = 0;
   std::uint64_t worst_failed = 0;
-  bool ok = true;
+  bool ok = true, any = false;
   for (double t : moments) {
-    std::vector<const WindowRow*> span;
-    std::optional<int> first, last;
-    for (std::size_t i = 0; i < f.rows.size(); ++i) {
-      const WindowRow& w = f.rows[i];
-      if (w.t_start_s + f.window_s <= t || w.t_start_s >= t + r.window_s) continue;
-      if (!first) first = static_cast<int>(i);
-      last = static_cast<int>(i);
-      span.push_back(&w);
-    }
+    const auto reqs = requests.between(t, t + r.window_s);
     std::uint64_t failed = 0;
     double ttft = 0;
-    for (const WindowRow* w : span) {
-      failed += w->errors[static_cast<std::size_t>(Outcome::connect)] +
-                w->errors[static_cast<std::size_t>(Outcome::http_5xx)] -
-                std::min(w->rejected, w->errors[static_cast<std::size_t>(Outcome::http_5xx)]);
-      ttft = std::max(ttft, w->max_ttft_ms.value_or(0));
+    json first = json::array();
+    for (const auto& s : reqs) {
+      failed += failed_when_ready(s) ? 1 : 0;
+      ttft = std::max(ttft, s.ttft_ms.value_or(0));
+      if (first.size() < 5) {
+        first.push_back({{"scheduled_s", round3(s.scheduled_s)},
+                         {"ttft_ms", s.ttft_ms ? round3(*s.ttft_ms) : json(nullptr)},
+                         {"outcome", std::string(to_string(s.outcome))}});
+      }
     }
+    listed.push_back({{"at_s", round3(t)},
+                      {"requests", reqs.size()},
+                      {"sampled", requests.dropped_between(t, t + r.window_s)},
+                      {"max_ttft_ms", reqs.empty() ? json(nullptr) : round3(ttft)},
+                      {"failed_requests", failed},
+                      {"first_requests", std::move(first)}});
+    if (reqs.empty()) continue;
+    any = true;
     const bool bad = failed > 0 || (max_ttft && ttft > *max_ttft);
-    if (bad || (!worst_first && !span.empty()) || ttft > worst_ttft) {
-      worst_first = first;
-      worst_last = last;
+    // The moment shown: a bad one before a good one, the slower of two alike.
+    if (!worst_at || (bad && ok) || (bad == !ok && ttft > worst_ttft)) {
+      worst_at = t;
       worst_ttft = ttft;
       worst_failed = failed;
     }
     ok &= !bad;
   }
-  (void)spec;
-  return check(
-      ok ? "pass" : "fail", {{"max_ttft_ms", round3(worst_ttft)}, {"failed_requests", worst_failed}}, bound, "",
-      worst_first, worst_last,
-      fmt::format("{} moment(s) of readiness; requests scheduled within {} s of each (the windows overlapping it)",
-                  moments.size(), r.window_s));
+  json measured{{"max_ttft_ms", any ? round3(worst_ttft) : json(nullptr)},
+                {"failed_requests", worst_failed},
+                {"moments", std::move(listed)}};
+  if (!any) {
+    return check("inconclusive", std::move(measured), bound, "", {}, {},
+                 fmt::format("{} moment(s) of readiness, no request scheduled within {} s after any", moments.size(),
+                             r.window_s));
+  }
+  return check(ok ? "pass" : "fail", std::move(measured), bound, "", window_of(*worst_at),
+               window_of(*worst_at + r.window_s),
+               fmt::format("{} moment(s) of readiness; each judged by the requests scheduled from it to {} s after it",
+                           moments.size(), r.window_s));
 }
 
 json scale_down(const Facts& f, std::uint64_t max_cut) {
@@ -411,8 +457,8 @@ Action next_scenario_action(const JobSpec& spec, const std::vector<StepOutcome>&
   return o;
 }
 
-json scenario_result(const JobSpec& spec, const Profile& profile, const std::vector<json>& windows,
-                     const json& events) {
+json scenario_result(const JobSpec& spec, const Profile& profile, const std::vector<json>& windows, const json& events,
+                     const EarliestRequests& requests) {
   const ScenarioSettings& sc = *spec.scenario;
   Facts f;
   f.window_s = to_s(sc.window);
@@ -425,7 +471,7 @@ json scenario_result(const JobSpec& spec, const Profile& profile, const std::vec
   if (c.slo_during_scale_up) checks["slo_during_scale_up"] = slo_during_scale_up(spec, f, *c.slo_during_scale_up);
   if (c.recovery) checks["recovery_s"] = recovery(spec, f, *c.recovery);
   if (c.cold_start) checks["cold_start"] = cold_start(events, *c.cold_start);
-  if (c.readiness) checks["readiness"] = readiness(spec, f, events, *c.readiness);
+  if (c.readiness) checks["readiness"] = readiness(f, events, requests, *c.readiness);
   if (c.scale_down_max_cut_streams) checks["scale_down"] = scale_down(f, *c.scale_down_max_cut_streams);
   if (c.flapping_max_direction_changes)
     checks["flapping"] = flapping(spec, profile, f, *c.flapping_max_direction_changes);

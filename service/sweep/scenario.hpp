@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/profile.hpp"
+#include "core/windows.hpp"
 #include "sweep/orchestrator.hpp"
 
 namespace capsweep::sweep {
@@ -24,9 +25,10 @@ Action next_scenario_action(const JobSpec& spec, const std::vector<StepOutcome>&
 // capacity, or when none does).
 std::optional<double> spike_start_s(const JobSpec& spec, const Profile& profile);
 
-// The result from the stored windows and the events: result.verdict, result.checks.<name>,
-// result.events, result.summary, result.conditions.
+// The result from the stored windows, the events and the earliest requests of the step (the
+// readiness check lists and judges the requests after each moment the target became ready):
+// result.verdict, result.checks.<name>, result.events, result.summary, result.conditions.
 nlohmann::json scenario_result(const JobSpec& spec, const Profile& profile, const std::vector<nlohmann::json>& windows,
-                               const nlohmann::json& events);
+                               const nlohmann::json& events, const EarliestRequests& requests = EarliestRequests());
 
 }  // namespace capsweep::sweep

@@ -47,6 +47,7 @@ struct ScenarioWatch::Impl {
 
   std::mutex m;  // the accumulator and the first request: the load engine's thread and ours
   WindowAccumulator acc;
+  EarliestRequests earliest;  // the readiness check's requests
   std::optional<Nanos> first_scheduled;
   bool first_ended = false;
 
@@ -291,15 +292,18 @@ void ScenarioWatch::ended(const RequestRecord& rec) {
   const bool fast_rejection =
       rec.outcome == Outcome::http_4xx ||
       (rec.outcome == Outcome::http_5xx && rec.finished - rec.sent < std::chrono::milliseconds(250));
+  const auto token = rec.first_token();
   bool first = false;
   {
     std::lock_guard lock(impl_->m);
     impl_->acc.on_ended(rec, fast_rejection);
+    impl_->earliest.add({to_s(rec.scheduled),
+                         token ? std::optional<double>(to_ms(*token - rec.scheduled)) : std::nullopt, rec.outcome,
+                         fast_rejection});
     first = !impl_->first_ended && impl_->first_scheduled && rec.scheduled == *impl_->first_scheduled;
     if (first) impl_->first_ended = true;
   }
   if (first) {
-    const auto token = rec.first_token();
     impl_->event({{"t_s", to_s(rec.finished)},
                   {"kind", "first_token"},
                   {"scheduled_s", to_s(rec.scheduled)},
@@ -323,6 +327,10 @@ json ScenarioWatch::stop() {
   std::stable_sort(sorted.begin(), sorted.end(),
                    [](const json& a, const json& b) { return a.value("t_s", 0.0) < b.value("t_s", 0.0); });
   return sorted;
+}
+
+const EarliestRequests& ScenarioWatch::requests() const {
+  return impl_->earliest;
 }
 
 }  // namespace capsweep::sweep

@@ -57,6 +57,8 @@ class ScenarioWatch {
   void ended(const RequestRecord& rec);
   // Stops the thread, closes and stores the windows left; the events seen.
   nlohmann::json stop();
+  // The earliest requests of every 100 ms of the step (read after stop()).
+  const EarliestRequests& requests() const;
 
  private:
   struct Impl;

@@ -139,6 +139,55 @@ TEST_CASE("scenario: a replica ready before its model loaded fails readiness, an
   CHECK(count_of(read_text(dir.path("windows.txt")), "\n") == 11);  // the header and 10 windows
 }
 
+TEST_CASE("scenario: readiness is judged on a target the job did not warm itself, from one replica and from zero") {
+  // A replica loading its model for 8 s: the lying one answers /health 200 at once and holds
+  // requests until loaded, the honest one says 503 until then. Only the readiness check, with
+  // its default bound: the job sends nothing before its load (no calibration request that
+  // would wait out the load and leave a warm target to judge), and each moment of readiness is
+  // judged by the requests scheduled after it.
+  TempDir dir;
+  Daemon d(dir.path("db.sqlite"), dir.path("d.log"), {"--max-concurrent-sweeps", "4"});
+  auto cfg = small_fleet();
+  cfg.load_time_s = 8;
+  cfg.replica.engine.max_num_seqs = 16;  // room for the requests held while it loads
+  auto lying_cfg = cfg;
+  lying_cfg.readiness = fleetsim::Readiness::lying;
+  auto from_zero = [](fleetsim::FleetConfig c) {
+    c.autoscale = true;
+    c.initial_replicas = 0;
+    c.hpa.min_replicas = 0;
+    c.hpa.sync_period = 1000ms;
+    c.hpa.idle_to_zero = 600'000ms;
+    return c;
+  };
+  FleetFixture honest(cfg), lying(lying_cfg), honest0(from_zero(cfg)), lying0(from_zero(lying_cfg));
+  const json profile = json::array({{{"duration_s", 16}, {"rate_rps", 1}}});
+  const json checks = {{"readiness", {{"window_s", 4}}}};
+  std::vector<std::string> ids;
+  for (const FleetFixture* f : {&honest, &lying, &honest0, &lying0}) {
+    json spec = scenario_job(*f, "readiness", profile, checks);
+    spec["scenario"]["readiness_url"] = f->base() + "/health";
+    ids.push_back(submit(d, spec));
+  }
+  const char* expected[] = {"pass", "fail", "pass", "fail"};
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const json r = finished(d, ids[i]);
+    INFO(i << ": " << r["checks"].dump(1));
+    const json& c = r["checks"]["readiness"];
+    CHECK(c["verdict"] == expected[i]);
+    CHECK(r["verdict"] == expected[i]);
+    // Each moment lists the first requests after it with their TTFT.
+    REQUIRE(c["measured"]["moments"].size() >= 1);
+    bool listed = false;
+    for (const auto& m : c["measured"]["moments"]) listed |= !m["first_requests"].empty();
+    CHECK(listed);
+    // The lying targets' first requests after "ready" waited seconds for a first token.
+    if (expected[i] == std::string("fail")) CHECK(c["measured"]["max_ttft_ms"].get<double>() > 4000);
+  }
+  // No request went out before the load: the log says each job skipped its calibration.
+  CHECK(count_of(read_text(dir.path("d.log")), "prompt lengths not calibrated") == 4);
+}
+
 TEST_CASE("scenario: an abrupt scale-down cuts streams and fails, a graceful one passes") {
   TempDir dir;
   Daemon d(dir.path("db.sqlite"), dir.path("d.log"), {"--max-concurrent-sweeps", "2"});

@@ -279,7 +279,6 @@ TEST_CASE("scenario checks: cold start and readiness from the events, both ways"
   json r = sweep::scenario_result(spec, profile, calm, ev);
   CHECK(r["checks"]["cold_start"]["verdict"] == "pass");
   CHECK(r["checks"]["cold_start"]["measured"]["first_ttft_s"].get<double>() == Approx(8.3));
-  CHECK(r["checks"]["readiness"]["verdict"] == "pass");
   // A first request that failed outright fails the check.
   json refused_first = ev;
   refused_first[0]["ttft_ms"] = nullptr;
@@ -290,25 +289,103 @@ TEST_CASE("scenario checks: cold start and readiness from the events, both ways"
   // 12 s is outside 8 s ± 10%.
   ev[0]["ttft_ms"] = 12000;
   CHECK(sweep::scenario_result(spec, profile, calm, ev)["checks"]["cold_start"]["verdict"] == "fail");
-  // Ready at 8 s, yet the requests of the next windows wait 30 s for a first token (a replica
+  // Ready at 8 s, yet the requests scheduled after it wait 30 s for a first token (a replica
   // that said ready while loading) or fail to connect.
-  std::vector<json> lying = calm;
-  lying[2] = window(2, 30000, 1);
-  json l = sweep::scenario_result(spec, profile, lying, ev);
+  const auto requests = [](double from_s, double to_s, std::optional<double> ttft_ms, Outcome o = Outcome::ok,
+                           bool rejected = false) {
+    EarliestRequests e;
+    for (double t = from_s; t < to_s; t += 0.5) e.add({t, ttft_ms, o, rejected});
+    return e;
+  };
+  const EarliestRequests fast = requests(0, 100, 100);
+  CHECK(sweep::scenario_result(spec, profile, calm, ev, fast)["checks"]["readiness"]["verdict"] == "pass");
+  json l = sweep::scenario_result(spec, profile, calm, ev, requests(0, 100, 30000));
   CHECK(l["checks"]["readiness"]["verdict"] == "fail");
-  CHECK(l["checks"]["readiness"]["measured"]["max_ttft_ms"].get<double>() == Approx(30000).epsilon(0.01));
+  CHECK(l["checks"]["readiness"]["measured"]["max_ttft_ms"].get<double>() == Approx(30000));
   CHECK(l["checks"]["readiness"]["windows"][0] == 1);
-  std::vector<json> refused = calm;
-  refused[1] = window(1, 100, 1, std::nullopt, 3);
-  CHECK(sweep::scenario_result(spec, profile, refused, ev)["checks"]["readiness"]["measured"]["failed_requests"] == 3);
-  // A replica count that grows is a moment of readiness too; none at all is inconclusive.
+  // The moment lists the first requests after it, with their TTFTs.
+  const json& moment = l["checks"]["readiness"]["measured"]["moments"][0];
+  CHECK(moment["at_s"] == 8.0);
+  CHECK(moment["requests"] == 10);  // 8.0, 8.5, ..., 12.5
+  REQUIRE(moment["first_requests"].size() == 5);
+  CHECK(moment["first_requests"][0]["scheduled_s"] == 8.0);
+  CHECK(moment["first_requests"][0]["ttft_ms"] == 30000.0);
+  // Requests held while the target was loading, scheduled before it said ready, are the cold
+  // start's; the readiness check judges those after the moment.
+  EarliestRequests held = requests(8, 100, 100);
+  for (double t = 0; t < 8; t += 0.5) held.add({t, 8000 - t * 1000, Outcome::ok, false});
+  CHECK(sweep::scenario_result(spec, profile, calm, ev, held)["checks"]["readiness"]["verdict"] == "pass");
+  // Connections refused after the moment fail it; fast 503s ("not ready") do not.
+  const json refused = sweep::scenario_result(spec, profile, calm, ev, requests(8, 11, std::nullopt, Outcome::connect));
+  CHECK(refused["checks"]["readiness"]["measured"]["failed_requests"] == 6);
+  CHECK(refused["checks"]["readiness"]["verdict"] == "fail");
+  EarliestRequests honest_503 = requests(8, 9, std::nullopt, Outcome::http_5xx, true);
+  for (double t = 9; t < 20; t += 0.5) honest_503.add({t, 100, Outcome::ok, false});
+  CHECK(sweep::scenario_result(spec, profile, calm, ev, honest_503)["checks"]["readiness"]["verdict"] == "pass");
+  // Without max_ttft_ms the bound is 5 x the lowest window p95 (at least 500 ms): a target whose
+  // first windows are slow because it lied is not excused by its own slowness.
+  json no_bound = j;
+  no_bound["scenario"]["checks"]["readiness"] = {{"window_s", 5}};
+  const auto nb = parsed(no_bound);
+  std::vector<json> slow_first = calm;
+  slow_first[0] = window(0, 8000, 1);
+  slow_first[1] = window(1, 6000, 1);
+  json at_start = json::array({{{"kind", "readiness"}, {"t_s", 0.0}, {"ready", true}}});
+  EarliestRequests lied = requests(0, 8, 8000);
+  for (double t = 8; t < 100; t += 0.5) lied.add({t, 100, Outcome::ok, false});
+  const json c = sweep::scenario_result(nb, profile, slow_first, at_start, lied)["checks"]["readiness"];
+  CHECK(c["verdict"] == "fail");
+  CHECK(c["bound"]["max_ttft_ms"] == 500.0);
+  CHECK(sweep::scenario_result(nb, profile, slow_first, at_start,
+                               requests(0, 100, 100))["checks"]["readiness"]["verdict"] == "pass");
+  // A replica count that grows is a moment of readiness too (dated from its window's start);
+  // none at all, or no request after any, is inconclusive.
   json grow = json::array({{{"kind", "replicas"}, {"which", "ready"}, {"from", 1}, {"to", 2}, {"t_s", 55}}});
-  std::vector<json> late = calm;
-  late[10] = window(10, 30000, 2);
-  CHECK(sweep::scenario_result(spec, profile, late, grow)["checks"]["readiness"]["verdict"] == "fail");
-  CHECK(sweep::scenario_result(spec, profile, calm, json::array())["checks"]["readiness"]["verdict"] == "inconclusive");
+  EarliestRequests late = requests(0, 50, 100);
+  for (double t = 50; t < 55; t += 0.5) late.add({t, 30000, Outcome::ok, false});
+  CHECK(sweep::scenario_result(spec, profile, calm, grow, late)["checks"]["readiness"]["verdict"] == "fail");
+  CHECK(sweep::scenario_result(spec, profile, calm, grow, requests(0, 100, 100))["checks"]["readiness"]["verdict"] ==
+        "pass");
+  // From none ready, the requests before the count was read waited for the first replica (the
+  // cold start's): the moment is the window's end, or the readiness flip read in that window.
+  json first_up = json::array({{{"kind", "replicas"}, {"which", "ready"}, {"from", 0}, {"to", 1}, {"t_s", 10}}});
+  EarliestRequests waited = requests(10, 100, 100);
+  for (double t = 0; t < 10; t += 0.5) waited.add({t, 10000 - t * 1000, Outcome::ok, false});
+  const json up = sweep::scenario_result(spec, profile, calm, first_up, waited)["checks"]["readiness"];
+  CHECK(up["verdict"] == "pass");
+  CHECK(up["measured"]["moments"][0]["at_s"] == 10.0);
+  json flipped = first_up;
+  flipped.push_back({{"kind", "readiness"}, {"t_s", 7.5}, {"ready", true}});
+  const json fl = sweep::scenario_result(spec, profile, calm, flipped, waited)["checks"]["readiness"];
+  REQUIRE(fl["measured"]["moments"].size() == 1);
+  CHECK(fl["measured"]["moments"][0]["at_s"] == 7.5);
+  CHECK(fl["verdict"] == "fail");  // requests at 7.5 .. 9.5 still waited 2.5 .. 0.5 s
+  CHECK(sweep::scenario_result(spec, profile, calm, json::array(), fast)["checks"]["readiness"]["verdict"] ==
+        "inconclusive");
+  CHECK(sweep::scenario_result(spec, profile, calm, ev)["checks"]["readiness"]["verdict"] == "inconclusive");
   CHECK(sweep::scenario_result(spec, profile, calm, json::array())["checks"]["cold_start"]["verdict"] ==
         "inconclusive");
+}
+
+TEST_CASE("earliest requests: the first of each bucket by schedule, in order, and whether some were dropped") {
+  EarliestRequests e(std::chrono::milliseconds(100), 2);
+  // Out of order, as requests end: 0.05 and 0.02 are kept of 0.07, 0.05, 0.02, 0.09.
+  for (double t : {0.07, 0.05, 0.02, 0.09}) e.add({t, t * 1000, Outcome::ok, false});
+  e.add({0.15, 1.0, Outcome::timeout, false});
+  auto all = e.between(0, 1);
+  REQUIRE(all.size() == 3);
+  CHECK(all[0].scheduled_s == 0.02);
+  CHECK(all[1].scheduled_s == 0.05);
+  CHECK(all[2].scheduled_s == 0.15);
+  CHECK(all[2].outcome == Outcome::timeout);
+  CHECK(e.dropped_between(0, 0.1));
+  CHECK_FALSE(e.dropped_between(0.1, 0.2));
+  // The range is half-open, and an empty or reversed one is empty.
+  CHECK(e.between(0.05, 0.15).size() == 1);
+  CHECK(e.between(0.2, 0.1).empty());
+  // A non-finite time is not kept.
+  e.add({std::numeric_limits<double>::infinity(), 1.0, Outcome::ok, false});
+  CHECK(e.between(-1e18, 1e18).size() == 3);
 }
 
 TEST_CASE("scenario checks: metric_choice ranks the gauges that follow the users above one that saturates") {
