@@ -107,17 +107,24 @@ Result<void> SchemaValidator::validate(const json& instance) const {
   valijson::ValidationResults results;
   valijson::adapters::NlohmannJsonAdapter target(instance);
   if (validator.validate(impl_->schema, target, &results)) return {};
-  // The deepest error is the most specific one.
-  valijson::ValidationResults::Error error, best;
+  // The deepest error is the most specific one; one that names a property of its object (an
+  // unknown or a missing key) points one level deeper than the object, so it wins over the
+  // object's own complaint ("no more than 1 properties" when the extra key is a typo).
+  valijson::ValidationResults::Error error;
+  std::string best_field, best_message;
+  std::size_t best_depth = 0;
   bool have = false;
   while (results.popError(error)) {
-    if (!have || error.context.size() > best.context.size()) {
-      best = error;
+    auto [suffix, message] = refine(error.description);
+    const std::size_t depth = error.context.size() + (suffix.empty() ? 0 : 1);
+    if (!have || depth > best_depth) {
+      best_field = pointer_of(error.context) + suffix;
+      best_message = std::move(message);
+      best_depth = depth;
       have = true;
     }
   }
-  auto [suffix, message] = refine(best.description);
-  return invalid(pointer_of(best.context) + suffix, message);
+  return invalid(best_field, best_message);
 }
 
 void SchemaValidator::apply_defaults(json& instance) const {

@@ -1,6 +1,11 @@
 #include "core/fields.hpp"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <cmath>
+
+#include "core/text.hpp"
 
 namespace capsweep::fields {
 
@@ -77,6 +82,21 @@ Result<Nanos> seconds(const json& obj, const char* key, const std::string& paren
   if (!std::isfinite(s) || s < 0 || (!zero_ok && s == 0)) return invalid(f, what);
   if (s == 0) return Nanos{0};
   return duration_from_s(s, f);
+}
+
+std::optional<Error> known_keys(const json& obj, const std::vector<std::string_view>& known, const std::string& parent,
+                                std::string_view what) {
+  if (!obj.is_object()) return std::nullopt;
+  for (const auto& item : obj.items()) {
+    if (std::find(known.begin(), known.end(), std::string_view(item.key())) != known.end()) continue;
+    std::string expected;
+    for (auto k : known) expected += (expected.empty() ? "" : ", ") + std::string(k);
+    return Error{errc::invalid_argument,
+                 expected.empty() ? fmt::format("unknown {} (it takes none)", what)
+                                  : fmt::format("unknown {} (expected {})", what, expected),
+                 parent + "/" + printable_ascii(item.key(), 64)};
+  }
+  return std::nullopt;
 }
 
 }  // namespace capsweep::fields

@@ -8,7 +8,9 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core/time.hpp"
@@ -46,6 +48,12 @@ Result<Int> integer(const nlohmann::json& obj, const char* key, const std::strin
 // obj[key] as a duration in seconds (> 0, or >= 0 with zero_ok); absent: `fallback`.
 Result<Nanos> seconds(const nlohmann::json& obj, const char* key, const std::string& parent, Nanos fallback,
                       bool zero_ok = false);
+
+// The first key of `obj` that is not one of `known`: an invalid_argument naming it
+// ("/workload/prompt_tokens/p59: unknown field (expected dist, median, p95, min, max)");
+// nothing when every key is known (or obj is not an object).
+std::optional<Error> known_keys(const nlohmann::json& obj, const std::vector<std::string_view>& known,
+                                const std::string& parent, std::string_view what = "field");
 
 // Reads several optional fields of one object into settings that hold their defaults,
 // keeping the first error:

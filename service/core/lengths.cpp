@@ -292,6 +292,18 @@ Result<LengthDist> parse_length_dist(const nlohmann::json& j, const std::string&
     return invalid(field + "/dist", "is required: fixed, uniform, normal, lognormal or empirical");
   }
   const auto dist = dist_it->get<std::string>();
+  // A key the distribution does not read (a typo like "p59", or another distribution's) is
+  // refused: ignoring it would send lengths the spec did not ask for.
+  const auto known = [&]() -> std::optional<Error> {
+    const std::string what = "field of a " + dist + " distribution";
+    if (dist == "fixed") return fields::known_keys(j, {"dist", "value"}, field, what);
+    if (dist == "uniform") return fields::known_keys(j, {"dist", "min", "max"}, field, what);
+    if (dist == "normal") return fields::known_keys(j, {"dist", "mean", "stdev", "min", "max"}, field, what);
+    if (dist == "lognormal") return fields::known_keys(j, {"dist", "median", "p95", "min", "max"}, field, what);
+    if (dist == "empirical") return fields::known_keys(j, {"dist", "values", "weights", "csv"}, field, what);
+    return std::nullopt;
+  }();
+  if (known) return *known;
   if (dist == "fixed") {
     auto v = get_count(j, "value", field);
     if (!v) return v.error();

@@ -3,6 +3,10 @@
 
 #include <fmt/format.h>
 
+#include <map>
+#include <string_view>
+#include <vector>
+
 #include "core/fields.hpp"
 #include "core/text.hpp"
 #include "llm/target.hpp"
@@ -68,6 +72,7 @@ Result<ScenarioSegment> parse_segment(const json& j, const std::string& f) {
 std::optional<Error> parse_replicas(const json& j, ScenarioSettings& s) {
   const std::string f = "/scenario/replicas";
   if (!j.is_object()) return invalid(f, "must be {\"prometheus\": {...}} or {\"metric\": {...}}");
+  if (auto e = fields::known_keys(j, {"prometheus", "metric"}, f)) return e;
   if (j.contains("prometheus") == j.contains("metric")) {
     return invalid(f, "read the replica counts from a Prometheus server or from the target's metrics, one of them");
   }
@@ -125,6 +130,15 @@ std::optional<Error> parse_checks(const json& j, ScenarioSettings& s) {
     auto number = [&](const char* key, std::optional<double> fallback, double lo, double hi) {
       return fields::number_in(v, key, fc, fallback, lo, hi);
     };
+    // Each check's bounds, and nothing else: a misspelt bound is refused, not ignored.
+    static const std::map<std::string, std::vector<std::string_view>, std::less<>> kBounds{
+        {"scale_up_reaction_s", {"max"}},           {"slo_during_scale_up", {"max_error_rate", "ttft_p95_ms"}},
+        {"recovery_s", {"max", "windows"}},         {"cold_start", {"expected_s", "tolerance_pct"}},
+        {"readiness", {"window_s", "max_ttft_ms"}}, {"scale_down", {"max_cut_streams"}},
+        {"flapping", {"max_direction_changes"}},    {"metric_choice", {}}};
+    if (auto b = kBounds.find(name); b != kBounds.end()) {
+      if (auto e = fields::known_keys(v, b->second, fc)) return e;
+    }
     if (name == "scale_up_reaction_s") {
       auto m = number("max", std::nullopt, 0, 86400);
       if (!m) return m.error();

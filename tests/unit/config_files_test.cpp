@@ -9,6 +9,7 @@
 #include "api/api.hpp"
 #include "api/config.hpp"
 #include "api/schema.hpp"
+#include "core/lengths.hpp"
 #include "core/slo.hpp"
 #include "llm/dataset.hpp"
 #include "llm/target.hpp"
@@ -243,4 +244,111 @@ TEST_CASE("config files: openapi.yaml documents every route of the API, and no o
   for (const auto& r : api.routes()) served.insert(r);
   CHECK(documented == served);
   CHECK(served.size() == 21);
+}
+
+namespace {
+
+// The schema's objects that are free-form maps by design: HTTP headers, the request body's
+// extra fields (sent as given), a target's labels.
+bool free_form(const std::string& pointer) {
+  for (const char* tail : {"/headers", "/extra_body", "/labels"}) {
+    const std::string t(tail);
+    if (pointer.size() >= t.size() && pointer.compare(pointer.size() - t.size(), t.size(), t) == 0) return true;
+  }
+  return false;
+}
+
+void schema_objects(const json& node, const std::string& path, std::vector<std::string>& open) {
+  if (node.is_object()) {
+    if ((node.value("type", json()) == "object" || node.contains("properties")) && !free_form(path) &&
+        node.value("additionalProperties", json(true)) != json(false)) {
+      open.push_back(path);
+    }
+    for (const auto& [k, v] : node.items()) schema_objects(v, path + "/" + k, open);
+  } else if (node.is_array()) {
+    for (std::size_t i = 0; i < node.size(); ++i) schema_objects(node[i], path + "/" + std::to_string(i), open);
+  }
+}
+
+// Every object of a spec instance, by JSON pointer (free-form maps left out).
+void instance_objects(const json& node, const std::string& pointer, std::vector<std::string>& out) {
+  if (node.is_object()) {
+    if (free_form(pointer)) return;
+    out.push_back(pointer);
+    for (const auto& [k, v] : node.items()) instance_objects(v, pointer + "/" + k, out);
+  } else if (node.is_array()) {
+    for (std::size_t i = 0; i < node.size(); ++i) instance_objects(node[i], pointer + "/" + std::to_string(i), out);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("every object of a job spec refuses an unknown key, naming it: the schema and the parser agree") {
+  // The schema: every object but the free-form maps refuses keys it does not list.
+  std::vector<std::string> open;
+  schema_objects(capsweep::api::embedded_schema("sweep-spec.schema.json"), "", open);
+  INFO(json(open).dump());
+  CHECK(open.empty());
+  // The example specs, and specs with every length distribution and every scenario check.
+  std::vector<json> specs;
+  for (const char* name : {"chat", "demo", "rag", "regression", "scenario", "sharegpt", "standard"}) {
+    specs.push_back(read(std::string("config/sweeps/") + name + ".json"));
+  }
+  const json lengths[] = {{{"dist", "fixed"}, {"value", 100}},
+                          {{"dist", "uniform"}, {"min", 10}, {"max", 100}},
+                          {{"dist", "normal"}, {"mean", 100}, {"stdev", 10}, {"min", 10}, {"max", 200}},
+                          {{"dist", "lognormal"}, {"median", 100}, {"p95", 300}, {"max", 1000}},
+                          {{"dist", "empirical"}, {"values", {10, 100}}, {"weights", {1, 3}}}};
+  for (const json& l : lengths) {
+    json s = specs[1];
+    s["workload"]["prompt_tokens"] = l;
+    s["workload"]["output_tokens"] = l;
+    REQUIRE(spec_error(s).empty());
+    specs.push_back(s);
+  }
+  json scenario = read("config/sweeps/scenario.json");
+  scenario["scenario"]["checks"] = {{"cold_start", {{"expected_s", 8}, {"tolerance_pct", 10}}},
+                                    {"readiness", {{"window_s", 5}, {"max_ttft_ms", 900}}},
+                                    {"flapping", {{"max_direction_changes", 2}}}};
+  specs.push_back(scenario);
+  scenario["scenario"]["replicas"] = {{"prometheus", {{"url", "http://127.0.0.1:9090"}, {"ready", "up"}}}};
+  specs.push_back(scenario);
+  std::size_t tried = 0;
+  for (const json& spec : specs) {
+    INFO(spec.dump());
+    REQUIRE(spec_error(spec).empty());
+    std::vector<std::string> objects;
+    instance_objects(spec, "", objects);
+    for (const auto& pointer : objects) {
+      json typo = spec;
+      typo[json::json_pointer(pointer)]["typo_key"] = 1;
+      const std::string e = spec_error(typo);
+      INFO(pointer << " -> " << e);
+      CHECK(e.rfind(pointer + "/typo_key: ", 0) == 0);
+      ++tried;
+    }
+  }
+  CHECK(tried > 150);
+}
+
+TEST_CASE("a length distribution or a scenario check refuses a key it does not read, in the parser itself") {
+  using capsweep::parse_length_dist;
+  // Another distribution's key is not silently ignored: the lengths sent would not be the
+  // spec's (the schema lists the keys of every distribution, so the parser tells them apart).
+  auto fixed_max = parse_length_dist(json{{"dist", "fixed"}, {"value", 100}, {"max", 200}}, "/workload/prompt_tokens");
+  REQUIRE_FALSE(fixed_max.has_value());
+  CHECK(fixed_max.error().field == "/workload/prompt_tokens/max");
+  CHECK(fixed_max.error().message == "unknown field of a fixed distribution (expected dist, value)");
+  auto logn = parse_length_dist(json{{"dist", "lognormal"}, {"median", 100}, {"p59", 300}}, "/w");
+  REQUIRE_FALSE(logn.has_value());
+  CHECK(logn.error().field == "/w/p59");
+  CHECK(parse_length_dist(json{{"dist", "uniform"}, {"min", 1}, {"max", 5}}, "/w").has_value());
+  const std::string e = spec_error(json::parse(R"({"target": {"base_url": "http://127.0.0.1:9", "model": "m"},
+      "slo": {"ttft_ms": {"p95": 800}},
+      "workload": {"prompt_tokens": {"dist": "normal", "mean": 100, "stdev": 10, "median": 90}}})"));
+  INFO(e);
+  CHECK(e.rfind("/workload/prompt_tokens/median: unknown field of a normal distribution", 0) == 0);
+  json s = read("config/sweeps/scenario.json");
+  s["scenario"]["checks"] = {{"metric_choice", {{"ranked", true}}}};
+  CHECK(spec_error(s).rfind("/scenario/checks/metric_choice/ranked: ", 0) == 0);
 }
