@@ -2,6 +2,7 @@
 
 #include <openssl/ssl.h>
 
+#include <algorithm>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -11,6 +12,7 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
+#include <cstdint>
 #include <list>
 #include <stdexcept>
 #include <unordered_set>
@@ -65,8 +67,9 @@ struct StreamTally {
       case StreamChunk::Kind::content: {
         std::uint32_t tokens = 1;
         if (sc.completion_tokens) {
-          tokens = static_cast<std::uint32_t>(std::max<std::uint64_t>(
-              1, *sc.completion_tokens > last_completion_tokens ? *sc.completion_tokens - last_completion_tokens : 1));
+          tokens = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(
+              *sc.completion_tokens > last_completion_tokens ? *sc.completion_tokens - last_completion_tokens : 1, 1,
+              UINT32_MAX));
           last_completion_tokens = *sc.completion_tokens;
         }
         rec.chunks.push_back({now, tokens});
@@ -93,9 +96,10 @@ struct StreamTally {
       rec.outcome = Outcome::stream_error;
       return;
     }
-    if (usage_prompt) rec.input_tokens = static_cast<std::uint32_t>(*usage_prompt);
+    // A count past 2^32 - 1 (a server that lies) is kept as the largest, not wrapped.
+    if (usage_prompt) rec.input_tokens = static_cast<std::uint32_t>(std::min<std::uint64_t>(*usage_prompt, UINT32_MAX));
     if (usage_completion) {
-      rec.output_tokens = static_cast<std::uint32_t>(*usage_completion);
+      rec.output_tokens = static_cast<std::uint32_t>(std::min<std::uint64_t>(*usage_completion, UINT32_MAX));
       rec.output_tokens_estimated = false;
     } else {
       std::uint64_t counted = 0;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/fields.hpp"
+#include "core/numeric.hpp"
 #include "core/text.hpp"
 
 namespace capsweep::llm {
@@ -44,7 +45,7 @@ void append_words(std::string& out, std::uint32_t n, Rng& rng) {
 }
 
 std::uint32_t words_for(double tokens, double tokens_per_word) {
-  return static_cast<std::uint32_t>(std::max(0.0, std::round(tokens / tokens_per_word)));
+  return saturate<std::uint32_t>(std::max(0.0, std::round(tokens / tokens_per_word)));
 }
 
 Result<DatasetRef> parse_dataset_ref(const nlohmann::json& j, const std::string& field) {
@@ -177,7 +178,7 @@ WorkItem Workload::item(std::uint64_t index) const {
     w.prompt = d.prompt;
     w.messages = d.messages;
     w.input_tokens = std::max<std::uint32_t>(
-        1, static_cast<std::uint32_t>(std::round(count_words(d.prompt) * synth_.tokens_per_word())));
+        1, saturate<std::uint32_t>(std::round(count_words(d.prompt) * synth_.tokens_per_word())));
     const bool from_dataset = !spec_.dataset || spec_.dataset->output_from_dataset;
     if (!from_dataset)
       w.max_tokens = spec_.output_tokens.sample(rng);
@@ -187,7 +188,7 @@ WorkItem Workload::item(std::uint64_t index) const {
       w.max_tokens = *d.max_tokens;
     else if (d.reference_output_words)
       w.max_tokens = std::max<std::uint32_t>(
-          1, static_cast<std::uint32_t>(std::round(d.reference_output_words * synth_.tokens_per_word())));
+          1, saturate<std::uint32_t>(std::round(d.reference_output_words * synth_.tokens_per_word())));
     else
       w.max_tokens = spec_.output_tokens.sample(rng);
     return w;

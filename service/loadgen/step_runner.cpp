@@ -565,6 +565,13 @@ double calibrate_tokens_per_word(const llm::Target& given, std::string& how, con
     how = "none (assumed 1 token per word)";
     return 1.0;
   }
+  // No tokenizer gives 50 tokens a word or one token for 20 words of this text: a count like
+  // that is the server's error, and prompts sized by it would not be the spec's.
+  if (!(ratio >= 0.05 && ratio <= 50)) {
+    how = fmt::format("none ({} said {:.4g} tokens for {} words, not believable; assumed 1 token per word)", how,
+                      ratio * kWords, kWords);
+    return 1.0;
+  }
   return ratio;
 }
 

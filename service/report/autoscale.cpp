@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/json_access.hpp"
+#include "core/numeric.hpp"
 #include "core/slo.hpp"
 
 namespace capsweep::report {
@@ -95,6 +96,11 @@ std::string behavior(const AutoscalePlan& p, int indent) {
 
 }  // namespace
 
+namespace {
+constexpr int kMaxReplicas = 100'000;    // far above any fleet; below every integer limit
+constexpr double kMaxColdStartS = 1800;  // 2 x 1800 s: the HPA's longest stabilisation window
+}  // namespace
+
 Result<AutoscalePlan> plan_autoscale(const json& sweep, const AutoscaleOptions& o) {
   if (at(sweep, "status") != "succeeded" || at(at(sweep, "result"), "kind") != "sweep") {
     return Error{errc::conflict, "autoscale thresholds need a succeeded sweep (not a check, not unfinished)", "id"};
@@ -113,6 +119,13 @@ Result<AutoscalePlan> plan_autoscale(const json& sweep, const AutoscaleOptions& 
                       std::pair{o.cold_start_s, "/cold_start_s"}}) {
     if (v && !(*v >= 0 && std::isfinite(*v))) return invalid(f, "must be a non-negative number");
   }
+  // The scale-down window is 2 x the cold start, and an HPA's stabilisation window is at most
+  // 3,600 s.
+  if (o.cold_start_s && *o.cold_start_s > kMaxColdStartS) {
+    return invalid("/cold_start_s", fmt::format("must be at most {} s (the scale-down window, 2 x cold_start_s, "
+                                                "is at most the HPA's 3600 s)",
+                                                kMaxColdStartS));
+  }
   if (o.base_rps && o.peak_rps && *o.peak_rps < *o.base_rps) return invalid("/peak_rps", "must not be below base_rps");
   if (!o.ns.empty() && !k8s_name(o.ns))
     return invalid("/namespace", "must be a Kubernetes name (lower-case, digits, '-')");
@@ -128,13 +141,31 @@ Result<AutoscalePlan> plan_autoscale(const json& sweep, const AutoscaleOptions& 
   if (!(p.inflight_at_capacity > 0))
     return Error{errc::conflict, "the sweep recorded no in-flight figure at capacity", "id"};
   p.utilization = o.utilization;
-  p.target_inflight = std::max(1, static_cast<int>(std::floor(o.utilization * p.inflight_at_capacity)));
+  p.target_inflight = std::max(1, saturate<int>(std::floor(o.utilization * p.inflight_at_capacity)));
   const double per_replica_rps = o.utilization * p.capacity_rps;
-  p.min_replicas = o.base_rps ? std::max(1, static_cast<int>(std::ceil(*o.base_rps / per_replica_rps))) : 1;
-  p.max_replicas = o.peak_rps ? std::max(p.min_replicas, static_cast<int>(std::ceil(*o.peak_rps / per_replica_rps)))
-                              : std::max(p.min_replicas, 10);
-  p.queue_guard = std::max(1, static_cast<int>(std::ceil(0.1 * p.inflight_at_capacity)));
-  p.scale_down_window_s = o.cold_start_s ? std::max(300, static_cast<int>(std::ceil(2 * *o.cold_start_s))) : 300;
+  // Replicas for a rate: refused (naming the parameter) past what a Deployment is given.
+  const auto replicas_for = [&](double rps, const char* field) -> Result<int> {
+    const auto n = checked_integer<int>(std::ceil(rps / per_replica_rps));
+    if (!n || *n > kMaxReplicas) {
+      return invalid(field, fmt::format("{} req/s at {} x {:.4g} req/s a replica needs more than {} replicas", rps,
+                                        o.utilization, p.capacity_rps, kMaxReplicas));
+    }
+    return std::max(1, *n);
+  };
+  p.min_replicas = 1;
+  if (o.base_rps) {
+    auto n = replicas_for(*o.base_rps, "/base_rps");
+    if (!n) return n.error();
+    p.min_replicas = *n;
+  }
+  p.max_replicas = std::max(p.min_replicas, 10);
+  if (o.peak_rps) {
+    auto n = replicas_for(*o.peak_rps, "/peak_rps");
+    if (!n) return n.error();
+    p.max_replicas = std::max(p.min_replicas, *n);
+  }
+  p.queue_guard = std::max(1, saturate<int>(std::ceil(0.1 * p.inflight_at_capacity)));
+  p.scale_down_window_s = o.cold_start_s ? std::max(300, saturate<int>(std::ceil(2 * *o.cold_start_s))) : 300;
   const json& spec = at(sweep, "spec");
   const std::string sweep_model =
       at(at(spec, "target"), "model").is_string() ? spec["target"]["model"].get<std::string>() : "";

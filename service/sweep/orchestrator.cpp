@@ -59,7 +59,13 @@ Nanos sized_duration(const JobSpec& spec, double rate, int factor) {
   const auto need = samples_needed(spec.slo);
   if (need.sized > 0 && rate > 0 && std::isfinite(rate)) {
     const double want_s = static_cast<double>(need.sized) / rate;
-    if (want_s > to_s(d)) d = std::chrono::duration_cast<Nanos>(std::chrono::duration<double>(want_s));
+    // Past the longest step allowed the length is that (a tiny rate would overflow Nanos).
+    const Nanos most = s.max_step_duration - s.warmup;
+    if (want_s > to_s(most)) {
+      d = std::max(d, most);
+    } else if (want_s > to_s(d)) {
+      d = std::chrono::duration_cast<Nanos>(std::chrono::duration<double>(want_s));
+    }
   }
   const Nanos most = s.max_step_duration - s.warmup;
   if (d > most) d = std::max(most, s.step_duration);

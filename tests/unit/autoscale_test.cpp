@@ -168,6 +168,39 @@ TEST_CASE("autoscale: errors name what is wrong") {
   CHECK(plan_autoscale(succeeded_sweep(), neg).error().field == "/cold_start_s");
 }
 
+TEST_CASE("autoscale: huge inputs are refused naming the parameter, never converted out of range") {
+  // A peak that needs more replicas than an int holds (it printed maxReplicas: 1 before).
+  AutoscaleOptions peak;
+  peak.peak_rps = 1e12;
+  auto p = plan_autoscale(succeeded_sweep(), peak);
+  REQUIRE_FALSE(p.has_value());
+  CHECK(p.error().field == "/peak_rps");
+  CHECK(p.error().message.find("more than 100000 replicas") != std::string::npos);
+  AutoscaleOptions base;
+  base.base_rps = 1e300;
+  CHECK(plan_autoscale(succeeded_sweep(), base).error().field == "/base_rps");
+  // A cold start whose scale-down window passes the HPA's 3,600 s.
+  AutoscaleOptions cold;
+  cold.cold_start_s = 1e300;
+  CHECK(plan_autoscale(succeeded_sweep(), cold).error().field == "/cold_start_s");
+  cold.cold_start_s = 1800.5;
+  CHECK(plan_autoscale(succeeded_sweep(), cold).error().field == "/cold_start_s");
+  cold.cold_start_s = 1800;
+  CHECK(plan_autoscale(succeeded_sweep(), cold).value().scale_down_window_s == 3600);
+  // A capacity so small that any peak needs too many replicas is the same error.
+  json tiny = succeeded_sweep();
+  tiny["result"]["max_slo_rate_rps"] = 1e-300;
+  AutoscaleOptions some;
+  some.peak_rps = 1;
+  CHECK(plan_autoscale(tiny, some).error().field == "/peak_rps");
+  // Just within: 100,000 replicas.
+  const double per_replica = 0.8 * succeeded_sweep()["result"]["max_slo_rate_rps"].get<double>();
+  AutoscaleOptions most;
+  most.utilization = 0.8;
+  most.peak_rps = per_replica * 99'999.5;
+  CHECK(plan_autoscale(succeeded_sweep(), most).value().max_replicas == 100'000);
+}
+
 TEST_CASE("autoscale: promtool parses the generated PromQL") {
   // Prometheus's own parser (promtool, Debian's prometheus package) checks both queries as
   // recording rules; a broken expression makes it exit non-zero (checked with one below).

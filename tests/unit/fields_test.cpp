@@ -3,7 +3,10 @@
 #include "core/fields.hpp"
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <limits>
+
+#include "core/numeric.hpp"
 
 using namespace capsweep;
 using json = nlohmann::json;
@@ -112,4 +115,23 @@ TEST_CASE("fields::Reader fills settings and keeps the first error") {
     CHECK(s.factor == 1.25);
     CHECK_FALSE(s.count.has_value());
   }
+}
+
+TEST_CASE("checked_integer and saturate: a double that does not fit is never converted") {
+  CHECK(capsweep::checked_integer<int>(2147483647.0) == 2147483647);
+  CHECK_FALSE(capsweep::checked_integer<int>(2147483648.0).has_value());
+  CHECK(capsweep::checked_integer<int>(-2147483648.0) == std::numeric_limits<int>::min());
+  CHECK_FALSE(capsweep::checked_integer<int>(-2147483649.0).has_value());
+  CHECK_FALSE(capsweep::checked_integer<std::uint32_t>(-1.0).has_value());
+  CHECK(capsweep::checked_integer<std::uint32_t>(-0.0) == 0u);
+  CHECK_FALSE(capsweep::checked_integer<std::uint64_t>(18446744073709551616.0).has_value());
+  CHECK(capsweep::checked_integer<std::uint64_t>(9007199254740992.0) == 9007199254740992ull);
+  CHECK_FALSE(capsweep::checked_integer<int>(std::nan("")).has_value());
+  CHECK_FALSE(capsweep::checked_integer<int>(INFINITY).has_value());
+  CHECK(capsweep::saturate<int>(1e300) == std::numeric_limits<int>::max());
+  CHECK(capsweep::saturate<int>(-1e300) == std::numeric_limits<int>::min());
+  CHECK(capsweep::saturate<std::uint32_t>(5e9) == UINT32_MAX);
+  CHECK(capsweep::saturate<std::uint32_t>(-3) == 0u);
+  CHECK(capsweep::saturate<std::uint32_t>(std::nan("")) == 0u);
+  CHECK(capsweep::saturate<int>(41.9) == 41);
 }
