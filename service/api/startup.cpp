@@ -8,7 +8,9 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -140,7 +142,30 @@ void tune_allocator() {
 #endif
 }
 
-void fit_descriptor_limit(const ServiceConfig& c) {
+std::size_t api_connection_room(std::uint64_t nofile, std::uint64_t open_now, const ServiceConfig& c) {
+  constexpr std::uint64_t kInternal = 24;  // database and journal, log, event loop, listeners, probes
+  constexpr std::size_t kFloor = 4;        // probes and an admin request always have room
+  const std::uint64_t sweeps = static_cast<std::uint64_t>(c.max_concurrent_sweeps) *
+                               (static_cast<std::uint64_t>(c.limits.max_connections_per_sweep) + 8);
+  const std::uint64_t used = open_now + kInternal + sweeps;
+  const std::uint64_t room = nofile > used ? nofile - used : 0;
+  return std::clamp<std::size_t>(static_cast<std::size_t>(std::min<std::uint64_t>(room, SIZE_MAX)), kFloor,
+                                 std::max(kFloor, c.limits.max_api_connections));
+}
+
+namespace {
+std::uint64_t open_descriptors() {
+  std::error_code ec;
+  std::uint64_t n = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec); !ec && it != decltype(it)();
+       it.increment(ec)) {
+    ++n;
+  }
+  return n;
+}
+}  // namespace
+
+void fit_descriptor_limit(ServiceConfig& c) {
   // API connections, every sweep's connections to its target, and the database, logs, etc.
   const auto need = static_cast<rlim_t>(c.limits.max_api_connections) +
                     static_cast<rlim_t>(c.max_concurrent_sweeps) * (c.limits.max_connections_per_sweep + 8) + 64;
@@ -152,10 +177,18 @@ void fit_descriptor_limit(const ServiceConfig& c) {
     getrlimit(RLIMIT_NOFILE, &lim);
   }
   if (lim.rlim_cur < need) {
+    // The API keeps what the limit leaves room for, so that accept never runs out of
+    // descriptors: a connection over that cap takes an idle one's place or gets a 503, and a
+    // probe always gets in.
+    const std::size_t room = api_connection_room(lim.rlim_cur, open_descriptors(), c);
     fmt::print(stderr,
                "capsweepd: notice: the open-file limit {} is below the {} the configured limits may use "
-               "(limits.max_api_connections + sweeps x limits.max_connections_per_sweep); raise it or lower those\n",
-               static_cast<unsigned long long>(lim.rlim_cur), static_cast<unsigned long long>(need));
+               "(limits.max_api_connections + sweeps x limits.max_connections_per_sweep); the API takes at most {} "
+               "connections at once (of limits.max_api_connections {}); raise the limit (LimitNOFILE=) or lower "
+               "those\n",
+               static_cast<unsigned long long>(lim.rlim_cur), static_cast<unsigned long long>(need), room,
+               c.limits.max_api_connections);
+    c.limits.max_api_connections = room;
   }
 }
 

@@ -21,9 +21,14 @@ struct Startup {
 // the reason printed to stderr).
 std::variant<Startup, int> startup_from_command_line(int argc, char** argv);
 
+// The API connections the open-file limit `nofile` leaves room for beside `open_now`
+// descriptors, the service's own and every sweep's target connections: at least 4 (probes and
+// an admin request), at most limits.max_api_connections.
+std::size_t api_connection_room(std::uint64_t nofile, std::uint64_t open_now, const ServiceConfig& c);
 // Raises the open-file soft limit towards what the configured limits may use (API connections
-// plus every sweep's target connections); prints a notice when the hard limit is lower.
-void fit_descriptor_limit(const ServiceConfig& c);
+// plus every sweep's target connections); when the hard limit is lower, says so at start-up and
+// lowers limits.max_api_connections to api_connection_room.
+void fit_descriptor_limit(ServiceConfig& c);
 
 // glibc's per-thread cache keeps up to seven freed blocks of every small size for each thread;
 // to the arena they are in use, so each pins the page it lies on and a trim cannot hand those

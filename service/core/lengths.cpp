@@ -300,7 +300,8 @@ Result<LengthDist> parse_length_dist(const nlohmann::json& j, const std::string&
     if (dist == "uniform") return fields::known_keys(j, {"dist", "min", "max"}, field, what);
     if (dist == "normal") return fields::known_keys(j, {"dist", "mean", "stdev", "min", "max"}, field, what);
     if (dist == "lognormal") return fields::known_keys(j, {"dist", "median", "p95", "min", "max"}, field, what);
-    if (dist == "empirical") return fields::known_keys(j, {"dist", "values", "weights", "csv"}, field, what);
+    if (dist == "empirical")
+      return fields::known_keys(j, {"dist", "values", "weights", "csv", "dataset", "field", "sha256"}, field, what);
     return std::nullopt;
   }();
   if (known) return *known;

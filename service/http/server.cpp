@@ -56,8 +56,17 @@ struct Connection {
   Connection(asio::ip::tcp::socket socket, asio::ip::address from) : stream(std::move(socket)), peer(std::move(from)) {}
   beast::tcp_stream stream;
   asio::ip::address peer;
-  std::atomic<bool> idle{false};  // waiting for a request's first byte (read anywhere, written on the strand)
+  std::atomic<bool> idle{false};            // waiting for a request's first byte (read anywhere, written on the strand)
+  std::atomic<std::int64_t> idle_since{0};  // steady-clock ns when it began to wait
+  std::atomic<bool> evicted{false};         // chosen to make room: not chosen twice
 };
+
+namespace {
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
 
 // State shared by the accept loop and every connection. The connections run on strands of
 // one multi-threaded io_context, so what they share is guarded by `mutex` (held only to
@@ -85,10 +94,15 @@ struct Server::State : std::enable_shared_from_this<State> {
   asio::awaitable<bool> read_request(Connection& conn, beast::flat_buffer& buffer,
                                      bhttp::request_parser<bhttp::string_body>& parser, beast::error_code& ec);
   asio::awaitable<void> answer_too_large(beast::tcp_stream& stream, std::uint64_t limit);
-  // Admits a new connection from `peer`, or says why not.
+  // Writes an error the server answers itself, then closes with a lingering read: the client
+  // may still be sending, and closing at once would reset the connection and lose the answer.
+  asio::awaitable<void> answer_and_close(beast::tcp_stream& stream, Response res);
+  // Admits a new connection from `peer`, or says why not. At a cap, a connection idle for
+  // evict_idle_after (of `peer`, for its own cap) is closed and the new one takes its place.
   std::optional<std::string> admit(const asio::ip::address& peer, std::uint64_t& id);
-  // At a cap: closes the longest-held idle connection (of `peer` when `same_client`) so that
-  // idle keep-alive sockets can never keep a new request out for long; false when none is idle.
+  // Closes the longest-idle connection (of `peer` when `same_client`) that has waited at least
+  // evict_idle_after for its next request, so that idle keep-alive sockets never keep a new
+  // connection out; never one with a request in flight or just answered. False when none.
   bool evict_idle(const asio::ip::address& peer, bool same_client);
   void release(std::uint64_t id, const asio::ip::address& peer);
 };
@@ -108,8 +122,15 @@ std::optional<std::string> Server::State::admit(const asio::ip::address& peer, s
       return std::nullopt;
     }
   }
-  // Refused now; an idle connection is closed so that a retry gets in.
-  evict_idle(peer, over_client && !over_total);
+  // Over a cap: a connection idle long enough gives its place (the count is over by one until
+  // it has closed, moments later); else the new one is refused with 503 and Retry-After.
+  if (evict_idle(peer, over_client && !over_total)) {
+    std::lock_guard lock(mutex);
+    ++per_client[peer];
+    ++open;
+    id = next_id++;
+    return std::nullopt;
+  }
   if (over_total)
     return fmt::format("the server holds its limit of {} connections; retry later", options.max_connections);
   return fmt::format("this client holds its limit of {} connections; retry later", options.max_connections_per_client);
@@ -119,19 +140,27 @@ bool Server::State::evict_idle(const asio::ip::address& peer, bool same_client) 
   std::shared_ptr<Connection> victim;
   {
     std::lock_guard lock(mutex);
-    for (auto& [cid, weak] : registry) {  // ids grow with age: the first idle one has waited longest
+    const std::int64_t now = steady_ns(), least = std::chrono::nanoseconds(options.evict_idle_after).count();
+    std::int64_t longest = -1;
+    for (auto& [cid, weak] : registry) {
       auto c = weak.lock();
-      if (c && c->idle.load() && (!same_client || c->peer == peer)) {
+      if (!c || !c->idle.load() || c->evicted.load() || (same_client && c->peer != peer)) continue;
+      const std::int64_t waited = now - c->idle_since.load();
+      if (waited >= least && waited > longest) {
+        longest = waited;
         victim = std::move(c);
-        break;
       }
     }
+    if (victim) victim->evicted = true;
   }
   if (!victim) return false;
   auto ex = victim->stream.get_executor();
   asio::post(ex, [victim] {
     beast::error_code ignored;
-    if (victim->idle) victim->stream.socket().cancel(ignored);
+    if (victim->idle)
+      victim->stream.socket().cancel(ignored);
+    else
+      victim->evicted = false;  // a request came first: it stays, and may be chosen later
   });
   return true;
 }
@@ -199,6 +228,7 @@ asio::awaitable<bool> Server::State::read_request(Connection& conn, beast::flat_
                                                   beast::error_code& ec) {
   auto& stream = conn.stream;
   if (buffer.size() == 0) {
+    conn.idle_since = steady_ns();
     conn.idle = true;
     if (stopping) co_return false;
     stream.expires_after(options.idle_timeout);
@@ -234,8 +264,13 @@ asio::awaitable<bool> Server::State::read_request(Connection& conn, beast::flat_
 // reset the connection and lose the answer. Stop sending, read and drop what comes (bounded
 // in time and size), then close.
 asio::awaitable<void> Server::State::answer_too_large(beast::tcp_stream& stream, std::uint64_t limit) {
+  // The answer is a named local: GCC 12 mishandles temporaries inside a co_await expression.
   Response res = server_error(bhttp::status::payload_too_large, "payload_too_large",
                               fmt::format("request body exceeds {} bytes", limit), options);
+  co_await answer_and_close(stream, std::move(res));
+}
+
+asio::awaitable<void> Server::State::answer_and_close(beast::tcp_stream& stream, Response res) {
   stream.expires_after(options.read_timeout);
   co_await bhttp::async_write(stream, res, use_tuple);
   beast::error_code ignored;
@@ -269,7 +304,27 @@ asio::awaitable<void> Server::State::serve(std::shared_ptr<Connection> conn, std
                                 options.body_limit_for ? options.body_limit_for(parser.get()) : options.body_limit);
       break;
     }
+    if (ec == bhttp::error::header_limit) {
+      // The header did not fit: 414 when its first line alone is longer than a target may be,
+      // else 431. The bytes read so far are still in the buffer (the parser takes a header whole).
+      const std::string_view head(static_cast<const char*>(buffer.data().data()), buffer.size());
+      const auto eol = head.find("\r\n");
+      const bool long_target = (eol == std::string_view::npos ? head.size() : eol) > options.target_limit;
+      Response res =
+          long_target ? server_error(bhttp::status::uri_too_long, "uri_too_long",
+                                     fmt::format("the request target exceeds {} bytes", options.target_limit), options)
+                      : server_error(bhttp::status::request_header_fields_too_large, "request_header_fields_too_large",
+                                     fmt::format("the request header exceeds {} bytes", options.header_limit), options);
+      co_await answer_and_close(stream, std::move(res));
+      break;
+    }
     if (!got) break;  // EOF, timeout, reset, shutdown or a malformed request: close quietly
+    if (parser.get().target().size() > options.target_limit) {
+      Response res = server_error(bhttp::status::uri_too_long, "uri_too_long",
+                                  fmt::format("the request target exceeds {} bytes", options.target_limit), options);
+      co_await answer_and_close(stream, std::move(res));
+      break;
+    }
     Request req = parser.release();
     const bool wants_keep_alive = req.keep_alive();
     stream.expires_never();

@@ -4,9 +4,11 @@
 // keep-alive) and hands each to the program's handler. Every connection runs on a strand of
 // its own, so the io_context may be run by several threads; what connections share (counts,
 // the registry shutdown() walks) is guarded inside. A connection beyond the total or
-// per-client cap gets a 503 and is closed, and the longest-waiting idle keep-alive connection
-// (of that client, for its own cap) is closed to make room, so idle sockets cannot keep
-// requests out. Heavy headers: include only from .cpp files and mains.
+// per-client cap takes the place of the longest-waiting keep-alive connection idle for at
+// least evict_idle_after (of that client, for its own cap), so idle sockets cannot keep
+// requests out; when none has waited that long it gets a 503 with Retry-After and is closed.
+// A request target over target_limit gets 414, a header over header_limit 431 (413 for a
+// body over its limit). Heavy headers: include only from .cpp files and mains.
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -40,9 +42,13 @@ struct ServerOptions {
   std::chrono::milliseconds idle_timeout{120'000};  // keep-alive wait for a request's first byte
   std::string server_name = "capsweep";
   std::chrono::milliseconds header_timeout{10'000};  // from a request's first byte to its header's end
-  std::uint32_t header_limit = 16 * 1024;            // header bytes; more closes the connection
+  std::uint32_t header_limit = 16 * 1024;            // header bytes; more gets 431 (414 for the target)
+  std::size_t target_limit = 8 * 1024;               // request-target bytes; more gets 414
   std::size_t max_connections = 0;                   // open at once; 0 = no cap
   std::size_t max_connections_per_client = 0;        // open at once from one address; 0 = no cap
+  // At a cap, a keep-alive connection that has waited this long for its next request may be
+  // closed to make room; one that waited less (a poller between polls) never is.
+  std::chrono::milliseconds evict_idle_after{1000};
   // When set, the body limit of a request, chosen from its header (e.g. a larger one for uploads).
   std::function<std::size_t(const Request& header)> body_limit_for = {};
 };

@@ -2,10 +2,13 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/write.hpp>
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <fstream>
@@ -55,8 +58,30 @@ nlohmann::json sim_job(const std::string& base_url, const std::string& name) {
       {"slo", {{"ttft_ms", {{"p95", 800}}}, {"itl_ms", {{"p95", 50}}}}}};
 }
 
-Daemon::Daemon(fs::path db, fs::path log, std::vector<std::string> args)
-    : db_(std::move(db)), log_(std::move(log)), args_(std::move(args)) {
+std::string raw_exchange(const boost::asio::ip::tcp::endpoint& ep, const std::string& request) {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::socket s(io);
+  s.connect(ep);
+  boost::system::error_code ec;
+  boost::asio::write(s, boost::asio::buffer(request), ec);  // a server that answers early may close first
+  s.non_blocking(true);
+  std::string answer;
+  std::array<char, 4096> buf{};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const std::size_t n = s.read_some(boost::asio::buffer(buf), ec);
+    answer.append(buf.data(), n);
+    if (ec == boost::asio::error::would_block) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    if (ec) break;  // closed (or reset)
+  }
+  return answer;
+}
+
+Daemon::Daemon(fs::path db, fs::path log, std::vector<std::string> args, std::optional<unsigned long> nofile)
+    : db_(std::move(db)), log_(std::move(log)), args_(std::move(args)), nofile_(nofile) {
   boost::asio::io_context io;
   boost::asio::ip::tcp::acceptor probe(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
   ep_ = probe.local_endpoint();
@@ -83,8 +108,13 @@ void Daemon::spawn() {
   for (auto& a : argv) raw.push_back(a.data());
   raw.push_back(nullptr);
   const std::string log_path = log_.string();
+  const std::optional<unsigned long> nofile = nofile_;
   const pid_t pid = ::fork();
   if (pid == 0) {
+    if (nofile) {
+      const rlimit lim{*nofile, *nofile};
+      ::setrlimit(RLIMIT_NOFILE, &lim);
+    }
     const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd >= 0) {
       ::dup2(fd, 2);

@@ -39,10 +39,16 @@ std::size_t count_of(const std::string& text, const std::string& what);
 // output tokens) and SLO (TTFT p95 800 ms, ITL p95 50 ms); add "sweep" or "check".
 nlohmann::json sim_job(const std::string& base_url, const std::string& name);
 
+// Sends `request` as it is (a request line, headers, perhaps a body) on a connection of its
+// own and reads what the server answers until it closes the connection, or 10 s have passed.
+std::string raw_exchange(const boost::asio::ip::tcp::endpoint& ep, const std::string& request);
+
 class Daemon {
  public:
   // Starts capsweepd --listen 127.0.0.1:<free port> --db <db> plus `args`; waits for /healthz.
-  Daemon(std::filesystem::path db, std::filesystem::path log, std::vector<std::string> args = {});
+  // With `nofile`, under that open-file limit (soft and hard).
+  Daemon(std::filesystem::path db, std::filesystem::path log, std::vector<std::string> args = {},
+         std::optional<unsigned long> nofile = std::nullopt);
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
@@ -71,6 +77,7 @@ class Daemon {
   void spawn();
   std::filesystem::path db_, log_;
   std::vector<std::string> args_;
+  std::optional<unsigned long> nofile_;
   boost::asio::ip::tcp::endpoint ep_;
   pid_t pid_ = -1;
 };

@@ -43,30 +43,6 @@ json error_of(const HttpResult& r) {
   return json::parse(r.body)["error"];
 }
 
-// Sends `head` (a request line and headers, no body) and reads what the server answers before
-// it closes; "" when nothing came back within 10 s.
-std::string raw_exchange(const boost::asio::ip::tcp::endpoint& ep, const std::string& head) {
-  boost::asio::io_context io;
-  boost::asio::ip::tcp::socket s(io);
-  s.connect(ep);
-  boost::asio::write(s, boost::asio::buffer(head));
-  std::string answer;
-  boost::system::error_code ec;
-  std::array<char, 4096> buf{};
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (s.available(ec) == 0) {
-      if (answer.find("\r\n\r\n") != std::string::npos) break;
-      std::this_thread::sleep_for(20ms);
-      continue;
-    }
-    const std::size_t n = s.read_some(boost::asio::buffer(buf), ec);
-    answer.append(buf.data(), n);
-    if (ec) break;
-  }
-  return answer;
-}
-
 // The answered requests of requests.csv (chunks > 0): request index, input and output tokens.
 struct Answered {
   int request, input_tokens, output_tokens;

@@ -1,6 +1,8 @@
 // capsweepd against a careless user and an attacker: every class of the hardening issue, each
 // with a check that would have caught it. The real program on loopback; targets are
 // capsweep-llmsim (in-process) or small raw servers of the test's own.
+#include <fmt/format.h>
+
 #include <atomic>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
@@ -218,7 +220,9 @@ TEST_CASE("hostile: a trickled header is cut at the header deadline, and connect
     std::this_thread::sleep_for(300ms);
   }
   CHECK(closed);
-  // Idle sockets from one client fill its cap; the next connection gets a 503, not a hang.
+  // Sockets from one client fill its cap. While they have waited under a second (a poller
+  // between polls, about to send) none is closed: the next connection gets a 503 with
+  // Retry-After, not a hang.
   std::vector<asio::ip::tcp::socket> idle;
   for (int i = 0; i < 6; ++i) {
     idle.emplace_back(io);
@@ -228,8 +232,10 @@ TEST_CASE("hostile: a trickled header is cut at the header deadline, and connect
   const auto refused = d.get("/healthz");
   CHECK(refused.status == 503);
   CHECK(refused.headers.count("retry-after") == 1);
-  // The refusal closed an idle socket: a retry gets in though the others stay open.
-  std::this_thread::sleep_for(100ms);
+  // Once they have idled past a second, a new connection takes the place of the longest idle
+  // one and is answered at once.
+  std::this_thread::sleep_for(1200ms);
+  CHECK(d.get("/healthz").status == 200);
   CHECK(d.get("/healthz").status == 200);
   idle.clear();  // closed: the client is served again
   bool back = false;
@@ -238,6 +244,54 @@ TEST_CASE("hostile: a trickled header is cut at the header deadline, and connect
     if (!back) std::this_thread::sleep_for(50ms);
   }
   CHECK(back);
+  CHECK(d.alive());
+}
+
+TEST_CASE("hostile: under an open-file limit of 32, idle sockets never keep out a probe or an admin request") {
+  TempDir dir;
+  Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"), {}, 32);
+  // Start-up says what the limit allows.
+  CHECK(read_text(dir.path("capsweepd.log")).find("the API takes at most 4 connections at once") != std::string::npos);
+  asio::io_context io;
+  std::vector<asio::ip::tcp::socket> idle;
+  for (int i = 0; i < 20; ++i) {
+    idle.emplace_back(io);
+    boost::system::error_code ec;
+    idle.back().connect(d.endpoint(), ec);
+  }
+  std::this_thread::sleep_for(1200ms);
+  // Each probe and admin request takes an idle socket's place: none waits for a descriptor.
+  for (int i = 0; i < 6; ++i) {
+    CHECK(d.get("/healthz").status == 200);
+    CHECK(d.get("/readyz").status == 200);
+  }
+  CHECK(d.get("/v1/sweeps").status == 200);
+  CHECK(d.alive());
+}
+
+TEST_CASE("hostile: a request target or header over its limit gets 414 or 431 with the JSON error, and it serves on") {
+  TempDir dir;
+  Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
+  const auto expect = [&](const std::string& request, const char* status, const char* code) {
+    const std::string answer = raw_exchange(d.endpoint(), request);
+    INFO(answer.substr(0, 300));
+    CHECK(answer.rfind(std::string("HTTP/1.1 ") + status, 0) == 0);
+    const auto body = answer.find("\r\n\r\n");
+    REQUIRE(body != std::string::npos);
+    const json err = json::parse(answer.substr(body + 4), nullptr, false);
+    REQUIRE(err.is_object());
+    CHECK(err["error"]["code"] == code);
+  };
+  // A 10 KiB target within the header limit, and a 40 KiB one past it.
+  expect("GET /v1/sweeps/" + std::string(10 * 1024, 'a') + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", "414",
+         "uri_too_long");
+  expect("GET /v1/sweeps?x=" + std::string(40 * 1024, 'a') + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", "414",
+         "uri_too_long");
+  // A short target with 40 KiB of headers.
+  std::string headers;
+  for (int i = 0; i < 40; ++i) headers += fmt::format("X-Pad-{}: {}\r\n", i, std::string(1000, 'b'));
+  expect("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n" + headers + "\r\n", "431", "request_header_fields_too_large");
+  CHECK(d.get("/healthz").status == 200);
   CHECK(d.alive());
 }
 
