@@ -9,14 +9,20 @@
 //  (d) the same over one long scenario job at a fixed rate (one step, windows stored as they
 //      close), sampled every minute while it runs: flat when a window costs what its
 //      requests cost and nothing of a closed window is kept.
+//  (e) 300 dashboard pollers from one address, each on a keep-alive connection of its own,
+//      polling GET /v1/sweeps/{id} every 0.3 s during a 200 req/s check (over the per-client
+//      cap of 128): polls answered (200, or 503 with Retry-After, after which the poller waits
+//      as told and reconnects), polls dropped (a connection closed under a request), and the
+//      check's schedule lag p99 beside the same check without pollers, in one run.
 // capsweep-llmsim and capsweepd run as child processes on loopback.
 //
-// Usage: capsweep-bench-service [--quick] [--parts abcd] [--rate R] [--seconds S] [--minutes M]
+// Usage: capsweep-bench-service [--quick] [--parts abcde] [--rate R] [--seconds S] [--minutes M]
 //                               [--scenario-rate R]
 
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +30,8 @@
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
+#include <cctype>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -103,9 +111,16 @@ std::size_t rss_kib(pid_t pid) {
   return status_kib(pid, "VmRSS");
 }
 
+// A GET as a patient client makes it: a 503 with Retry-After is waited out (the bench's own
+// requests share the pollers' address and so their per-client cap).
 json get_json(std::uint16_t port, const std::string& path) {
-  auto r = http_request(loopback(port), "GET", path);
-  return r.status == 200 ? json::parse(r.body, nullptr, false) : json();
+  for (int tries = 0; tries < 30; ++tries) {
+    auto r = http_request(loopback(port), "GET", path);
+    if (r.status == 200) return json::parse(r.body, nullptr, false);
+    if (r.status != 503 || !r.headers.count("retry-after")) break;
+    std::this_thread::sleep_for(1s);
+  }
+  return json::object();
 }
 
 std::string submit(std::uint16_t port, const json& spec) {
@@ -119,7 +134,7 @@ json wait_done(std::uint16_t port, const std::string& id, std::chrono::seconds l
   json v;
   while (std::chrono::steady_clock::now() < end) {
     v = get_json(port, "/v1/sweeps/" + id);
-    if (v.is_object() && v["status"] != "queued" && v["status"] != "running") return v;
+    if (v.is_object() && v.contains("status") && v["status"] != "queued" && v["status"] != "running") return v;
     std::this_thread::sleep_for(200ms);
   }
   return v;
@@ -205,6 +220,145 @@ void part_a(const fs::path& dir, double rate, double seconds) {
   const double quiet_lo = std::min(runs[0].p99, runs[2].p99), quiet_hi = std::max(runs[0].p99, runs[2].p99);
   fmt::print("    lag p99: quiet runs {:.3f}..{:.3f} ms, polled {:.3f} ms (ratio to the quiet mean {:.2f})\n", quiet_lo,
              quiet_hi, runs[1].p99, runs[1].p99 / std::max(1e-9, (quiet_lo + quiet_hi) / 2));
+  fmt::print("    capsweepd alive after: {}\n",
+             http_request(loopback(ap), "GET", "/healthz").status == 200 ? "yes" : "NO");
+}
+
+// One poller's keep-alive connection: GETs on it, a new connection after the server closes it.
+class KeepAlive {
+ public:
+  enum class Answer { ok, busy, dropped, other };
+  explicit KeepAlive(std::uint16_t port) : ep_(loopback(port)) {}
+  // One GET. busy: 503 with Retry-After (its seconds in `retry_after_s`); dropped: the
+  // connection failed after the request was written, with no answer.
+  Answer get(const std::string& target, int& retry_after_s) {
+    boost::system::error_code ec;
+    if (!socket_.is_open()) {
+      socket_.connect(ep_, ec);
+      if (ec) {
+        socket_.close(ec);
+        return Answer::dropped;
+      }
+      const timeval tv{5, 0};
+      setsockopt(socket_.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    }
+    const std::string req = "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    boost::asio::write(socket_, boost::asio::buffer(req), ec);
+    std::string in;
+    std::size_t header_end = std::string::npos, need = 0;
+    char buf[8192];
+    while (!ec) {
+      const std::size_t n = socket_.read_some(boost::asio::buffer(buf), ec);
+      in.append(buf, n);
+      if (header_end == std::string::npos && (header_end = in.find("\r\n\r\n")) != std::string::npos) {
+        std::string lower = in.substr(0, header_end);
+        std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+        const auto cl = lower.find("content-length:");
+        need = header_end + 4 + (cl == std::string::npos ? 0 : std::stoul(lower.substr(cl + 15)));
+        retry_after_s = lower.find("retry-after:") == std::string::npos
+                            ? -1
+                            : std::atoi(lower.c_str() + lower.find("retry-after:") + 12);
+        close_after_ = lower.find("connection: close") != std::string::npos;
+      }
+      if (header_end != std::string::npos && in.size() >= need) break;
+    }
+    if (header_end == std::string::npos || in.size() < need) {
+      socket_.close(ec);
+      return Answer::dropped;
+    }
+    const int status = std::atoi(in.c_str() + 9);
+    if (close_after_) socket_.close(ec);
+    if (status == 200) return Answer::ok;
+    if (status == 503 && retry_after_s >= 0) return Answer::busy;
+    return Answer::other;
+  }
+
+ private:
+  boost::asio::ip::tcp::endpoint ep_;
+  boost::asio::io_context io_;
+  boost::asio::ip::tcp::socket socket_{io_};
+  bool close_after_ = false;
+};
+
+struct PollRun {
+  double lag_p99 = 0, achieved = 0;
+  int ok = 0, busy = 0, dropped = 0, other = 0;
+};
+
+PollRun run_polled_check(std::uint16_t api, std::uint16_t sim, double rate, double seconds, int pollers) {
+  json spec = job(sim, pollers ? "polled" : "quiet");
+  spec["kind"] = "check";
+  spec["check"] = {{"rate_rps", rate}, {"duration_s", seconds}, {"warmup_s", 1}};
+  const std::string id = submit(api, spec);
+  while (get_json(api, "/v1/sweeps/" + id)["status"] == "queued") std::this_thread::sleep_for(50ms);
+  std::atomic<bool> stop{false};
+  std::atomic<int> ok{0}, busy{0}, dropped{0}, other{0};
+  std::vector<std::thread> threads;
+  for (int p = 0; p < pollers; ++p) {
+    threads.emplace_back([&, p] {
+      std::mt19937 rng(static_cast<unsigned>(p));
+      std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 300));  // a dashboard's phase
+      KeepAlive conn(api);
+      while (!stop) {
+        int retry_after = -1;
+        switch (conn.get("/v1/sweeps/" + id, retry_after)) {
+          case KeepAlive::Answer::ok:
+            ++ok;
+            std::this_thread::sleep_for(300ms);
+            break;
+          case KeepAlive::Answer::busy:
+            ++busy;
+            std::this_thread::sleep_for(std::chrono::seconds(std::max(retry_after, 1)));
+            break;
+          case KeepAlive::Answer::dropped:
+            ++dropped;
+            std::this_thread::sleep_for(300ms);
+            break;
+          case KeepAlive::Answer::other:
+            ++other;
+            std::this_thread::sleep_for(300ms);
+            break;
+        }
+      }
+    });
+  }
+  // The pollers poll for the check's length (its warm-up included) and a little more, then stop:
+  // the bench's own requests share their address and their cap.
+  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<long>((seconds + 3) * 1000)));
+  stop = true;
+  for (auto& t : threads) t.join();
+  const json done = wait_done(api, id, std::chrono::seconds(static_cast<long>(seconds) + 120));
+  PollRun out;
+  const json steps = get_json(api, "/v1/sweeps/" + id + "/steps")["steps"];
+  if (steps.is_array() && !steps.empty()) {
+    out.lag_p99 = steps[0]["summary"].value("p99_schedule_lag_ms", 0.0);
+    out.achieved = steps[0]["summary"].value("achieved_rate_rps", 0.0);
+  }
+  out.ok = ok;
+  out.busy = busy;
+  out.dropped = dropped;
+  out.other = other;
+  if (done["status"] != "succeeded") fmt::print("    (job ended {})\n", done.value("status", "?"));
+  return out;
+}
+
+void part_e(const fs::path& dir, double rate, double seconds, int pollers) {
+  fmt::print(
+      "(e) {} keep-alive pollers from one address every 0.3 s during a {:.0f} req/s check of {:.0f} s "
+      "(per-client cap 128)\n",
+      pollers, rate, seconds);
+  const std::uint16_t sp = free_port(), ap = free_port();
+  Child sim({CAPSWEEP_LLMSIM_PATH, "--listen", fmt::format("127.0.0.1:{}", sp)}, dir / "sim-e.log", sp, "/health");
+  Child d({CAPSWEEPD_PATH, "--listen", fmt::format("127.0.0.1:{}", ap), "--db", (dir / "e.db").string()}, dir / "e.log",
+          ap, "/healthz");
+  fmt::print("    {:<8} {:>11} {:>10} {:>8} {:>12} {:>9} {:>8} {:>10}\n", "run", "lag p99 ms", "achieved", "200",
+             "503+Retry", "dropped", "other", "answered");
+  for (int n : {0, pollers}) {
+    const PollRun r = run_polled_check(ap, sp, rate, seconds, n);
+    const int all = r.ok + r.busy + r.dropped + r.other;
+    fmt::print("    {:<8} {:>11.3f} {:>10.2f} {:>8} {:>12} {:>9} {:>8} {:>9.2f}%\n", n ? "polled" : "quiet", r.lag_p99,
+               r.achieved, r.ok, r.busy, r.dropped, r.other, all ? 100.0 * (r.ok + r.busy) / all : 100.0);
+  }
   fmt::print("    capsweepd alive after: {}\n",
              http_request(loopback(ap), "GET", "/healthz").status == 200 ? "yes" : "NO");
 }
@@ -384,7 +538,7 @@ void part_d(const fs::path& dir, double minutes, double rate) {
 
 int main(int argc, char** argv) {
   bool quick = false;
-  std::string parts = "abcd";
+  std::string parts = "abcd";  // e on request: 300 pollers need the machine to themselves
   double rate = 100, seconds = 20, minutes = 60, scenario_rate = 50;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -402,7 +556,7 @@ int main(int argc, char** argv) {
       scenario_rate = std::stod(argv[++i]);
     else {
       fmt::print(stderr,
-                 "usage: capsweep-bench-service [--quick] [--parts abcd] [--rate R] [--seconds S] [--minutes M] "
+                 "usage: capsweep-bench-service [--quick] [--parts abcde] [--rate R] [--seconds S] [--minutes M] "
                  "[--scenario-rate R]\n");
       return 2;
     }
@@ -420,6 +574,7 @@ int main(int argc, char** argv) {
     if (parts.find('b') != std::string::npos) part_b(dir, minutes, quick ? 10 : 20);
     if (parts.find('c') != std::string::npos) part_c(dir, minutes, quick ? 3 : 20);
     if (parts.find('d') != std::string::npos) part_d(dir, minutes, scenario_rate);
+    if (parts.find('e') != std::string::npos) part_e(dir, quick ? 50 : 200, quick ? 3 : seconds, quick ? 150 : 300);
   } catch (const std::exception& e) {
     fmt::print(stderr, "capsweep-bench-service: {}\n", e.what());
     fs::remove_all(dir);
