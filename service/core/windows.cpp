@@ -234,8 +234,26 @@ std::int64_t EarliestRequests::bucket_of(double t_s) const {
   return static_cast<std::int64_t>(std::floor(std::clamp(t_s / bucket_s_, -1e15, 1e15)));
 }
 
+bool EarliestRequests::kept(double from_s, double to_s) const {
+  return std::any_of(keep_.begin(), keep_.end(), [&](const auto& r) { return r.first < to_s && from_s < r.second; });
+}
+
+void EarliestRequests::keep(double from_s, double to_s) {
+  if (to_s > from_s) keep_.emplace_back(from_s, to_s);
+}
+
+void EarliestRequests::forget_before(double t_s) {
+  floor_s_ = std::max(floor_s_, t_s);
+  for (auto it = buckets_.begin(); it != buckets_.end();) {
+    const double start = static_cast<double>(it->first) * bucket_s_, end = start + bucket_s_;
+    if (end > floor_s_) break;
+    it = kept(start, end) ? std::next(it) : buckets_.erase(it);
+  }
+}
+
 void EarliestRequests::add(const RequestSample& s) {
   if (!std::isfinite(s.scheduled_s)) return;
+  if (s.scheduled_s < floor_s_ && !kept(s.scheduled_s, std::nextafter(s.scheduled_s, 1e300))) return;
   Bucket& b = buckets_[bucket_of(s.scheduled_s)];
   const auto at =
       static_cast<std::size_t>(std::upper_bound(b.kept.begin(), b.kept.end(), s.scheduled_s,

@@ -69,12 +69,19 @@ struct RequestSample {
 };
 
 // The earliest `per_bucket` requests (by scheduled time) of every `bucket` of a step: enough to
-// list the first requests after any moment, in memory that grows with the step's length, not
-// its rate (a bucket that saw more keeps its earliest and says it dropped some).
+// list the first requests after any moment, in memory bounded by the rate (a bucket that saw
+// more keeps its earliest and says it dropped some). A long step keeps only the ranges it was
+// asked to keep (after each moment to judge) and its recent past: forget_before() drops the
+// rest and takes no more of it.
 class EarliestRequests {
  public:
   explicit EarliestRequests(Nanos bucket = std::chrono::milliseconds(100), std::size_t per_bucket = 8);
   void add(const RequestSample& s);
+  // Keeps what is scheduled in [from_s, to_s), however late it ends.
+  void keep(double from_s, double to_s);
+  // Drops what was scheduled before t_s outside the kept ranges, and takes no more of it.
+  void forget_before(double t_s);
+  std::size_t buckets() const noexcept { return buckets_.size(); }
   // The kept requests scheduled in [from_s, to_s), in schedule order.
   std::vector<RequestSample> between(double from_s, double to_s) const;
   // Whether a bucket overlapping [from_s, to_s) dropped requests (the list is a sample).
@@ -86,9 +93,12 @@ class EarliestRequests {
     bool dropped = false;
   };
   std::int64_t bucket_of(double t_s) const;
+  bool kept(double from_s, double to_s) const;  // overlaps a kept range
   double bucket_s_;
   std::size_t per_bucket_;
   std::map<std::int64_t, Bucket> buckets_;
+  std::vector<std::pair<double, double>> keep_;
+  double floor_s_ = -1e300;
 };
 
 // A request in flight when a window closes: its scheduled time and, once it came, its first

@@ -37,7 +37,9 @@ struct ScenarioWatch::Impl {
         id(std::move(sweep_id)),
         store(st),
         o(std::move(opts)),
-        acc(s.scenario->window, p.duration(), s.slo.goodput) {}
+        acc(s.scenario->window, p.duration(), s.slo.goodput),
+        readiness_window_s(s.scenario->checks.readiness ? std::optional<double>(s.scenario->checks.readiness->window_s)
+                                                        : std::nullopt) {}
 
   const JobSpec& spec;
   const Profile& profile;
@@ -47,7 +49,8 @@ struct ScenarioWatch::Impl {
 
   std::mutex m;  // the accumulator and the first request: the load engine's thread and ours
   WindowAccumulator acc;
-  EarliestRequests earliest;  // the readiness check's requests
+  EarliestRequests earliest;  // the readiness check's requests (none without the check)
+  std::optional<double> readiness_window_s;
   std::optional<Nanos> first_scheduled;
   bool first_ended = false;
 
@@ -174,19 +177,36 @@ struct ScenarioWatch::Impl {
       auto before = counts.find(which);
       if (before != counts.end() && before->second != v) {
         event({{"t_s", t}, {"kind", "replicas"}, {"which", which}, {"from", before->second}, {"to", v}});
+        // A moment the readiness check judges, dated from this window's start or at its end.
+        if (std::string_view(which) == "ready" && v > before->second) keep_requests(t - to_s(spec.scenario->window), t);
       }
       counts[which] = v;
     }
     reading["readiness"] = ready_state ? json(*ready_state) : json(nullptr);
     reading["server"] = text ? gauges_of(*text) : json(nullptr);
     readings[index] = std::move(reading);
+    // A moment is known a window after it at the latest: what was scheduled before that, and
+    // after no moment, is not needed.
+    if (readiness_window_s) {
+      std::lock_guard lock(m);
+      earliest.forget_before(t - to_s(spec.scenario->window) - *readiness_window_s - 1);
+    }
+  }
+
+  // Keeps the requests scheduled from `from_s` to the readiness window after `to_s`.
+  void keep_requests(double from_s, double to_s) {
+    if (!readiness_window_s) return;
+    std::lock_guard lock(m);
+    earliest.keep(from_s, to_s + *readiness_window_s);
   }
 
   void poll_readiness() {
     auto r = get(*readiness, readiness->path);
     const bool ready = r.status == 200;
     if (!ready_state || *ready_state != ready) {
-      event({{"t_s", now_s()}, {"kind", "readiness"}, {"ready", ready}, {"status", r.status}});
+      const double t = now_s();
+      event({{"t_s", t}, {"kind", "readiness"}, {"ready", ready}, {"status", r.status}});
+      if (ready) keep_requests(t, t);
       ready_state = ready;
     }
   }
@@ -297,9 +317,10 @@ void ScenarioWatch::ended(const RequestRecord& rec) {
   {
     std::lock_guard lock(impl_->m);
     impl_->acc.on_ended(rec, fast_rejection);
-    impl_->earliest.add({to_s(rec.scheduled),
-                         token ? std::optional<double>(to_ms(*token - rec.scheduled)) : std::nullopt, rec.outcome,
-                         fast_rejection});
+    if (impl_->readiness_window_s)
+      impl_->earliest.add({to_s(rec.scheduled),
+                           token ? std::optional<double>(to_ms(*token - rec.scheduled)) : std::nullopt, rec.outcome,
+                           fast_rejection});
     first = !impl_->first_ended && impl_->first_scheduled && rec.scheduled == *impl_->first_scheduled;
     if (first) impl_->first_ended = true;
   }

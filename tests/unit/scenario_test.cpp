@@ -388,6 +388,29 @@ TEST_CASE("earliest requests: the first of each bucket by schedule, in order, an
   CHECK(e.between(-1e18, 1e18).size() == 3);
 }
 
+TEST_CASE("earliest requests: a long step keeps the ranges asked for and its recent past, nothing else") {
+  EarliestRequests e(std::chrono::milliseconds(100), 4);
+  e.keep(30, 40);  // a moment at 30 s, judged over 10 s
+  for (double t = 0; t < 100; t += 0.25) e.add({t, 50, Outcome::ok, false});
+  const std::size_t all = e.buckets();
+  CHECK(all == 400);
+  e.forget_before(80);
+  // Kept: 30..40 s and 80..100 s (a request every 0.25 s: 40 and 80 buckets).
+  CHECK(e.buckets() == 120);
+  CHECK(e.between(30, 40).size() == 40);
+  CHECK(e.between(0, 30).empty());
+  CHECK(e.between(40, 80).empty());
+  CHECK(e.between(80, 100).size() == 80);
+  // A request that ends late keeps its place if its time is kept, and is dropped if not.
+  e.add({35.01, 9000, Outcome::ok, false});
+  e.add({10.01, 9000, Outcome::ok, false});
+  CHECK(e.between(35, 35.1).size() == 2);
+  CHECK(e.between(10, 10.1).empty());
+  // Forgetting moves only forward.
+  e.forget_before(50);
+  CHECK(e.between(80, 100).size() == 80);
+}
+
 TEST_CASE("scenario checks: metric_choice ranks the gauges that follow the users above one that saturates") {
   json j = scenario_spec();
   j["scenario"]["checks"] = {{"metric_choice", json::object()}};
