@@ -156,12 +156,18 @@ struct LagRun {
   double poll_p99_ms = 0;
 };
 
-LagRun run_check(std::uint16_t api, std::uint16_t sim, double rate, double seconds, int pollers) {
-  json spec = job(sim, pollers ? "polled" : "quiet");
+// Submits a check of `rate` for `seconds` and waits until it runs; its id.
+std::string start_check(std::uint16_t api, std::uint16_t sim, double rate, double seconds, const std::string& name) {
+  json spec = job(sim, name);
   spec["kind"] = "check";
   spec["check"] = {{"rate_rps", rate}, {"duration_s", seconds}, {"warmup_s", 1}};
   const std::string id = submit(api, spec);
   while (get_json(api, "/v1/sweeps/" + id)["status"] == "queued") std::this_thread::sleep_for(50ms);
+  return id;
+}
+
+LagRun run_check(std::uint16_t api, std::uint16_t sim, double rate, double seconds, int pollers) {
+  const std::string id = start_check(api, sim, rate, seconds, pollers ? "polled" : "quiet");
   std::atomic<bool> stop{false};
   std::atomic<int> polls{0}, errors{0};
   std::vector<std::vector<double>> latencies(static_cast<std::size_t>(pollers));
@@ -286,11 +292,7 @@ struct PollRun {
 };
 
 PollRun run_polled_check(std::uint16_t api, std::uint16_t sim, double rate, double seconds, int pollers) {
-  json spec = job(sim, pollers ? "polled" : "quiet");
-  spec["kind"] = "check";
-  spec["check"] = {{"rate_rps", rate}, {"duration_s", seconds}, {"warmup_s", 1}};
-  const std::string id = submit(api, spec);
-  while (get_json(api, "/v1/sweeps/" + id)["status"] == "queued") std::this_thread::sleep_for(50ms);
+  const std::string id = start_check(api, sim, rate, seconds, pollers ? "polled" : "quiet");
   std::atomic<bool> stop{false};
   std::atomic<int> ok{0}, busy{0}, dropped{0}, other{0};
   std::vector<std::thread> threads;

@@ -175,7 +175,11 @@ TEST_CASE("scenario: readiness is judged on a target the job did not warm itself
     INFO(i << ": " << r["checks"].dump(1));
     const json& c = r["checks"]["readiness"];
     CHECK(c["verdict"] == expected[i]);
-    CHECK(r["verdict"] == expected[i]);
+    // The job's verdict is the check's, unless the load generator fell behind its schedule
+    // (four fleets and four jobs share this machine): then a pass is only inconclusive, and says why.
+    const bool held_back =
+        r["verdict"] == "inconclusive" && r["warnings"].dump().find("generator_limited") != std::string::npos;
+    CHECK((r["verdict"] == expected[i] || (held_back && expected[i] == std::string("pass"))));
     // Each moment lists the first requests after it with their TTFT.
     REQUIRE(c["measured"]["moments"].size() >= 1);
     bool listed = false;
