@@ -237,6 +237,38 @@ bool failed_when_ready(const RequestSample& s) {
          (s.outcome == Outcome::http_5xx && !s.rejected);
 }
 
+// The requests scheduled from a moment to `window_s` after it: how many, how many failed, the
+// slowest first token, and the moment's row (its first five requests with their TTFTs).
+struct MomentRequests {
+  std::size_t count = 0;
+  std::uint64_t failed = 0;
+  double max_ttft_ms = 0;
+  json row;
+};
+
+MomentRequests moment_requests(const EarliestRequests& requests, double t, double window_s) {
+  MomentRequests m;
+  const auto reqs = requests.between(t, t + window_s);
+  json first = json::array();
+  for (const auto& s : reqs) {
+    m.failed += failed_when_ready(s) ? 1 : 0;
+    m.max_ttft_ms = std::max(m.max_ttft_ms, s.ttft_ms.value_or(0));
+    if (first.size() < 5) {
+      first.push_back({{"scheduled_s", round3(s.scheduled_s)},
+                       {"ttft_ms", s.ttft_ms ? round3(*s.ttft_ms) : json(nullptr)},
+                       {"outcome", std::string(to_string(s.outcome))}});
+    }
+  }
+  m.count = reqs.size();
+  m.row = {{"at_s", round3(t)},
+           {"requests", m.count},
+           {"sampled", requests.dropped_between(t, t + window_s)},
+           {"max_ttft_ms", reqs.empty() ? json(nullptr) : round3(m.max_ttft_ms)},
+           {"failed_requests", m.failed},
+           {"first_requests", std::move(first)}};
+  return m;
+}
+
 json readiness(const Facts& f, const json& events, const EarliestRequests& requests,
                const ScenarioChecks::Readiness& r) {
   const std::vector<double> moments = ready_moments(f, events);
@@ -257,26 +289,11 @@ json readiness(const Facts& f, const json& events, const EarliestRequests& reque
   std::uint64_t worst_failed = 0;
   bool ok = true, any = false;
   for (double t : moments) {
-    const auto reqs = requests.between(t, t + r.window_s);
-    std::uint64_t failed = 0;
-    double ttft = 0;
-    json first = json::array();
-    for (const auto& s : reqs) {
-      failed += failed_when_ready(s) ? 1 : 0;
-      ttft = std::max(ttft, s.ttft_ms.value_or(0));
-      if (first.size() < 5) {
-        first.push_back({{"scheduled_s", round3(s.scheduled_s)},
-                         {"ttft_ms", s.ttft_ms ? round3(*s.ttft_ms) : json(nullptr)},
-                         {"outcome", std::string(to_string(s.outcome))}});
-      }
-    }
-    listed.push_back({{"at_s", round3(t)},
-                      {"requests", reqs.size()},
-                      {"sampled", requests.dropped_between(t, t + r.window_s)},
-                      {"max_ttft_ms", reqs.empty() ? json(nullptr) : round3(ttft)},
-                      {"failed_requests", failed},
-                      {"first_requests", std::move(first)}});
-    if (reqs.empty()) continue;
+    const MomentRequests m = moment_requests(requests, t, r.window_s);
+    const std::uint64_t failed = m.failed;
+    const double ttft = m.max_ttft_ms;
+    listed.push_back(m.row);
+    if (m.count == 0) continue;
     any = true;
     const bool bad = failed > 0 || (max_ttft && ttft > *max_ttft);
     // The moment shown: a bad one before a good one, the slower of two alike.
