@@ -107,10 +107,16 @@ TEST_CASE("regression: A vs an identical A' passes every metric and every qualit
   Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
   const std::string ds = upload(d, rehearsal_dataset());
   json spec = regression_job(base_of(a), base_of(a2), "A vs A'");
-  // Six 10-s rounds: with four 8-s rounds the TTFT p95's interval (80 requests a run) reached
-  // +-8% and sometimes touched the 10% threshold (inconclusive) for identical servers.
+  // Six 10-s rounds at 20 req/s: with four 8-s rounds at 10 req/s the TTFT p95's interval (80
+  // requests a run) reached +-8% for identical servers. The simulator's TTFT is ~25 ms, so on
+  // a loaded 2-core machine a few ms of scheduling jitter moves one run's p95 by 10%: the
+  // per-round ratios of identical servers spread over 10-15% (seen in CI and under ASan), and
+  // the rule rightly calls a 10% TTFT threshold unjudgeable there. 20% is one this
+  // measurement can resolve; ITL and TPOT keep their tight thresholds.
   spec["regression"]["rounds"] = 6;
   spec["regression"]["duration_s"] = 10;
+  spec["regression"]["rate_rps"] = 20;
+  spec["regression"]["thresholds"]["ttft_p95_rise_pct"] = 20;
   spec["quality"] = {{"dataset", ds},
                      {"checks", {"json", "json_schema", "tool_calls", "max_length", "determinism", "accuracy"}}};
   const json v = run_job(d, spec);
@@ -232,6 +238,7 @@ TEST_CASE("regression: a candidate that breaks 10% of its JSON fails on that rat
   Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
   const std::string ds = upload(d, rehearsal_dataset());
   json spec = regression_job(base_of(a), base_of(bad), "broken JSON");
+  spec["regression"]["thresholds"]["ttft_p95_rise_pct"] = 20;  // see A vs A': ~25 ms TTFTs jitter
   spec["quality"] = {{"dataset", ds}, {"checks", {"json", "tool_calls", "accuracy"}}};
   const json v = run_job(d, spec);
   const json& r = v["result"];
