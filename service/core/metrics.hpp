@@ -121,6 +121,13 @@ class StepAccumulator {
   // any order. The record's chunk list is read, not kept.
   void add(const RequestRecord& r);
 
+  // Ends the measured window early at `end` (a step that stopped once decided; before any
+  // request scheduled from `end` on was added), and the drain at `drain_end`.
+  void end_window(Nanos end, Nanos drain_end) noexcept {
+    if (!window_.end || end < *window_.end) window_.end = end;
+    window_.drain_end = drain_end;
+  }
+
   // Closes the window (resolving an open end) and returns the metrics.
   StepMetrics finish() &&;
 

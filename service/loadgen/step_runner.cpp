@@ -53,6 +53,15 @@ nlohmann::json StepResult::summary(const std::vector<double>& percentiles) const
   j["cancelled"] = cancelled;
   j["itl_lists_cut"] = itl_lists_cut;
   j["server"] = server.summary();
+  if (look_confidence > 0) {
+    j["stop"] = {{"mode", "decided"},
+                 {"by", to_string(stopped_by)},
+                 {"looks", looks},
+                 {"look_confidence", look_confidence},
+                 {"at_s", decision ? nlohmann::json(to_s(decision->at)) : nlohmann::json(nullptr)},
+                 {"decided", decision ? nlohmann::json(to_string(decision->verdict)) : nlohmann::json(nullptr)},
+                 {"why", decision ? nlohmann::json(decision->why) : nlohmann::json(nullptr)}};
+  }
   j["backlog"] = {{"mean_in_flight", backlog.mean_in_flight},
                   {"slope_per_s", backlog.slope_per_s},
                   {"growth", backlog.growth},
@@ -101,6 +110,36 @@ struct StepState {
   std::size_t row_itl_samples = 0;
   bool itl_lists_cut = false;  // some rows carry no ITL list: the step kept its cap of them
   std::unordered_map<std::uint64_t, const RequestRecord*> live;  // spec.track_live: in flight
+  Nanos drain_deadline{0};  // from t0; a decided step moves it to its decision + the drain timeout
+
+  // spec.decide: the decider, and what it needs of the generator's own state.
+  std::optional<StepDecider> decider;
+  std::optional<Decision> decision;
+  std::uint64_t measured_pending = 0;  // measured requests dispatched and not ended
+  std::uint64_t measured_dispatched = 0, measured_lagging = 0;
+  double cpu_at_start = 0;
+
+  // Whether the generator, not the target, sets the pace now: its schedule lag p99 (more than
+  // 1% of the measured requests late by over the bound) or its CPU share, as the step's own
+  // generator_limited judges at its end.
+  bool generator_behind() const {
+    if (measured_lagging * 100 > measured_dispatched) return true;
+    const double wall = to_s(now());
+    return wall > 1 && (thread_cpu_seconds() - cpu_at_start) / wall > spec.cpu_saturation;
+  }
+
+  void consider_stopping(const RequestRecord& rec) {
+    decider->add(rec);
+    if (stopping || !decider->look_due(now())) return;
+    auto d = decider->look(now(), measured_pending, generator_behind());
+    if (!d) return;
+    // Decided: no more dispatch; the measured window ends here and the drain runs from here.
+    decision = std::move(d);
+    stopping = true;
+    dispatch_timer.cancel();
+    drain_deadline = decision->at + spec.drain_timeout;
+    acc.end_window(decision->at, drain_deadline);
+  }
 
   void record_row(const RequestRecord& rec, std::uint64_t index) {
     if (!spec.keep_rows) return;
@@ -179,6 +218,8 @@ struct StepState {
       live_ttft_ms.add(to_ms(*rec.first_token() - rec.scheduled));
     }
     acc.add(rec);
+    if (rec.scheduled >= spec.warmup && measured_pending > 0) --measured_pending;
+    if (decider) consider_stopping(rec);
     (rec.outcome == Outcome::ok ? progress.done : progress.failed).fetch_add(1, std::memory_order_relaxed);
     --in_flight;
     progress.in_flight.store(in_flight, std::memory_order_relaxed);
@@ -204,6 +245,11 @@ struct StepState {
       const Nanos dispatched = now();
       progress.scheduled.fetch_add(1, std::memory_order_relaxed);
       if (spec.on_scheduled) spec.on_scheduled(times[i]);
+      if (times[i] >= spec.warmup) {
+        ++measured_pending;
+        ++measured_dispatched;
+        if (dispatched - times[i] > spec.lag_bound) ++measured_lagging;
+      }
       if (spec.concurrency > 0 && in_flight >= spec.concurrency) {
         capped.push_back({i, times[i], dispatched});
       } else {
@@ -253,7 +299,8 @@ struct StepState {
   // thread, values within 1%), fed with measured successful requests.
   SampleSet live_ttft_ms{0};
 
-  asio::awaitable<void> main(Nanos drain_deadline) {
+  asio::awaitable<void> main() {
+    cpu_at_start = thread_cpu_seconds();
     asio::co_spawn(io, monitor(), log_exception);
     if (spec.mode == Mode::rate) {
       co_await dispatch_rate();
@@ -444,6 +491,11 @@ Result<StepResult> StepRunner::run(const StepSpec& spec) {
   if (!plan) return plan.error();
   auto state = std::make_unique<StepState>(target_, endpoint_, *workload_, spec, progress_, plan->window);
   state->schedule = std::move(plan->schedule);
+  state->drain_deadline = plan->drain_deadline;
+  if (spec.decide && spec.mode == Mode::rate && !spec.requests) {
+    state->decider.emplace(spec.decide->slo, spec.warmup, spec.decide->settings);
+    if (!state->decider->can_decide()) state->decider.reset();  // nothing to decide: the fixed length
+  }
   progress_.scheduled = progress_.sent = progress_.done = progress_.failed = progress_.in_flight = 0;
   progress_.p95_ttft_ms = 0;
   {
@@ -468,7 +520,7 @@ Result<StepResult> StepRunner::run(const StepSpec& spec) {
   double cpu = 0;
   std::thread generator([&] {
     const double cpu0 = thread_cpu_seconds();
-    asio::co_spawn(state->io, state->main(plan->drain_deadline), log_exception);
+    asio::co_spawn(state->io, state->main(), log_exception);
     if (state->cancelled) asio::post(state->io, [s = state.get()] { s->cancel(); });
     state->io.run();
     cpu = thread_cpu_seconds() - cpu0;
@@ -484,6 +536,12 @@ Result<StepResult> StepRunner::run(const StepSpec& spec) {
     result.peak_connections = state->peak_connections;
     result.itl_lists_cut = state->itl_lists_cut;
     result.cancelled = state->cancelled;
+    if (state->decider) {
+      result.decision = state->decision;
+      result.stopped_by = state->decision ? StopReason::decided : StopReason::max_length;
+      result.looks = state->decider->looks_taken();
+      result.look_confidence = state->decider->look_confidence();
+    }
     result.metrics = std::move(state->acc).finish();
     result.requests = std::move(state->rows);
     if (state->unsettled) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/backlog.hpp"
+#include "core/decide.hpp"
 #include "core/lengths.hpp"
 #include "core/metrics.hpp"
 #include "core/schedule.hpp"
@@ -27,6 +28,13 @@
 namespace capsweep::loadgen {
 
 enum class Mode { rate, concurrency };
+
+// A rate step that ends once its SLO verdict is decided (core/decide.hpp); its `duration` is
+// then its longest.
+struct DecidedStop {
+  SloSpec slo;
+  DecideSettings settings;
+};
 
 struct StepSpec {
   Mode mode = Mode::rate;
@@ -60,6 +68,9 @@ struct StepSpec {
   // must not block.
   std::function<void(Nanos scheduled)> on_scheduled;
   std::function<void(const RequestRecord& rec)> on_ended;
+  // Rate mode: end the step once its verdict is decided. The measured window then ends at the
+  // decision, and the requests in flight drain as at a fixed step's end.
+  std::optional<DecidedStop> decide;
   // Keep a registry of the requests in flight, for live_requests().
   bool track_live = false;
   // Test hook: block the dispatcher (the whole generator thread) for `stall` before request
@@ -97,6 +108,12 @@ struct StepResult {
   std::uint64_t peak_in_flight = 0;
   std::uint64_t peak_connections = 0;
   bool itl_lists_cut = false;  // past 16 Mi ITL values kept, later rows carry no ITL list
+  // What ended the step; with spec.decide, the decision (if one was reached), the looks taken
+  // and the confidence of each.
+  StopReason stopped_by = StopReason::fixed_length;
+  std::optional<Decision> decision;
+  int looks = 0;
+  double look_confidence = 0;
   // The summary of core's metrics (at `percentiles`) plus the generator's self-watch and the
   // server's gauges.
   nlohmann::json summary(const std::vector<double>& percentiles = kDefaultPercentiles) const;

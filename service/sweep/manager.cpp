@@ -133,6 +133,7 @@ loadgen::StepSpec step_spec(const JobSpec& spec, const StepOrder& order, int ind
         s.arrival.rate_rps = order.rate_rps;
         s.duration = order.warmup + order.duration;
         s.requests = order.requests;
+        if (order.decided) s.decide = loadgen::DecidedStop{spec.slo, spec.step.decide};
       }
       break;
   }

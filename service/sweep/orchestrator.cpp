@@ -72,12 +72,21 @@ Nanos sized_duration(const JobSpec& spec, double rate, int factor) {
   return d;
 }
 
+// The measured length a step stopped "decided" may run to: step.max_s (times `factor`), by
+// default twice the fixed-length step's, within sweep.max_step_duration_s.
+Nanos decided_max(const JobSpec& spec, double rate, int factor) {
+  const Nanos most = spec.sweep.max_step_duration - spec.sweep.warmup;
+  const Nanos want = spec.step.max ? *spec.step.max * factor : sized_duration(spec, rate, factor) * 2;
+  return std::max(std::min(want, most), std::min(spec.sweep.step_duration, most));
+}
+
 StepOrder fixed_order(const JobSpec& spec, StepKind kind, std::string phase, double rate, int factor) {
   StepOrder o;
   o.kind = kind;
   o.phase = std::move(phase);
   o.rate_rps = rate;
-  o.duration = sized_duration(spec, rate, factor);
+  o.decided = spec.step.stop == StepStop::decided;
+  o.duration = o.decided ? decided_max(spec, rate, factor) : sized_duration(spec, rate, factor);
   o.warmup = spec.sweep.warmup;
   o.concurrency = spec.sweep.max_concurrency;
   return o;

@@ -84,6 +84,48 @@ Result<SweepSettings> parse_sweep(const json& j) {
   return s;
 }
 
+// The "step" block: {"stop": "fixed" | "decided", "min_s", "min_requests", "max_s", "looks"}.
+Result<StepStopSettings> parse_step(const json& j, const SweepSettings& sweep) {
+  const std::string f = "/step";
+  StepStopSettings s;
+  if (!j.is_object()) return invalid(f, "must be an object");
+  if (auto e = fields::known_keys(j, {"stop", "min_s", "min_requests", "max_s", "looks"}, f, "a step's stop"))
+    return *e;
+  if (auto m = j.find("stop"); m != j.end()) {
+    if (*m == "fixed")
+      s.stop = StepStop::fixed;
+    else if (*m == "decided")
+      s.stop = StepStop::decided;
+    else
+      return invalid(f + "/stop", "must be \"fixed\" (each step runs its length) or \"decided\" (it ends once decided)");
+  }
+  if (s.stop == StepStop::fixed) {
+    for (const char* key : {"min_s", "min_requests", "max_s", "looks"}) {
+      if (j.contains(key)) return invalid(f + "/" + key, "applies to \"stop\": \"decided\" only");
+    }
+    return s;
+  }
+  if (sweep.mode != SweepMode::rate) {
+    return invalid(f + "/stop", "\"decided\" applies to rate sweeps; a concurrency sweep's levels run their length");
+  }
+  s.decide.min_time = std::min<Nanos>(std::chrono::seconds(10), sweep.step_duration);
+  Nanos max{0};
+  fields::Reader r(j, f);
+  r.seconds("min_s", s.decide.min_time, true)
+      .integer("min_requests", s.decide.min_requests, 1, 1'000'000)
+      .integer("looks", s.decide.looks, 1, 100)
+      .seconds("max_s", max);
+  if (r.error()) return *r.error();
+  if (j.contains("max_s")) {
+    if (max < s.decide.min_time) return invalid(f + "/max_s", "must be at least min_s");
+    if (sweep.warmup + max > sweep.max_step_duration) {
+      return invalid(f + "/max_s", "warm-up + max_s exceed sweep.max_step_duration_s");
+    }
+    s.max = max;
+  }
+  return s;
+}
+
 Result<CheckSettings> parse_check(const json& j, ArrivalProcess process) {
   const std::string f = "/check";
   CheckSettings c;
@@ -311,6 +353,9 @@ Result<JobSpec> parse_job_spec(const json& spec) {
       if (spec.contains(block)) return invalid(std::string("/") + block, "belongs to a regression job");
     }
   }
+  if (js.kind != JobKind::sweep && spec.contains("step")) {
+    return invalid("/step", "belongs to a sweep job: its fixed-rate steps may end once decided");
+  }
   if (js.kind != JobKind::scenario && spec.contains("scenario")) {
     return invalid("/scenario", "belongs to a scenario job (\"kind\": \"scenario\")");
   }
@@ -338,6 +383,11 @@ Result<JobSpec> parse_job_spec(const json& spec) {
     auto s = parse_sweep(spec.value("sweep", json::object()));
     if (!s) return s.error();
     js.sweep = *s;
+    if (auto st = spec.find("step"); st != spec.end()) {
+      auto step = parse_step(*st, js.sweep);
+      if (!step) return step.error();
+      js.step = *step;
+    }
   } else {
     if (spec.contains("sweep")) return invalid("/sweep", "belongs to a sweep job; a check job has a \"check\" block");
     if (!spec.contains("check")) return invalid("/check", "is required for a check job");

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/compare.hpp"
+#include "core/decide.hpp"
 #include "core/error.hpp"
 #include "core/plan.hpp"
 #include "core/profile.hpp"
@@ -50,6 +51,15 @@ struct SweepSettings {
   // Longest a fixed-rate step may become (warm-up + measured) when it is stretched to hold
   // the samples its percentile bounds need; the service fills in its own limit.
   Nanos max_step_duration = std::chrono::seconds(3600);
+};
+
+// How a sweep's fixed-rate steps end (the "step" block): at their fixed length, or once their
+// SLO verdict is decided (core/decide.hpp), after a minimum and at most a maximum.
+enum class StepStop { fixed, decided };
+struct StepStopSettings {
+  StepStop stop = StepStop::fixed;
+  DecideSettings decide;     // min_s (default: 10 s or the step's length if shorter), min_requests, looks
+  std::optional<Nanos> max;  // measured part at most (default: twice the fixed step's, see stop_length)
 };
 
 struct CheckSettings {
@@ -223,6 +233,7 @@ struct JobSpec {
   llm::WorkloadSpec workload;
   ArrivalSpec arrival;
   SweepSettings sweep;
+  StepStopSettings step;
   CheckSettings check;
   SloSpec slo;
   // kind regression: the target above is the baseline's (baseline.target).

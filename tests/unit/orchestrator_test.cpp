@@ -508,3 +508,26 @@ TEST_CASE("orchestrator: when no step may hold enough requests the answer says s
   CHECK(warned);
   CHECK(r["mlperf_scenario"] == "Server");  // Poisson arrivals judged against a latency bound
 }
+
+TEST_CASE("orchestrator: with step.stop decided, fixed-rate steps are ordered decided at twice their length, or max_s") {
+  JobSpec spec = sweep_spec();
+  spec.slo.latency = {{LatencyMetric::ttft, 95.0, 800}};
+  JobSpec decided = spec;
+  decided.step.stop = StepStop::decided;
+  std::vector<StepOutcome> steps{baseline(2), probe(20)};
+  const auto fixed_order = std::get<StepOrder>(next_action(spec, steps));
+  const auto decided_order = std::get<StepOrder>(next_action(decided, steps));
+  REQUIRE(fixed_order.kind == StepKind::ladder);
+  CHECK_FALSE(fixed_order.decided);
+  CHECK(decided_order.decided);
+  CHECK(decided_order.rate_rps == fixed_order.rate_rps);
+  CHECK(decided_order.duration == 2 * fixed_order.duration);
+  decided.step.max = std::chrono::seconds(45);
+  CHECK(std::get<StepOrder>(next_action(decided, steps)).duration == std::chrono::seconds(45));
+  // Never past sweep.max_step_duration_s.
+  decided.step.max.reset();
+  decided.sweep.max_step_duration = std::chrono::seconds(50);
+  CHECK(std::get<StepOrder>(next_action(decided, steps)).duration == std::chrono::seconds(45));
+  // The baseline and the probe count requests: never decided.
+  CHECK_FALSE(std::get<StepOrder>(next_action(decided, {})).decided);
+}

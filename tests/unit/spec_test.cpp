@@ -473,3 +473,47 @@ TEST_CASE("spec: regression errors name the field") {
   with_side["candidate"] = r["candidate"];
   CHECK(first_error(with_side) == "/candidate");
 }
+
+TEST_CASE("spec: the step block - a sweep's steps stopped when decided, values and errors") {
+  const json d = demo();
+  auto parsed = [](json spec) {
+    REQUIRE(validator().validate(spec).has_value());
+    validator().apply_defaults(spec);
+    return sweep::parse_job_spec(spec).value();
+  };
+  SECTION("absent or fixed: every step runs its length") {
+    CHECK(parsed(d).step.stop == sweep::StepStop::fixed);
+    CHECK(parsed(with(d, "/step", json{{"stop", "fixed"}})).step.stop == sweep::StepStop::fixed);
+  }
+  SECTION("decided, with defaults and with values") {
+    const auto a = parsed(with(d, "/step", json{{"stop", "decided"}}));
+    CHECK(a.step.stop == sweep::StepStop::decided);
+    CHECK(a.step.decide.min_time == std::min<Nanos>(std::chrono::seconds(10), a.sweep.step_duration));
+    CHECK(a.step.decide.min_requests == 20);
+    CHECK(a.step.decide.looks == 20);
+    CHECK_FALSE(a.step.max);
+    const auto b = parsed(with(d, "/step",
+                               json{{"stop", "decided"}, {"min_s", 3}, {"min_requests", 50}, {"max_s", 90}, {"looks", 8}}));
+    CHECK(b.step.decide.min_time == std::chrono::seconds(3));
+    CHECK(b.step.decide.min_requests == 50);
+    CHECK(b.step.decide.looks == 8);
+    CHECK(*b.step.max == std::chrono::seconds(90));
+  }
+  SECTION("errors name the field") {
+    CHECK(first_error(with(d, "/step", json{{"stop", "early"}})) == "/step/stop");
+    CHECK(first_error(with(d, "/step", json{{"stop", "fixed"}, {"min_s", 5}})) == "/step/min_s");
+    CHECK(first_error(with(d, "/step", json{{"stop", "decided"}, {"min_s", -1}})) == "/step/min_s");
+    CHECK(first_error(with(d, "/step", json{{"stop", "decided"}, {"min_requests", 0}})) == "/step/min_requests");
+    CHECK(first_error(with(d, "/step", json{{"stop", "decided"}, {"looks", 101}})) == "/step/looks");
+    CHECK(first_error(with(d, "/step", json{{"stop", "decided"}, {"min_s", 20}, {"max_s", 10}})) == "/step/max_s");
+    CHECK(first_error(with(with(d, "/step", json{{"stop", "decided"}, {"max_s", 600}}), "/sweep/max_step_duration_s",
+                           120)) == "/step/max_s");
+    CHECK(first_error(with(d, "/step", json{{"stop", "decided"}, {"typo_key", 1}})) == "/step/typo_key");
+    CHECK(first_error(with(with(d, "/step", json{{"stop", "decided"}}), "/sweep/mode", "concurrency")) ==
+          "/step/stop");
+    json check = without(with(d, "/step", json{{"stop", "decided"}}), "", "sweep");
+    check["kind"] = "check";
+    check["check"] = {{"rate_rps", 2}, {"duration_s", 5}};
+    CHECK(first_error(check) == "/step");
+  }
+}

@@ -253,3 +253,95 @@ TEST_CASE("warm-up requests are run but not measured") {
   CHECK(r->metrics.measured == 20);
   CHECK(r->metrics.completed == 20);
 }
+
+namespace {
+
+// A rate step stopped "decided" on `slo`, at most `longest`, looked at from 500 ms and 20 requests.
+loadgen::StepSpec decided_step(double rps, Nanos longest, const char* slo) {
+  loadgen::StepSpec s = rate_step(rps, longest);
+  s.warmup = 200ms;
+  DecideSettings d;
+  d.min_time = 500ms;
+  d.min_requests = 20;
+  s.decide = loadgen::DecidedStop{parse_slo(nlohmann::json::parse(slo)).value(), d};
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("a step stopped when decided ends at its decision, drains, and accounts for every request") {
+  FakeModel m;
+  m.ttft = 20ms;
+  m.itl = 2ms;
+  SECTION("a pass") {
+    Run run(m);
+    auto r = run.runner->run(decided_step(50, 30s, R"({"ttft_ms": {"p50": 500}})"));
+    REQUIRE(r.has_value());
+    CHECK(r->stopped_by == StopReason::decided);
+    REQUIRE(r->decision);
+    CHECK(r->decision->verdict == Verdict::pass);
+    CHECK(r->looks >= 1);
+    // Of the 1,500 requests of 30 s, only those before the decision went out, every one answered.
+    CHECK(r->requests.size() < 300);
+    CHECK(r->requests.size() == run.stats->requests);
+    CHECK(r->requests.size() == run.runner->progress().scheduled);
+    CHECK(count(*r, Outcome::ok) == r->requests.size());
+    // The measured window ends at the decision; nothing measured was scheduled after it.
+    CHECK(r->metrics.window_end == r->decision->at);
+    for (const auto& row : r->requests) CHECK(row.scheduled_ms < to_ms(r->decision->at));
+    CHECK(evaluate_slo(parse_slo(nlohmann::json::parse(R"({"ttft_ms": {"p50": 500}})")).value(), r->metrics).verdict ==
+          Verdict::pass);
+    const auto summary = r->summary();
+    CHECK(summary["stop"]["by"] == "decided");
+    CHECK(summary["stop"]["decided"] == "pass");
+    CHECK(summary["stop"]["at_s"].get<double>() == Approx(to_s(r->decision->at)));
+  }
+  SECTION("a fail") {
+    m.ttft = 120ms;
+    Run run(m);
+    auto r = run.runner->run(decided_step(50, 30s, R"({"ttft_ms": {"p50": 100}})"));
+    REQUIRE(r.has_value());
+    CHECK(r->stopped_by == StopReason::decided);
+    REQUIRE(r->decision);
+    CHECK(r->decision->verdict == Verdict::fail);
+    CHECK(r->requests.size() < 300);
+    CHECK(count(*r, Outcome::ok) == r->requests.size());
+  }
+  SECTION("never looked at: the step runs to its longest") {
+    Run run(m);
+    auto s = decided_step(40, 1s, R"({"ttft_ms": {"p50": 500}})");
+    s.decide->settings.min_requests = 1000;
+    auto r = run.runner->run(s);
+    REQUIRE(r.has_value());
+    CHECK(r->stopped_by == StopReason::max_length);
+    CHECK_FALSE(r->decision);
+    CHECK(r->looks == 0);
+    CHECK(r->requests.size() == 40);
+    CHECK(r->summary()["stop"]["by"] == "max_length");
+  }
+  SECTION("no percentile bound: nothing to decide, the fixed length") {
+    Run run(m);
+    auto r = run.runner->run(decided_step(40, 1s, R"({"ttft_ms": {"mean": 500}})"));
+    REQUIRE(r.has_value());
+    CHECK(r->stopped_by == StopReason::fixed_length);
+    CHECK(r->requests.size() == 40);
+    CHECK_FALSE(r->summary().contains("stop"));
+  }
+}
+
+TEST_CASE("a step whose generator fell behind its schedule is not decided") {
+  FakeModel m;
+  m.ttft = 5ms;
+  m.itl = 1ms;
+  Run run(m);
+  auto s = decided_step(50, 2s, R"({"ttft_ms": {"p50": 5000}})");
+  // A 400 ms stall at request 15 makes ~20 of the step's 100 requests late by more than 5 ms.
+  s.stall_before = 15;
+  s.stall = 400ms;
+  auto r = run.runner->run(s);
+  REQUIRE(r.has_value());
+  CHECK(r->stopped_by == StopReason::max_length);
+  CHECK(r->looks >= 1);
+  CHECK(r->requests.size() == 100);
+  CHECK(r->generator_limited);
+}
