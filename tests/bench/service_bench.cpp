@@ -14,9 +14,14 @@
 //      cap of 128): polls answered (200, or 503 with Retry-After, after which the poller waits
 //      as told and reconnects), polls dropped (a connection closed under a request), and the
 //      check's schedule lag p99 beside the same check without pollers, in one run.
+//  (f) one sweep spec run twice on the same simulator, its fixed-rate steps of fixed length
+//      and then stopped when decided (step.stop "decided"): the sweep's wall time, its steps
+//      and measured requests, and the answer (max SLO rate and its bracket) side by side; on
+//      llmsim's default model (~36 req/s, TTFT p95 and ITL p95 bounds) and on a slow one
+//      (two sequences, 3.1 s a request: ~0.64 req/s, p50 bounds).
 // capsweep-llmsim and capsweepd run as child processes on loopback.
 //
-// Usage: capsweep-bench-service [--quick] [--parts abcde] [--rate R] [--seconds S] [--minutes M]
+// Usage: capsweep-bench-service [--quick] [--parts abcdef] [--rate R] [--seconds S] [--minutes M]
 //                               [--scenario-rate R]
 
 #include <fcntl.h>
@@ -538,6 +543,88 @@ void part_d(const fs::path& dir, double minutes, double rate) {
 
 }  // namespace
 
+struct SweepRun {
+  double wall_s = 0;
+  json result;
+  int steps = 0, decided = 0, at_max = 0;
+  std::size_t measured = 0;
+};
+
+SweepRun run_sweep(std::uint16_t api, const json& spec) {
+  SweepRun run;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string id = submit(api, spec);
+  const json done = wait_done(api, id, std::chrono::hours(2));
+  run.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (done.value("status", "") != "succeeded") throw std::runtime_error("the sweep did not succeed: " + done.dump());
+  run.result = done["result"];
+  const json steps = get_json(api, "/v1/sweeps/" + id + "/steps");
+  for (const auto& st : steps.value("steps", json::array())) {
+    ++run.steps;
+    run.measured += st["summary"].value("measured", std::size_t{0});
+    if (st["summary"].contains("stop")) {
+      const std::string by = st["summary"]["stop"].value("by", "");
+      run.decided += by == "decided";
+      run.at_max += by == "max_length";
+    }
+  }
+  return run;
+}
+
+void print_sweep(const char* mode, const SweepRun& r) {
+  const json& bracket = r.result["slo_bracket_rps"];
+  fmt::print("    {:<8} {:>7.0f} s  {:>3} steps ({:>2} decided, {:>2} at max)  {:>7} measured requests  max SLO rate {} "
+             "req/s  bracket {}\n",
+             mode, r.wall_s, r.steps, r.decided, r.at_max, r.measured,
+             r.result["max_slo_rate_rps"].is_number() ? fmt::format("{:.3g}", r.result["max_slo_rate_rps"].get<double>())
+                                                      : std::string("none"),
+             bracket.dump());
+  std::fflush(stdout);
+}
+
+void part_f(const fs::path& dir, double step_s, bool quick) {
+  fmt::print("(f) one sweep, fixed-length steps vs steps stopped when decided (step.stop \"decided\"), {:.0f}-s steps\n",
+             step_s);
+  struct Model {
+    const char* name;
+    std::vector<std::string> sim_args;
+    json slo;
+    json sweep;
+  };
+  const std::vector<Model> models{
+      {"llmsim default model (64 sequences, ~36 req/s)",
+       {},
+       {{"ttft_ms", {{"p95", 800}}}, {"itl_ms", {{"p95", 50}}}},
+       {{"steps", quick ? 3 : 6}, {"step_duration_s", step_s}, {"warmup_s", quick ? 1 : 5}}},
+      {"slow model (2 sequences, 100 ms a token, 30 tokens: ~0.64 req/s)",
+       {"--max-num-seqs", "2", "--decode-base-ms", "100", "--decode-per-seq-ms", "0"},
+       {{"ttft_ms", {{"p50", 2500}}}, {"itl_ms", {{"p50", 400}}}},
+       {{"steps", quick ? 2 : 4},
+        {"step_duration_s", step_s},
+        {"warmup_s", quick ? 1 : 5},
+        {"baseline_requests", 3},
+        {"probe_requests", 8},
+        {"probe_concurrency", 8}}},
+  };
+  for (const Model& m : models) {
+    fmt::print("  {}\n", m.name);
+    const std::uint16_t sp = free_port(), ap = free_port();
+    std::vector<std::string> args{CAPSWEEP_LLMSIM_PATH, "--listen", fmt::format("127.0.0.1:{}", sp)};
+    args.insert(args.end(), m.sim_args.begin(), m.sim_args.end());
+    Child sim(args, dir / "sim-f.log", sp, "/health");
+    Child d({CAPSWEEPD_PATH, "--listen", fmt::format("127.0.0.1:{}", ap), "--db", (dir / "f.db").string()},
+            dir / "f.log", ap, "/healthz");
+    json spec = job(sp, "fixed or decided");
+    if (!m.sim_args.empty()) spec["workload"]["output_tokens"]["value"] = 30;
+    spec["slo"] = m.slo;
+    spec["sweep"] = m.sweep;
+    print_sweep("fixed", run_sweep(ap, spec));
+    spec["step"] = {{"stop", "decided"}};
+    print_sweep("decided", run_sweep(ap, spec));
+    fs::remove(dir / "f.db");
+  }
+}
+
 int main(int argc, char** argv) {
   bool quick = false;
   std::string parts = "abcd";  // e on request: 300 pollers need the machine to themselves
@@ -558,7 +645,7 @@ int main(int argc, char** argv) {
       scenario_rate = std::stod(argv[++i]);
     else {
       fmt::print(stderr,
-                 "usage: capsweep-bench-service [--quick] [--parts abcde] [--rate R] [--seconds S] [--minutes M] "
+                 "usage: capsweep-bench-service [--quick] [--parts abcdef] [--rate R] [--seconds S] [--minutes M] "
                  "[--scenario-rate R]\n");
       return 2;
     }
@@ -577,6 +664,7 @@ int main(int argc, char** argv) {
     if (parts.find('c') != std::string::npos) part_c(dir, minutes, quick ? 3 : 20);
     if (parts.find('d') != std::string::npos) part_d(dir, minutes, scenario_rate);
     if (parts.find('e') != std::string::npos) part_e(dir, quick ? 50 : 200, quick ? 3 : seconds, quick ? 150 : 300);
+    if (parts.find('f') != std::string::npos) part_f(dir, quick ? 5 : 30, quick);
   } catch (const std::exception& e) {
     fmt::print(stderr, "capsweep-bench-service: {}\n", e.what());
     fs::remove_all(dir);

@@ -600,3 +600,62 @@ TEST_CASE("capsweepd: after kill -9 and after SIGTERM the sweep resumes from its
   CHECK(done["result"]["steps_run"] == after.size());
   CHECK(d.log_text().find("resuming sweep " + id) != std::string::npos);
 }
+
+TEST_CASE("capsweepd: a sweep of a slow endpoint (~0.3 req/s) with step.stop decided reaches its verdict, "
+          "each step ending when decided") {
+  // Two sequences, 100 ms a token, 30 tokens: 3.1 s a request, ~0.64 req/s at most; the
+  // synchronous baseline is ~0.32 req/s, where a fixed 60-s step holds ~19 requests.
+  llmsim::SimConfig cfg;
+  cfg.engine.max_num_seqs = 2;
+  cfg.engine.decode_base_ms = 100;
+  cfg.engine.decode_per_seq_ms = 0;
+  SimFixture sim(cfg);
+  TempDir dir;
+  Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
+  json spec = sweep_spec(sim, 2, 60, 2);
+  spec["workload"]["output_tokens"]["value"] = 30;
+  spec["sweep"]["baseline_requests"] = 3;
+  spec["sweep"]["probe_requests"] = 4;
+  spec["sweep"]["probe_concurrency"] = 4;
+  spec["sweep"]["max_steps"] = 3;
+  spec["sweep"]["tolerance"] = 0.5;
+  // p50 bounds at 90% confidence over 5 looks: a step with every request within decides a
+  // pass after 7 of them (0.5^7 <= (1 - 0.98) / 2), ~22 s at 0.32 req/s.
+  spec["slo"] = {{"ttft_ms", {{"p50", 2500}}}, {"itl_ms", {{"p50", 400}}}, {"confidence", 0.9}};
+  spec["step"] = {{"stop", "decided"}, {"min_s", 5}, {"min_requests", 5}, {"looks", 5}, {"max_s", 60}};
+  const std::string id = submit(d, spec);
+  const json done = d.wait_for(id, ended, 420s);
+  INFO(done.dump(1));
+  REQUIRE(done["status"] == "succeeded");
+  validate_result(done);
+  const json& r = done["result"];
+  REQUIRE(r["max_slo_rate_rps"].is_number());
+  CHECK(r["max_slo_rate_rps"].get<double>() >= 0.25);
+  CHECK(r["max_slo_rate_rps"].get<double>() < 0.8);  // never above what two sequences can serve
+  for (const auto& w : r["warnings"]) CHECK(w.get<std::string>().find("cannot hold") == std::string::npos);
+  const json steps = d.get_json("/v1/sweeps/" + id + "/steps")["steps"];
+  int decided_passes = 0;
+  for (const auto& s : steps) {
+    if (s["kind"] == "baseline" || s["kind"] == "probe") {
+      CHECK_FALSE(s["summary"].contains("stop"));
+      continue;
+    }
+    INFO(s["summary"].dump());
+    REQUIRE(s["summary"].contains("stop"));
+    const json& stop = s["summary"]["stop"];
+    CHECK(stop["mode"] == "decided");
+    CHECK(stop["look_confidence"].get<double>() == Approx(0.98));
+    if (stop["by"] == "decided") {
+      // It ended at its decision, long before its 60 measured seconds; a passing decision is
+      // the step's verdict.
+      CHECK(stop["at_s"].get<double>() < 2 + 60);
+      CHECK(s["summary"]["duration_s"].get<double>() < 60);
+      if (stop["decided"] == "pass") {
+        ++decided_passes;
+        CHECK(s["verdict"] == "pass");
+        CHECK(s["summary"]["completed"].get<int>() >= 7);
+      }
+    }
+  }
+  CHECK(decided_passes >= 1);
+}
