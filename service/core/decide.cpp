@@ -121,6 +121,7 @@ void StepDecider::add(const RequestRecord& r) {
 std::optional<Decision> StepDecider::look(Nanos now, std::uint64_t in_flight, bool generator_behind) {
   if (!look_due(now)) return std::nullopt;
   ++looks_taken_;
+  if (now - warmup_ >= settings_.min_pass_time) looked_for_pass_ = true;
   // Looks are counted by requests ended: skipping ones the step outran only spends less.
   const auto grown = static_cast<std::uint64_t>(std::ceil(static_cast<double>(ended_) * settings_.growth));
   next_look_at_ = std::max(ended_ + 1, grown);
@@ -158,7 +159,9 @@ std::optional<Decision> StepDecider::judge(Nanos now, std::uint64_t in_flight) c
     }
   }
   // Pass: every percentile bound's interval lies within it, the requests in flight counted
-  // above the bound (the case least favourable), and the point criteria pass as measured now.
+  // above the bound (the case least favourable), and the point criteria pass as measured now;
+  // never before the step has run long enough to see saturation.
+  if (now - warmup_ < settings_.min_pass_time) return std::nullopt;
   std::string why;
   for (const Bound& b : bounds_) {
     const std::uint64_t pending = b.metric == LatencyMetric::itl ? 0 : in_flight;

@@ -15,6 +15,11 @@
 //    passing now; or
 //  - one percentile bound decided fail, or an error rate decided above its bound by the
 //    same one-sided binomial test.
+// A pass is never decided before `min_pass_time`: a step above capacity meets its bounds
+// until its queue has built, and the saturation witnesses (completion shortfall, backlog and
+// server queue trends) see an overload only in proportion to the step's length; a sweep sets
+// it to its fixed step length, so a decided pass has a fixed step's resolution against
+// saturation. A fail may be decided from `min_time` on: it never flatters the target.
 // A look taken while the generator is behind its schedule decides nothing. An SLO with no
 // percentile bound has nothing to decide: such a step runs its fixed length.
 // Pure: fed ended requests and asked at a moment; the step runner calls it on its thread.
@@ -36,6 +41,7 @@ struct DecideSettings {
   std::uint64_t min_requests = 20;            // measured requests ended before the first look
   int looks = 20;                             // at most; they share 1 - confidence
   double growth = 1.25;                       // a look waits for this many times the ended requests of the last
+  Nanos min_pass_time{0};                     // measured time before a pass may be decided
 };
 
 // Why a step ended: its fixed length (stop "fixed", or nothing to decide), a decision, or the
@@ -65,9 +71,11 @@ class StepDecider {
   std::uint64_t ended() const noexcept { return ended_; }
 
   // Whether a look is due at `now` (cheap: the caller may then gather what look() needs).
+  // Looks come as the ended requests grow, and once more as soon as a pass may be decided.
   bool look_due(Nanos now) const noexcept {
-    return can_decide() && looks_taken_ < settings_.looks && now - warmup_ >= settings_.min_time &&
-           ended_ >= settings_.min_requests && ended_ >= next_look_at_;
+    if (!can_decide() || looks_taken_ >= settings_.looks) return false;
+    if (now - warmup_ < settings_.min_time || ended_ < settings_.min_requests) return false;
+    return ended_ >= next_look_at_ || (!looked_for_pass_ && now - warmup_ >= settings_.min_pass_time);
   }
   // Asked at `now` (after a request ended) with the measured requests still in flight: the
   // decision when this is a look and it decides. `generator_behind`: the step's schedule lag
@@ -90,6 +98,7 @@ class StepDecider {
     std::uint64_t n = 0;
   };
   std::optional<Decision> judge(Nanos now, std::uint64_t in_flight) const;
+  bool looked_for_pass_ = false;  // a look was taken once a pass could be decided
 
   std::vector<Bound> bounds_;
   std::vector<Mean> means_;

@@ -133,7 +133,12 @@ loadgen::StepSpec step_spec(const JobSpec& spec, const StepOrder& order, int ind
         s.arrival.rate_rps = order.rate_rps;
         s.duration = order.warmup + order.duration;
         s.requests = order.requests;
-        if (order.decided) s.decide = loadgen::DecidedStop{spec.slo, spec.step.decide};
+        if (order.decided) {
+          // A pass needs a fixed step's length: the saturation witnesses' resolution.
+          DecideSettings d = spec.step.decide;
+          d.min_pass_time = std::min(spec.sweep.step_duration, order.duration);
+          s.decide = loadgen::DecidedStop{spec.slo, d};
+        }
       }
       break;
   }

@@ -604,7 +604,7 @@ TEST_CASE("capsweepd: after kill -9 and after SIGTERM the sweep resumes from its
 TEST_CASE("capsweepd: a sweep of a slow endpoint (~0.3 req/s) with step.stop decided reaches its verdict, "
           "each step ending when decided") {
   // Two sequences, 100 ms a token, 30 tokens: 3.1 s a request, ~0.64 req/s at most; the
-  // synchronous baseline is ~0.32 req/s, where a fixed 60-s step holds ~19 requests.
+  // synchronous baseline is ~0.32 req/s, where a fixed 20-s step holds ~6 requests.
   llmsim::SimConfig cfg;
   cfg.engine.max_num_seqs = 2;
   cfg.engine.decode_base_ms = 100;
@@ -612,7 +612,7 @@ TEST_CASE("capsweepd: a sweep of a slow endpoint (~0.3 req/s) with step.stop dec
   SimFixture sim(cfg);
   TempDir dir;
   Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
-  json spec = sweep_spec(sim, 2, 60, 2);
+  json spec = sweep_spec(sim, 2, 20, 2);
   spec["workload"]["output_tokens"]["value"] = 30;
   spec["sweep"]["baseline_requests"] = 3;
   spec["sweep"]["probe_requests"] = 4;
@@ -620,7 +620,8 @@ TEST_CASE("capsweepd: a sweep of a slow endpoint (~0.3 req/s) with step.stop dec
   spec["sweep"]["max_steps"] = 3;
   spec["sweep"]["tolerance"] = 0.5;
   // p50 bounds at 90% confidence over 5 looks: a step with every request within decides a
-  // pass after 7 of them (0.5^7 <= (1 - 0.98) / 2), ~22 s at 0.32 req/s.
+  // pass after 7 of them (0.5^7 <= (1 - 0.98) / 2), ~22 s at 0.32 req/s, and never before
+  // its fixed length (20 s: a pass needs the saturation witnesses' resolution); at most 60 s.
   spec["slo"] = {{"ttft_ms", {{"p50", 2500}}}, {"itl_ms", {{"p50", 400}}}, {"confidence", 0.9}};
   spec["step"] = {{"stop", "decided"}, {"min_s", 5}, {"min_requests", 5}, {"looks", 5}, {"max_s", 60}};
   const std::string id = submit(d, spec);
@@ -652,6 +653,7 @@ TEST_CASE("capsweepd: a sweep of a slow endpoint (~0.3 req/s) with step.stop dec
       CHECK(s["summary"]["duration_s"].get<double>() < 60);
       if (stop["decided"] == "pass") {
         ++decided_passes;
+        CHECK(stop["at_s"].get<double>() >= 2 + 20);
         CHECK(s["verdict"] == "pass");
         CHECK(s["summary"]["completed"].get<int>() >= 7);
       }

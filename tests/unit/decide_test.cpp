@@ -253,3 +253,28 @@ TEST_CASE("decide: steps whose true p95 lies 10% beyond the bound pass no more o
   // four steps of ten, and no step passes.
   CHECK(fails > kSteps / 4);
 }
+
+TEST_CASE("decide: a pass waits for min_pass_time (a fixed step's length), a fail does not") {
+  const SloSpec slo = slo_of(R"({"ttft_ms": {"p50": 800}})");
+  DecideSettings s;
+  s.min_time = 1s;
+  s.min_requests = 20;
+  s.min_pass_time = 20s;
+  SECTION("far within: looks before 20 s decide nothing, the first request after 20 s decides the pass") {
+    StepDecider d(slo, 0s, s);
+    const Fed f = feed(d, [](std::uint64_t) { return 50.0; }, 10, 1000);
+    REQUIRE(f.decision);
+    CHECK(f.decision->verdict == Verdict::pass);
+    CHECK(f.decision->at >= 20s);
+    CHECK(f.decision->at < 20s + 200ms);  // its own look, not the next one the count would bring
+    CHECK(d.looks_taken() > 1);
+  }
+  SECTION("far beyond: the fail is decided at the first look") {
+    StepDecider d(slo, 0s, s);
+    const Fed f = feed(d, [](std::uint64_t) { return 1500.0; }, 10, 1000);
+    REQUIRE(f.decision);
+    CHECK(f.decision->verdict == Verdict::fail);
+    CHECK(f.decision->look == 1);
+    CHECK(f.decision->at < 5s);
+  }
+}
