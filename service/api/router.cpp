@@ -8,6 +8,8 @@
 #include <cstdio>
 
 #include "api/guard.hpp"
+#include "core/log.hpp"
+#include "core/text.hpp"
 
 namespace capsweep::api {
 
@@ -166,12 +168,11 @@ Answer guarded(const Request& req, F&& f) {
     return f();
   } catch (const store::StoreError& e) {
     // The database is locked, full or broken: the request may be retried; nothing was stored.
-    std::fprintf(stderr, "%s capsweepd: %s %s: database: %s\n", store::utc_now().c_str(),
-                 std::string(req.method_string()).c_str(), std::string(req.target()).substr(0, 200).c_str(), e.what());
+    log::error(fmt::format("{} {}: database: {}", req.method_string(), printable_ascii(req.target(), 200), e.what()));
     return api_error(errc::unavailable, "the database cannot be used now; retry later");
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s capsweepd: %s %s: internal error: %s\n", store::utc_now().c_str(),
-                 std::string(req.method_string()).c_str(), std::string(req.target()).substr(0, 200).c_str(), e.what());
+    log::error(
+        fmt::format("{} {}: internal error: {}", req.method_string(), printable_ascii(req.target(), 200), e.what()));
     return api_error(errc::internal, "internal error; see the service log");
   }
 }

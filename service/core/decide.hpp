@@ -87,8 +87,8 @@ class StepDecider {
     LatencyMetric metric;
     double q;
     double bound_ms;
-    std::string name;          // "p95_ttft_ms"
-    std::uint64_t n = 0;       // samples
+    std::string name;     // "p95_ttft_ms"
+    std::uint64_t n = 0;  // samples
     std::uint64_t at_or_below = 0;
   };
   struct Mean {

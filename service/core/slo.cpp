@@ -104,6 +104,55 @@ std::string_view to_string(LatencyMetric m) noexcept {
   return "unknown";
 }
 
+namespace {
+
+// "ttft_ms": {"p95": 800, "mean": 300}: the bounds of one latency metric.
+Result<std::vector<LatencyBound>> parse_latency_bounds(LatencyMetric metric, const nlohmann::json& value,
+                                                       const std::string& f) {
+  if (!value.is_object() || value.empty()) return invalid(f, "must be an object of bounds such as {\"p95\": 800}");
+  std::vector<LatencyBound> out;
+  for (const auto& [stat, bound] : value.items()) {
+    auto b = fields::number(value, stat.c_str(), f, std::nullopt, fields::Sign::positive);
+    if (!b) return b.error();
+    LatencyBound lb{metric, std::nullopt, *b};
+    if (stat != "mean") {
+      auto q = parse_percentile_key(stat, f + "/" + stat);
+      if (!q) return q.error();
+      lb.percentile = *q;
+    }
+    out.push_back(lb);
+  }
+  return out;
+}
+
+// "goodput": {"ttft_ms": 800, "tpot_ms": 50}: the per-request bounds of a good request.
+Result<GoodputBounds> parse_goodput_bounds(const nlohmann::json& value, const std::string& f) {
+  if (!value.is_object()) return invalid(f, "must be an object such as {\"ttft_ms\": 800}");
+  GoodputBounds g;
+  for (const auto& [gk, gv] : value.items()) {
+    const std::string gf = f + "/" + gk;
+    auto b = fields::number(value, gk.c_str(), f, std::nullopt, fields::Sign::positive);
+    if (!b) return b.error();
+    auto d = duration_from_ms(*b, gf);
+    if (!d) return d.error();
+    if (gk == "ttft_ms")
+      g.ttft = *d;
+    else if (gk == "tpot_ms")
+      g.tpot = *d;
+    else if (gk == "e2el_ms")
+      g.e2el = *d;
+    else if (gk == "ttft_sent_ms")
+      g.ttft_sent = *d;
+    else if (gk == "e2el_sent_ms")
+      g.e2el_sent = *d;
+    else
+      return invalid(gf, "unknown goodput bound (expected ttft_ms, tpot_ms, e2el_ms, ttft_sent_ms or e2el_sent_ms)");
+  }
+  return g;
+}
+
+}  // namespace
+
 Result<SloSpec> parse_slo(const nlohmann::json& j, const std::string& field) {
   if (!j.is_object()) return invalid(field, "must be an object");
   SloSpec slo;
@@ -113,20 +162,9 @@ Result<SloSpec> parse_slo(const nlohmann::json& j, const std::string& field) {
     auto metric = std::find_if(std::begin(kMetrics), std::end(kMetrics),
                                [&name](LatencyMetric m) { return to_string(m) == name; });
     if (metric != std::end(kMetrics)) {
-      if (!value.is_object() || value.empty()) {
-        return invalid(f, "must be an object of bounds such as {\"p95\": 800}");
-      }
-      for (const auto& [stat, bound] : value.items()) {
-        auto b = fields::number(value, stat.c_str(), f, std::nullopt, fields::Sign::positive);
-        if (!b) return b.error();
-        LatencyBound lb{*metric, std::nullopt, *b};
-        if (stat != "mean") {
-          auto q = parse_percentile_key(stat, f + "/" + stat);
-          if (!q) return q.error();
-          lb.percentile = *q;
-        }
-        slo.latency.push_back(lb);
-      }
+      auto bounds = parse_latency_bounds(*metric, value, f);
+      if (!bounds) return bounds.error();
+      slo.latency.insert(slo.latency.end(), bounds->begin(), bounds->end());
     } else if (key == "max_error_rate") {
       auto e = fields::number_in(j, "max_error_rate", field, std::nullopt, 0, 1);
       if (!e) return e.error();
@@ -140,27 +178,9 @@ Result<SloSpec> parse_slo(const nlohmann::json& j, const std::string& field) {
       if (!c || !(*c >= 0.5 && *c < 1)) return invalid(f, "must be a number in [0.5, 1)");
       slo.confidence = *c;
     } else if (key == "goodput") {
-      if (!value.is_object()) return invalid(f, "must be an object such as {\"ttft_ms\": 800}");
-      for (const auto& [gk, gv] : value.items()) {
-        const std::string gf = f + "/" + gk;
-        auto b = fields::number(value, gk.c_str(), f, std::nullopt, fields::Sign::positive);
-        if (!b) return b.error();
-        auto d = duration_from_ms(*b, gf);
-        if (!d) return d.error();
-        if (gk == "ttft_ms")
-          slo.goodput.ttft = *d;
-        else if (gk == "tpot_ms")
-          slo.goodput.tpot = *d;
-        else if (gk == "e2el_ms")
-          slo.goodput.e2el = *d;
-        else if (gk == "ttft_sent_ms")
-          slo.goodput.ttft_sent = *d;
-        else if (gk == "e2el_sent_ms")
-          slo.goodput.e2el_sent = *d;
-        else
-          return invalid(gf,
-                         "unknown goodput bound (expected ttft_ms, tpot_ms, e2el_ms, ttft_sent_ms or e2el_sent_ms)");
-      }
+      auto g = parse_goodput_bounds(value, f);
+      if (!g) return g.error();
+      slo.goodput = *g;
     } else {
       return invalid(f,
                      "unknown SLO field (expected ttft_ms, tpot_ms, itl_ms, e2el_ms, "
@@ -208,41 +228,49 @@ nlohmann::json SloEvaluation::to_json() const {
   return j;
 }
 
+namespace {
+
+// A latency bound judged on its interval: a percentile's distribution-free one, a mean's
+// normal one; incomplete requests already past the bound count above it.
+CriterionResult latency_criterion(const LatencyBound& lb, const StepMetrics& m, double confidence) {
+  const SampleSet& s = samples_of(m, lb.metric);
+  CriterionResult c;
+  c.bound = lb.bound_ms;
+  const std::string metric_name(to_string(lb.metric));
+  const std::uint64_t extra = censored_above(m, lb.metric, lb.bound_ms);
+  c.samples = s.count() + extra;
+  if (lb.percentile) {
+    c.name = fmt::format("{}_{}", percentile_key(*lb.percentile), metric_name);
+    c.measured = s.percentile(*lb.percentile, extra);
+    const auto ci = s.percentile_interval(*lb.percentile, confidence, extra);
+    c.ci_lower = ci.lower;
+    c.ci_upper = ci.upper;
+  } else {
+    c.name = "mean_" + metric_name;
+    c.measured = extra ? kInf : s.mean();
+    const double half =
+        s.count() > 1 ? normal_upper_quantile((1 - confidence) / 2) * s.stddev() / std::sqrt(double(s.count() - 1))
+                      : kInf;
+    c.ci_lower = extra ? c.measured : c.measured - half;
+    c.ci_upper = extra ? c.measured : c.measured + half;
+  }
+  if (c.samples == 0)
+    c.verdict = Verdict::inconclusive;
+  else if (c.ci_upper <= c.bound)
+    c.verdict = Verdict::pass;
+  else if (c.ci_lower > c.bound)
+    c.verdict = Verdict::fail;
+  else
+    c.verdict = Verdict::inconclusive;
+  return c;
+}
+
+}  // namespace
+
 SloEvaluation evaluate_slo(const SloSpec& slo, const StepMetrics& m, bool generator_limited) {
   SloEvaluation ev;
   ev.generator_limited = generator_limited;
-  for (const auto& lb : slo.latency) {
-    const SampleSet& s = samples_of(m, lb.metric);
-    CriterionResult c;
-    c.bound = lb.bound_ms;
-    const std::string metric_name(to_string(lb.metric));
-    const std::uint64_t extra = censored_above(m, lb.metric, lb.bound_ms);
-    c.samples = s.count() + extra;
-    if (lb.percentile) {
-      c.name = fmt::format("{}_{}", percentile_key(*lb.percentile), metric_name);
-      c.measured = s.percentile(*lb.percentile, extra);
-      const auto ci = s.percentile_interval(*lb.percentile, slo.confidence, extra);
-      c.ci_lower = ci.lower;
-      c.ci_upper = ci.upper;
-    } else {
-      c.name = "mean_" + metric_name;
-      c.measured = extra ? kInf : s.mean();
-      const double half = s.count() > 1 ? normal_upper_quantile((1 - slo.confidence) / 2) * s.stddev() /
-                                              std::sqrt(double(s.count() - 1))
-                                        : kInf;
-      c.ci_lower = extra ? c.measured : c.measured - half;
-      c.ci_upper = extra ? c.measured : c.measured + half;
-    }
-    if (c.samples == 0)
-      c.verdict = Verdict::inconclusive;
-    else if (c.ci_upper <= c.bound)
-      c.verdict = Verdict::pass;
-    else if (c.ci_lower > c.bound)
-      c.verdict = Verdict::fail;
-    else
-      c.verdict = Verdict::inconclusive;
-    ev.criteria.push_back(std::move(c));
-  }
+  for (const auto& lb : slo.latency) ev.criteria.push_back(latency_criterion(lb, m, slo.confidence));
   if (slo.max_error_rate) {
     CriterionResult c;
     c.name = "error_rate";

@@ -73,6 +73,28 @@ void WindowAccumulator::on_ended(const RequestRecord& rec, bool fast_rejection) 
   if (StepAccumulator::is_good(rec, goodput_)) ++done.good;
 }
 
+namespace {
+
+// A closed window's latency figures: TTFT p50/p95/p99/max and its 1% log buckets, ITL p95.
+void set_latencies(std::vector<double>& ttft_ms, std::vector<double>& itl_ms, WindowRow& r) {
+  std::sort(ttft_ms.begin(), ttft_ms.end());
+  std::sort(itl_ms.begin(), itl_ms.end());
+  r.p50_ttft_ms = pct(ttft_ms, 50);
+  r.p95_ttft_ms = pct(ttft_ms, 95);
+  r.p99_ttft_ms = pct(ttft_ms, 99);
+  if (!ttft_ms.empty()) r.max_ttft_ms = ttft_ms.back();
+  r.p95_itl_ms = pct(itl_ms, 95);
+  for (double v : ttft_ms) {
+    const int b = bucket_of(v);
+    if (r.ttft_histogram.empty() || r.ttft_histogram.back().first != b)
+      r.ttft_histogram.emplace_back(b, 1);
+    else
+      ++r.ttft_histogram.back().second;
+  }
+}
+
+}  // namespace
+
 std::vector<WindowRow> WindowAccumulator::take_closed(Nanos now, std::uint64_t in_flight,
                                                       const std::vector<LiveRequest>& live,
                                                       const std::function<double(Nanos, Nanos)>& expected, bool final) {
@@ -117,20 +139,7 @@ std::vector<WindowRow> WindowAccumulator::take_closed(Nanos now, std::uint64_t i
       s.ttft_ms.push_back(to_ms(std::max(now - end, Nanos{0})));
       ++r.ttft_censored;
     }
-    std::sort(s.ttft_ms.begin(), s.ttft_ms.end());
-    std::sort(s.itl_ms.begin(), s.itl_ms.end());
-    r.p50_ttft_ms = pct(s.ttft_ms, 50);
-    r.p95_ttft_ms = pct(s.ttft_ms, 95);
-    r.p99_ttft_ms = pct(s.ttft_ms, 99);
-    if (!s.ttft_ms.empty()) r.max_ttft_ms = s.ttft_ms.back();
-    r.p95_itl_ms = pct(s.itl_ms, 95);
-    for (double v : s.ttft_ms) {
-      const int b = bucket_of(v);
-      if (r.ttft_histogram.empty() || r.ttft_histogram.back().first != b)
-        r.ttft_histogram.emplace_back(b, 1);
-      else
-        ++r.ttft_histogram.back().second;
-    }
+    set_latencies(s.ttft_ms, s.itl_ms, r);
     s = Slot{};  // nothing of a closed window is kept
     s.in_flight_seen = true;
     out.push_back(std::move(r));

@@ -42,35 +42,6 @@ constexpr auto log_exception = [](std::exception_ptr e) { log_escaped("loadgen: 
 
 }  // namespace
 
-nlohmann::json StepResult::summary(const std::vector<double>& percentiles) const {
-  nlohmann::json j = metrics.summary(percentiles);
-  j["generator_limited"] = generator_limited;
-  j["generator_cpu"] = generator_cpu;
-  j["p99_loop_delay_ms"] = loop_delay_p99_ms;
-  j["max_loop_delay_ms"] = loop_delay_max_ms;
-  j["peak_in_flight"] = peak_in_flight;
-  j["peak_connections"] = peak_connections;
-  j["cancelled"] = cancelled;
-  j["itl_lists_cut"] = itl_lists_cut;
-  j["server"] = server.summary();
-  if (look_confidence > 0) {
-    j["stop"] = {{"mode", "decided"},
-                 {"by", to_string(stopped_by)},
-                 {"looks", looks},
-                 {"look_confidence", look_confidence},
-                 {"at_s", decision ? nlohmann::json(to_s(decision->at)) : nlohmann::json(nullptr)},
-                 {"decided", decision ? nlohmann::json(to_string(decision->verdict)) : nlohmann::json(nullptr)},
-                 {"why", decision ? nlohmann::json(decision->why) : nlohmann::json(nullptr)}};
-  }
-  j["backlog"] = {{"mean_in_flight", backlog.mean_in_flight},
-                  {"slope_per_s", backlog.slope_per_s},
-                  {"growth", backlog.growth},
-                  {"growth_stderr", backlog.growth_stderr},
-                  {"residual_autocorrelation", backlog.residual_autocorrelation},
-                  {"growing", backlog.growing}};
-  return j;
-}
-
 // Everything one step needs on its generator thread.
 struct StepState {
   StepState(const llm::Target& t, const EndpointFactory& make_endpoint, const llm::Workload& w, const StepSpec& s,
@@ -355,6 +326,24 @@ struct StepState {
     }
     monitor_timer.cancel();
   }
+  // Moves what the step measured into `result` once its io_context has stopped.
+  void take_result(StepResult& result) {
+    result.loop_delay_p99_ms = loop_delay_ms.percentile(99);
+    result.loop_delay_max_ms = loop_delay_ms.max();
+    result.peak_in_flight = peak_in_flight;
+    result.peak_connections = peak_connections;
+    result.itl_lists_cut = itl_lists_cut;
+    result.cancelled = cancelled;
+    if (decider) {
+      result.decision = decision;
+      result.stopped_by = decision ? StopReason::decided : StopReason::max_length;
+      result.looks = decider->looks_taken();
+      result.look_confidence = decider->look_confidence();
+    }
+    result.metrics = std::move(acc).finish();
+    result.requests = std::move(rows);
+  }
+
   static constexpr Nanos kSettleBound = std::chrono::seconds(3);
   bool unsettled = false;  // requests never settled: io stopped, state must not be freed
 
@@ -473,18 +462,19 @@ void trim_thread_arena() {
 #endif
 }
 
-}  // namespace
-
-BacklogTrend client_backlog(const std::vector<RequestRow>& requests, const StepMetrics& metrics) {
-  std::vector<std::pair<Nanos, std::optional<Nanos>>> stays;
-  stays.reserve(requests.size());
-  for (const auto& row : requests) {
-    const auto at = [](double ms) { return Nanos(static_cast<Nanos::rep>(ms * 1e6)); };
-    stays.emplace_back(at(row.sent_ms),
-                       std::isnan(row.finished_ms) ? std::nullopt : std::optional<Nanos>(at(row.finished_ms)));
+// The target's own gauges, scraped on a thread of its own (none when the step names no
+// source). The scraper is not movable: it is made in place.
+void start_scraper(std::optional<observe::Scraper>& scraper, const StepSpec& spec, const llm::Target& target,
+                   SteadyClock::time_point t0) {
+  if (spec.prometheus) {
+    scraper.emplace(*spec.prometheus, target, spec.scrape_interval, t0);
+  } else if (!spec.metrics_url.empty()) {
+    scraper.emplace(spec.metrics_url, target, spec.scrape_interval, t0);
   }
-  return backlog_trend(stays, metrics.window_start, metrics.window_end);
+  if (scraper) scraper->start();
 }
+
+}  // namespace
 
 Result<StepResult> StepRunner::run(const StepSpec& spec) {
   auto plan = plan_step(spec);
@@ -504,18 +494,11 @@ Result<StepResult> StepRunner::run(const StepSpec& spec) {
   }
   if (cancel_requested_.exchange(false)) state->cancelled = true;  // cancelled before it began
 
-  // The target's own gauges, scraped on a thread of its own.
   StepResult result;
   const auto t0 = SteadyClock::now() + std::chrono::milliseconds(20);
   state->t0 = t0;
   std::optional<observe::Scraper> scraper;
-  if (spec.prometheus) {
-    scraper.emplace(*spec.prometheus, target_, spec.scrape_interval, t0);
-    scraper->start();
-  } else if (!spec.metrics_url.empty()) {
-    scraper.emplace(spec.metrics_url, target_, spec.scrape_interval, t0);
-    scraper->start();
-  }
+  start_scraper(scraper, spec, target_, t0);
   const auto wall_start = SteadyClock::now();
   double cpu = 0;
   std::thread generator([&] {
@@ -530,20 +513,7 @@ Result<StepResult> StepRunner::run(const StepSpec& spec) {
     }
     // What the step measured is taken here, and the state freed on this thread, so that the
     // step's memory goes back to this thread's arena and its top can be handed back at once.
-    result.loop_delay_p99_ms = state->loop_delay_ms.percentile(99);
-    result.loop_delay_max_ms = state->loop_delay_ms.max();
-    result.peak_in_flight = state->peak_in_flight;
-    result.peak_connections = state->peak_connections;
-    result.itl_lists_cut = state->itl_lists_cut;
-    result.cancelled = state->cancelled;
-    if (state->decider) {
-      result.decision = state->decision;
-      result.stopped_by = state->decision ? StopReason::decided : StopReason::max_length;
-      result.looks = state->decider->looks_taken();
-      result.look_confidence = state->decider->look_confidence();
-    }
-    result.metrics = std::move(state->acc).finish();
-    result.requests = std::move(state->rows);
+    state->take_result(result);
     if (state->unsettled) {
       // Coroutines still reference the state; leaking it is bounded, freeing it is not safe.
       static_cast<void>(state.release());
@@ -560,77 +530,6 @@ Result<StepResult> StepRunner::run(const StepSpec& spec) {
   const double lag_p99_ms = result.metrics.schedule_lag_ms.percentile(99);
   result.generator_limited = lag_p99_ms > to_ms(spec.lag_bound) || result.generator_cpu > spec.cpu_saturation;
   return result;
-}
-
-double calibrate_tokens_per_word(const llm::Target& given, std::string& how, const std::function<bool()>& should_stop) {
-  constexpr std::uint32_t kWords = 500;
-  const std::string text = llm::PromptSynth::calibration_text(kWords);
-  // Calibration is two short requests: bounded well below a step's timeouts, and abandoned
-  // at once when the sweep is cancelled or the service stops.
-  llm::Target target = given;
-  target.request_timeout = std::min<Nanos>(target.request_timeout, std::chrono::seconds(30));
-  target.read_timeout = std::min<Nanos>(target.read_timeout, std::chrono::seconds(30));
-  asio::io_context io(1);
-  llm::Client client(io.get_executor(), target);
-  double ratio = 0;
-  bool finished = false;
-  asio::co_spawn(
-      io,
-      [&]() -> asio::awaitable<void> {
-        asio::steady_timer t(io);
-        while (!finished) {
-          if (should_stop && should_stop()) {
-            client.cancel_all();
-            co_return;
-          }
-          t.expires_after(std::chrono::milliseconds(50));
-          co_await t.async_wait(use_tuple);
-        }
-      },
-      log_exception);
-  asio::co_spawn(
-      io,
-      [&]() -> asio::awaitable<void> {
-        struct Done {
-          bool& flag;
-          ~Done() { flag = true; }
-        } done{finished};
-        nlohmann::json tok{{"model", target.model}, {"prompt", text}};
-        auto r = co_await client.request("POST", "/tokenize", tok.dump());
-        if (r.status == 200) {
-          auto j = nlohmann::json::parse(r.body, nullptr, false);
-          if (j.is_object() && j.contains("count") && j["count"].is_number()) {
-            ratio = j["count"].get<double>() / kWords;
-            how = "/tokenize";
-            co_return;
-          }
-        }
-        llm::Target plain = target;
-        plain.stream = false;
-        auto body = nlohmann::json::parse(llm::completion_body(plain, text, 1));
-        auto c = co_await client.request("POST", target.completion_path().substr(target.base_path.size()), body.dump());
-        if (c.status == 200) {
-          auto j = nlohmann::json::parse(c.body, nullptr, false);
-          if (j.is_object() && j.contains("usage") && j["usage"].contains("prompt_tokens")) {
-            ratio = j["usage"]["prompt_tokens"].get<double>() / kWords;
-            how = "usage.prompt_tokens";
-          }
-        }
-      },
-      log_exception);
-  io.run();
-  if (!(ratio > 0)) {
-    how = "none (assumed 1 token per word)";
-    return 1.0;
-  }
-  // No tokenizer gives 50 tokens a word or one token for 20 words of this text: a count like
-  // that is the server's error, and prompts sized by it would not be the spec's.
-  if (!(ratio >= 0.05 && ratio <= 50)) {
-    how = fmt::format("none ({} said {:.4g} tokens for {} words, not believable; assumed 1 token per word)", how,
-                      ratio * kWords, kWords);
-    return 1.0;
-  }
-  return ratio;
 }
 
 }  // namespace capsweep::loadgen

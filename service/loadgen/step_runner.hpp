@@ -21,6 +21,7 @@
 #include "core/schedule.hpp"
 #include "llm/target.hpp"
 #include "llm/workload.hpp"
+#include "loadgen/calibrate.hpp"
 #include "loadgen/endpoint.hpp"
 #include "observe/prom_query.hpp"
 #include "observe/server_gauges.hpp"
@@ -171,12 +172,5 @@ class StepRunner : public RunControl {
   std::mutex active_mutex_;  // guards active_ against the step's teardown
   void* active_ = nullptr;   // the running step's state, for cancel()
 };
-
-// Calibrates tokens per word of the synthesiser's word list against the target: POST
-// /tokenize when it answers, else one completion's usage.prompt_tokens. Returns 1.0 with a
-// note in `how` when neither works. Each request is bounded to 30 s; `should_stop` (polled
-// every 50 ms) abandons the calibration.
-double calibrate_tokens_per_word(const llm::Target& target, std::string& how,
-                                 const std::function<bool()>& should_stop = {});
 
 }  // namespace capsweep::loadgen

@@ -40,9 +40,9 @@ class StoreError : public std::runtime_error {
 struct SweepRow {
   std::string id;
   std::string name;
-  std::string kind = "sweep";                                // "sweep" | "check"
-  std::string target_key;                                    // target.base_url
-  std::string status = "queued";                             // queued | running | succeeded | failed | cancelled
+  std::string kind = "sweep";     // "sweep", "check", "regression" or "scenario" (sweep::to_string(JobKind))
+  std::string target_key;         // target.base_url
+  std::string status = "queued";  // queued | running | succeeded | failed | cancelled
   nlohmann::json spec = nlohmann::json::object();            // without header values
   nlohmann::json secret_headers = nlohmann::json::object();  // never returned by the API
   nlohmann::json result;                                     // null until succeeded

@@ -108,6 +108,9 @@ class SweepManager {
   void run(const store::SweepRow& row, const std::shared_ptr<Active>& active);
   // Parses the stored spec, re-checks the allow-list and calibrates prompts; nullopt after
   // finishing the sweep as failed.
+  // Re-checks every host the job contacts against the allow-list (it may have changed since
+  // the job was queued) and sets the service's caps on each target; the refused host or URL.
+  std::optional<std::string> admit_targets(JobSpec& spec) const;
   std::optional<Prepared> prepare(const store::SweepRow& row, const std::shared_ptr<Active>& active);
   // A stored dataset's entries, checked against the sha256 the job recorded.
   Result<std::vector<llm::DatasetEntry>> load_dataset(const llm::DatasetRef& ref);
@@ -125,6 +128,8 @@ class SweepManager {
                         const StepOrder& order, int index, int steps_planned);
   // A scenario's step: the whole profile sent, its windows stored as they close, the checks
   // judged from them; false when the job ended.
+  // Stores a scenario's judged step (its windows are stored already) and counts it.
+  void store_scenario_step(const std::string& id, store::StepRow step, std::uint64_t measured, std::size_t windows);
   bool run_scenario_step(const store::SweepRow& row, Prepared& p, const std::shared_ptr<Active>& active,
                          const StepOrder& order, int index, int steps_planned);
   std::vector<std::optional<double>> judge_answers(const JobSpec& spec, const std::vector<llm::DatasetEntry>& entries,

@@ -63,6 +63,36 @@ loadgen::StepSpec scenario_step_spec(loadgen::StepSpec ss, const JobSpec& spec, 
   return ss;
 }
 
+// What the scenario's watch is told: the service's caps, how to list the requests in flight,
+// where each stored window goes, and what to do when the replica source fails for good.
+// (A template: the manager's job records are its own types.)
+template <class PreparedJob, class ActiveJob>
+ScenarioWatch::Options watch_options(const ManagerOptions& options, PreparedJob& p,
+                                     const std::shared_ptr<ActiveJob>& active,
+                                     std::function<void(const std::string&)> on_fatal) {
+  ScenarioWatch::Options wo;
+  wo.allow_address = options.allow_host;
+  wo.max_response_bytes = options.max_response_bytes;
+  wo.live = [&p] {
+    std::vector<LiveRequest> out;
+    for (const auto& l : p.runner->live_requests()) out.push_back({l.scheduled, l.first_token});
+    return out;
+  };
+  wo.in_flight = [&p] { return p.runner->progress().in_flight.load(); };
+  wo.on_window = [active](const json& w) {
+    std::lock_guard al(active->m);
+    active->latest_window = w;
+  };
+  wo.on_fatal = std::move(on_fatal);
+  return wo;
+}
+
+// The scenario's whole schedule, drawn from its profile with the step's seed.
+Result<Schedule> scenario_schedule(const JobSpec& spec, const Profile& profile, int index) {
+  return profile_schedule(profile, spec.arrival.process, spec.arrival.burstiness,
+                          spec.workload.seed * 1'000'003ULL + static_cast<std::uint64_t>(index));
+}
+
 }  // namespace
 
 bool SweepManager::run_scenario_step(const store::SweepRow& row, Prepared& p, const std::shared_ptr<Active>& active,
@@ -70,9 +100,7 @@ bool SweepManager::run_scenario_step(const store::SweepRow& row, Prepared& p, co
   const std::string& id = row.id;
   const JobSpec& spec = p.spec;
   auto profile = scenario_profile(*spec.scenario);
-  auto schedule = profile ? profile_schedule(*profile, spec.arrival.process, spec.arrival.burstiness,
-                                             spec.workload.seed * 1'000'003ULL + static_cast<std::uint64_t>(index))
-                          : Result<Schedule>(profile.error());
+  auto schedule = profile ? scenario_schedule(spec, *profile, index) : Result<Schedule>(profile.error());
   if (!schedule) {
     store_->end_step_attempt(id);
     finish(id, "failed", nullptr, "the scenario's profile: " + schedule.error().message);
@@ -81,26 +109,13 @@ bool SweepManager::run_scenario_step(const store::SweepRow& row, Prepared& p, co
   store_->clear_windows(id);  // a step started again after a crash begins its windows anew
   std::mutex fatal_m;
   std::string fatal;
-  ScenarioWatch::Options wo;
-  wo.allow_address = options_.allow_host;
-  wo.max_response_bytes = options_.max_response_bytes;
-  wo.live = [&p] {
-    std::vector<LiveRequest> out;
-    for (const auto& l : p.runner->live_requests()) out.push_back({l.scheduled, l.first_token});
-    return out;
-  };
-  wo.in_flight = [&p] { return p.runner->progress().in_flight.load(); };
-  wo.on_window = [&active](const json& w) {
-    std::lock_guard al(active->m);
-    active->latest_window = w;
-  };
-  wo.on_fatal = [&](const std::string& why) {
+  ScenarioWatch::Options wo = watch_options(options_, p, active, [&](const std::string& why) {
     {
       std::lock_guard lock(fatal_m);
       if (fatal.empty()) fatal = why;
     }
     p.runner->cancel();
-  };
+  });
   ScenarioWatch watch(spec, *profile, id, *store_, std::move(wo));
   if (const std::string why = watch.probe_replica_source(); !why.empty()) {
     store_->end_step_attempt(id);
@@ -145,23 +160,21 @@ bool SweepManager::run_scenario_step(const store::SweepRow& row, Prepared& p, co
   }
   if (result->cancelled || active->cancel || stopping()) return true;  // not stored; the caller's loop says why
   const auto windows = store_->windows(id);
-  json verdict = scenario_result(spec, *profile, windows, events, watch.requests());
-  if (result->generator_limited) {
-    // The load was not the profile's: the windows' latencies include the generator's delay.
-    verdict["warnings"].push_back(
-        "the load generator fell behind its schedule (generator_limited): the windows' rates and latencies are not "
-        "the profile's; use a faster machine or a lower rate");
-    if (verdict.value("verdict", "") == "pass") verdict["verdict"] = "inconclusive";
-  }
+  const json verdict = scenario_result(spec, *profile, windows, events, watch.requests(), result->generator_limited);
   store::StepRow step = scenario_row(spec, order, index, *result, verdict, windows.size());
   step.started_at = started_at;
+  store_scenario_step(id, std::move(step), result->metrics.measured, windows.size());
+  return true;
+}
+
+void SweepManager::store_scenario_step(const std::string& id, store::StepRow step, std::uint64_t measured,
+                                       std::size_t windows) {
   step.finished_at = store::utc_now();
   store_->append_step(id, step, {});
   stats_.steps_run++;
-  stats_.requests_sent += result->metrics.measured;
-  log_line(fmt::format("sweep {} step {} (scenario, {} windows) {}", id, index, windows.size(), step.verdict));
+  stats_.requests_sent += measured;
+  log_line(fmt::format("sweep {} step {} (scenario, {} windows) {}", id, step.index, windows, step.verdict));
   memory::return_free_memory();
-  return true;
 }
 
 }  // namespace capsweep::sweep

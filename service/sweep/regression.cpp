@@ -101,6 +101,41 @@ json result_json(const WelchResult& w, Worse worse) {
           {"df", rounded(w.df)}};
 }
 
+// The run-to-run variation the comparison is exposed to, and what it does to the verdict:
+// with paired rounds (`pa`, `pb`), the spread of the per-round ratios (a round's load moves
+// both of its runs alike and cancels); otherwise the baseline's own runs (a rate in its
+// per-request form). Beyond the threshold this measurement cannot judge the metric: never a
+// pass, a fail only beyond that spread.
+ChangeVerdict judge_spread(const GateMetric& m, const JobSpec& spec, const std::vector<StepOutcome>& steps,
+                           const std::vector<double>* pa, const std::vector<double>* pb, const WelchResult& chosen,
+                           ChangeVerdict v, json& j, std::vector<std::string>& warnings) {
+  const std::string& spread_key = m.spread_key.empty() ? m.key : m.spread_key;
+  const double baseline_spread =
+      spread_pct(present(run_values(steps, spec, Role::baseline, spread_key, m.spread_per_offered)));
+  j["baseline_spread_pct"] = rounded(baseline_spread);
+  double spread = baseline_spread;
+  if (pa && pb) {
+    std::vector<double> ratios;
+    for (std::size_t i = 0; i < pa->size(); ++i) ratios.push_back((*pb)[i] / (*pa)[i]);
+    spread = spread_pct(ratios);
+    j["spread_of"] = "per-round ratios";
+  } else {
+    j["spread_of"] = spread_key + (m.spread_per_offered ? " per request offered" : "") + " (baseline runs)";
+  }
+  j["spread_pct"] = rounded(spread);
+  j["a_to_a_exceeds_threshold"] = spread > m.threshold_pct;
+  if (spread > m.threshold_pct) {
+    const double degradation = m.worse == Worse::higher ? chosen.change_pct : -chosen.change_pct;
+    if (v == ChangeVerdict::pass || (v == ChangeVerdict::fail && degradation <= spread))
+      v = ChangeVerdict::inconclusive;
+    warnings.push_back(fmt::format(
+        "{}: run-to-run variation of {:.1f}% ({}) exceeds its {:g}% threshold; this measurement cannot judge it "
+        "(longer runs or more rounds)",
+        m.key, spread, j["spread_of"].get<std::string>(), m.threshold_pct));
+  }
+  return v;
+}
+
 // One metric's verdict with every number it rests on. The test is paired when every round has
 // both runs (they had the identical schedule and prompts): Student's t on the per-round
 // ratios; otherwise Welch's t on the per-run values. Welch's result is shown either way.
@@ -139,34 +174,7 @@ json metric_verdict(const GateMetric& m, const JobSpec& spec, const std::vector<
   }
   j.update(result_json(*chosen, m.worse));
   ChangeVerdict v = judge_change(*chosen, m.threshold_pct, m.worse, alpha);
-  // The run-to-run variation the comparison is exposed to: with paired rounds, the spread of
-  // the per-round ratios (a round's load moves both of its runs alike and cancels); otherwise
-  // the baseline's own runs (a rate in its per-request form). Beyond the threshold this
-  // measurement cannot judge the metric: never a pass, a fail only beyond that spread.
-  const std::string& spread_key = m.spread_key.empty() ? m.key : m.spread_key;
-  const double baseline_spread =
-      spread_pct(present(run_values(steps, spec, Role::baseline, spread_key, m.spread_per_offered)));
-  j["baseline_spread_pct"] = rounded(baseline_spread);
-  double spread = baseline_spread;
-  if (use_paired) {
-    std::vector<double> ratios;
-    for (std::size_t i = 0; i < pa.size(); ++i) ratios.push_back(pb[i] / pa[i]);
-    spread = spread_pct(ratios);
-    j["spread_of"] = "per-round ratios";
-  } else {
-    j["spread_of"] = spread_key + (m.spread_per_offered ? " per request offered" : "") + " (baseline runs)";
-  }
-  j["spread_pct"] = rounded(spread);
-  j["a_to_a_exceeds_threshold"] = spread > m.threshold_pct;
-  if (spread > m.threshold_pct) {
-    const double degradation = m.worse == Worse::higher ? chosen->change_pct : -chosen->change_pct;
-    if (v == ChangeVerdict::pass || (v == ChangeVerdict::fail && degradation <= spread))
-      v = ChangeVerdict::inconclusive;
-    warnings.push_back(fmt::format(
-        "{}: run-to-run variation of {:.1f}% ({}) exceeds its {:g}% threshold; this measurement cannot judge it "
-        "(longer runs or more rounds)",
-        m.key, spread, j["spread_of"].get<std::string>(), m.threshold_pct));
-  }
+  v = judge_spread(m, spec, steps, use_paired ? &pa : nullptr, use_paired ? &pb : nullptr, *chosen, v, j, warnings);
   j["verdict"] = to_string(v);
   if (v == ChangeVerdict::inconclusive && !j.contains("note"))
     j["note"] = "the interval straddles the threshold: add rounds";
@@ -413,6 +421,44 @@ QualityTally quality_tally_from(const json& summary) {
   return t;
 }
 
+namespace {
+
+// The conditions a regression ran under: rate, arrivals, lengths, rounds and their order.
+json regression_conditions(const JobSpec& spec) {
+  json order = json::array();
+  for (int round = 0; round < spec.regression.rounds; ++round) {
+    json o = json::array();
+    for (Role role : round_order(spec, round)) o.push_back(to_string(role));
+    order.push_back(std::move(o));
+  }
+  return {{"rate_rps", spec.regression.rate_rps},
+          {"from_sweep", spec.regression.from_sweep.empty() ? json(nullptr) : json(spec.regression.from_sweep)},
+          {"arrival", to_string(spec.arrival.process)},
+          {"duration_s", to_s(spec.regression.duration)},
+          {"warmup_s", to_s(spec.regression.warmup)},
+          {"cooldown_s", to_s(spec.regression.cooldown)},
+          {"rounds", spec.regression.rounds},
+          {"order", std::move(order)},
+          {"alpha", spec.regression.alpha}};
+}
+
+// Whether a timed run's generator fell behind its schedule, each such run named in a warning.
+bool warn_generator_limited(const std::vector<StepOutcome>& steps, std::vector<std::string>& warnings) {
+  bool limited = false;
+  for (const auto& s : steps) {
+    if (s.kind == StepKind::run && s.generator_limited) {
+      limited = true;
+      warnings.push_back(fmt::format(
+          "round {} {}: the load generator fell behind its schedule, so the load claimed was not sent; a pass "
+          "is inconclusive",
+          s.round + 1, to_string(*s.role)));
+    }
+  }
+  return limited;
+}
+
+}  // namespace
+
 json regression_result(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
   json r;
   r["kind"] = "regression";
@@ -449,37 +495,13 @@ json regression_result(const JobSpec& spec, const std::vector<StepOutcome>& step
     r["judge"] = std::move(judge);
   }
   // A run that did not send the load it claims is never a pass (as in every job kind).
-  bool generator_limited = false;
-  for (const auto& s : steps) {
-    if (s.kind == StepKind::run && s.generator_limited) {
-      generator_limited = true;
-      warnings.push_back(fmt::format(
-          "round {} {}: the load generator fell behind its schedule, so the load claimed was not sent; a pass "
-          "is inconclusive",
-          s.round + 1, to_string(*s.role)));
-    }
-  }
+  const bool generator_limited = warn_generator_limited(steps, warnings);
   if (generator_limited && worst == "pass") worst = "inconclusive";
   r["generator_limited"] = generator_limited;
   r["verdict"] = worst;
   r["baseline"] = side_of(spec.target, spec.base_url);
   if (spec.candidate) r["candidate"] = side_of(spec.candidate->target, spec.candidate->base_url);
-  json order = json::array();
-  for (int round = 0; round < spec.regression.rounds; ++round) {
-    json o = json::array();
-    for (Role role : round_order(spec, round)) o.push_back(to_string(role));
-    order.push_back(std::move(o));
-  }
-  r["conditions"] = {
-      {"rate_rps", spec.regression.rate_rps},
-      {"from_sweep", spec.regression.from_sweep.empty() ? json(nullptr) : json(spec.regression.from_sweep)},
-      {"arrival", to_string(spec.arrival.process)},
-      {"duration_s", to_s(spec.regression.duration)},
-      {"warmup_s", to_s(spec.regression.warmup)},
-      {"cooldown_s", to_s(spec.regression.cooldown)},
-      {"rounds", spec.regression.rounds},
-      {"order", std::move(order)},
-      {"alpha", spec.regression.alpha}};
+  r["conditions"] = regression_conditions(spec);
   r["runs"] = runs_table(spec, steps);
   r["warnings"] = warnings;
   r["basis"] = spec.basis;

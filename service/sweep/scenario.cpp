@@ -474,8 +474,52 @@ Action next_scenario_action(const JobSpec& spec, const std::vector<StepOutcome>&
   return o;
 }
 
+namespace {
+
+// What the scenario's windows hold in all: requests scheduled, completed, failed, rejected,
+// and the TTFT p95 of every window pooled.
+json scenario_summary(const Facts& f) {
+  std::uint64_t scheduled = 0, completed = 0, failed = 0, rejected = 0;
+  std::vector<const WindowRow*> all;
+  for (const auto& r : f.rows) {
+    scheduled += r.scheduled;
+    completed += r.completed;
+    failed += failures(r, true);
+    rejected += r.rejected;
+    all.push_back(&r);
+  }
+  const auto p95 = pooled_ttft_percentile(all, 95);
+  return {{"scheduled", scheduled},
+          {"completed", completed},
+          {"failed", failed},
+          {"rejected", rejected},
+          {"pooled_p95_ttft_ms", p95 ? round3(*p95) : json(nullptr)}};
+}
+
+// The conditions a scenario ran under: its capacity, profile, spike, windows and target.
+json scenario_conditions(const JobSpec& spec, const Profile& profile, const Facts& f) {
+  const ScenarioSettings& sc = *spec.scenario;
+  json segments = json::array();
+  for (const auto& s : profile.segments()) {
+    segments.push_back({{"duration_s", to_s(s.duration)},
+                        {"rate_rps", round3(s.rate_rps)},
+                        {"to_rate_rps", round3(s.to_rate_rps)},
+                        {"amplitude_rps", round3(s.amplitude_rps)}});
+  }
+  return {{"capacity_rps", sc.capacity_rps ? json(*sc.capacity_rps) : json(nullptr)},
+          {"from_sweep", sc.from_sweep.empty() ? json(nullptr) : json(sc.from_sweep)},
+          {"profile", std::move(segments)},
+          {"spike_start_s", f.spike_s ? json(*f.spike_s) : json(nullptr)},
+          {"window_s", f.window_s},
+          {"duration_s", to_s(profile.duration())},
+          {"arrival", to_string(spec.arrival.process)},
+          {"target", spec.base_url}};
+}
+
+}  // namespace
+
 json scenario_result(const JobSpec& spec, const Profile& profile, const std::vector<json>& windows, const json& events,
-                     const EarliestRequests& requests) {
+                     const EarliestRequests& requests, bool generator_limited) {
   const ScenarioSettings& sc = *spec.scenario;
   Facts f;
   f.window_s = to_s(sc.window);
@@ -498,20 +542,6 @@ json scenario_result(const JobSpec& spec, const Profile& profile, const std::vec
     const std::string cv = v.value("verdict", "inconclusive");
     if (cv != "advisory" && severity(cv) > severity(verdict)) verdict = cv;
   }
-  std::uint64_t scheduled = 0, completed = 0, failed = 0, rejected = 0;
-  for (const auto& r : f.rows) {
-    scheduled += r.scheduled;
-    completed += r.completed;
-    failed += failures(r, true);
-    rejected += r.rejected;
-  }
-  json segments = json::array();
-  for (const auto& s : profile.segments()) {
-    segments.push_back({{"duration_s", to_s(s.duration)},
-                        {"rate_rps", round3(s.rate_rps)},
-                        {"to_rate_rps", round3(s.to_rate_rps)},
-                        {"amplitude_rps", round3(s.amplitude_rps)}});
-  }
   const bool judged = !checks.empty();
   json r;
   r["kind"] = "scenario";
@@ -519,25 +549,16 @@ json scenario_result(const JobSpec& spec, const Profile& profile, const std::vec
   r["checks"] = std::move(checks);
   r["events"] = events;
   r["windows"] = windows.size();
-  r["summary"] = {{"scheduled", scheduled},
-                  {"completed", completed},
-                  {"failed", failed},
-                  {"rejected", rejected},
-                  {"pooled_p95_ttft_ms", [&] {
-                     std::vector<const WindowRow*> all;
-                     for (const auto& w : f.rows) all.push_back(&w);
-                     const auto p = pooled_ttft_percentile(all, 95);
-                     return p ? round3(*p) : json(nullptr);
-                   }()}};
-  r["conditions"] = {{"capacity_rps", sc.capacity_rps ? json(*sc.capacity_rps) : json(nullptr)},
-                     {"from_sweep", sc.from_sweep.empty() ? json(nullptr) : json(sc.from_sweep)},
-                     {"profile", std::move(segments)},
-                     {"spike_start_s", f.spike_s ? json(*f.spike_s) : json(nullptr)},
-                     {"window_s", f.window_s},
-                     {"duration_s", to_s(profile.duration())},
-                     {"arrival", to_string(spec.arrival.process)},
-                     {"target", spec.base_url}};
+  r["summary"] = scenario_summary(f);
+  r["conditions"] = scenario_conditions(spec, profile, f);
   r["warnings"] = judged ? json::array() : json::array({"no check was named in scenario.checks: nothing was judged"});
+  if (generator_limited) {
+    // The load was not the profile's: the windows' latencies include the generator's delay.
+    r["warnings"].push_back(
+        "the load generator fell behind its schedule (generator_limited): the windows' rates and latencies are not "
+        "the profile's; use a faster machine or a lower rate");
+    if (r["verdict"] == "pass") r["verdict"] = "inconclusive";
+  }
   r["basis"] = spec.basis;
   return r;
 }

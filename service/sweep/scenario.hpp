@@ -28,7 +28,10 @@ std::optional<double> spike_start_s(const JobSpec& spec, const Profile& profile)
 // The result from the stored windows, the events and the earliest requests of the step (the
 // readiness check lists and judges the requests after each moment the target became ready):
 // result.verdict, result.checks.<name>, result.events, result.summary, result.conditions.
+// `generator_limited`: the load generator fell behind the profile's schedule; a pass is then
+// inconclusive and a warning says why.
 nlohmann::json scenario_result(const JobSpec& spec, const Profile& profile, const std::vector<nlohmann::json>& windows,
-                               const nlohmann::json& events, const EarliestRequests& requests = EarliestRequests());
+                               const nlohmann::json& events, const EarliestRequests& requests = EarliestRequests(),
+                               bool generator_limited = false);
 
 }  // namespace capsweep::sweep

@@ -118,78 +118,62 @@ std::optional<Error> parse_replicas(const json& j, ScenarioSettings& s) {
   return std::nullopt;
 }
 
-std::optional<Error> parse_checks(const json& j, ScenarioSettings& s) {
-  const std::string f = "/scenario/checks";
-  if (!j.is_object()) return invalid(f, "must be an object of the checks to judge");
-  ScenarioChecks& c = s.checks;
-  for (const auto& item : j.items()) {
-    const std::string& name = item.key();
-    const json& v = item.value();
-    const std::string fc = f + "/" + printable_ascii(name, 64);
-    if (!v.is_object()) return invalid(fc, "must be an object of the check's bounds");
-    auto number = [&](const char* key, std::optional<double> fallback, double lo, double hi) {
-      return fields::number_in(v, key, fc, fallback, lo, hi);
-    };
-    // Each check's bounds, and nothing else: a misspelt bound is refused, not ignored.
-    static const std::map<std::string, std::vector<std::string_view>, std::less<>> kBounds{
-        {"scale_up_reaction_s", {"max"}},           {"slo_during_scale_up", {"max_error_rate", "ttft_p95_ms"}},
-        {"recovery_s", {"max", "windows"}},         {"cold_start", {"expected_s", "tolerance_pct"}},
-        {"readiness", {"window_s", "max_ttft_ms"}}, {"scale_down", {"max_cut_streams"}},
-        {"flapping", {"max_direction_changes"}},    {"metric_choice", {}}};
-    if (auto b = kBounds.find(name); b != kBounds.end()) {
-      if (auto e = fields::known_keys(v, b->second, fc)) return e;
-    }
-    if (name == "scale_up_reaction_s") {
-      auto m = number("max", std::nullopt, 0, 86400);
-      if (!m) return m.error();
-      c.scale_up_reaction_max_s = *m;
-    } else if (name == "slo_during_scale_up") {
-      ScenarioChecks::Slo slo;
-      auto e = number("max_error_rate", slo.max_error_rate, 0, 1);
-      if (!e) return e.error();
-      auto t = number("ttft_p95_ms", slo.ttft_p95_ms, 0, 3.6e6);
+// One check's bounds into `c`: each check takes its own bounds and nothing else.
+std::optional<Error> parse_one_check(const std::string& name, const json& v, const std::string& fc, ScenarioChecks& c) {
+  auto number = [&](const char* key, std::optional<double> fallback, double lo, double hi) {
+    return fields::number_in(v, key, fc, fallback, lo, hi);
+  };
+  if (name == "scale_up_reaction_s") {
+    auto m = number("max", std::nullopt, 0, 86400);
+    if (!m) return m.error();
+    c.scale_up_reaction_max_s = *m;
+  } else if (name == "slo_during_scale_up") {
+    ScenarioChecks::Slo slo;
+    auto e = number("max_error_rate", slo.max_error_rate, 0, 1);
+    if (!e) return e.error();
+    auto t = number("ttft_p95_ms", slo.ttft_p95_ms, 0, 3.6e6);
+    if (!t) return t.error();
+    c.slo_during_scale_up = ScenarioChecks::Slo{*e, *t};
+  } else if (name == "recovery_s") {
+    auto m = number("max", 600, 0, 86400);
+    if (!m) return m.error();
+    auto w = fields::integer<int>(v, "windows", fc, 3, 1, 100);
+    if (!w) return w.error();
+    c.recovery = ScenarioChecks::Recovery{*m, *w};
+  } else if (name == "cold_start") {
+    auto e = number("expected_s", std::nullopt, 0, 86400);
+    if (!e) return e.error();
+    auto t = number("tolerance_pct", 20, 0, 1000);
+    if (!t) return t.error();
+    c.cold_start = ScenarioChecks::ColdStart{*e, *t};
+  } else if (name == "readiness") {
+    ScenarioChecks::Readiness r;
+    auto w = number("window_s", r.window_s, 0.1, 3600);
+    if (!w) return w.error();
+    r.window_s = *w;
+    if (v.contains("max_ttft_ms")) {
+      auto t = number("max_ttft_ms", std::nullopt, 0, 3.6e6);
       if (!t) return t.error();
-      c.slo_during_scale_up = ScenarioChecks::Slo{*e, *t};
-    } else if (name == "recovery_s") {
-      auto m = number("max", 600, 0, 86400);
-      if (!m) return m.error();
-      auto w = fields::integer<int>(v, "windows", fc, 3, 1, 100);
-      if (!w) return w.error();
-      c.recovery = ScenarioChecks::Recovery{*m, *w};
-    } else if (name == "cold_start") {
-      auto e = number("expected_s", std::nullopt, 0, 86400);
-      if (!e) return e.error();
-      auto t = number("tolerance_pct", 20, 0, 1000);
-      if (!t) return t.error();
-      c.cold_start = ScenarioChecks::ColdStart{*e, *t};
-    } else if (name == "readiness") {
-      ScenarioChecks::Readiness r;
-      auto w = number("window_s", r.window_s, 0.1, 3600);
-      if (!w) return w.error();
-      r.window_s = *w;
-      if (v.contains("max_ttft_ms")) {
-        auto t = number("max_ttft_ms", std::nullopt, 0, 3.6e6);
-        if (!t) return t.error();
-        r.max_ttft_ms = *t;
-      }
-      c.readiness = r;
-    } else if (name == "scale_down") {
-      auto m = fields::integer<std::uint64_t>(v, "max_cut_streams", fc, 0, 0, 1'000'000);
-      if (!m) return m.error();
-      c.scale_down_max_cut_streams = *m;
-    } else if (name == "flapping") {
-      auto m = fields::integer<int>(v, "max_direction_changes", fc, 2, 0, 10'000);
-      if (!m) return m.error();
-      c.flapping_max_direction_changes = *m;
-    } else if (name == "metric_choice") {
-      c.metric_choice = true;
-    } else {
-      return invalid(fc,
-                     "unknown check (scale_up_reaction_s, slo_during_scale_up, recovery_s, cold_start, readiness, "
-                     "scale_down, flapping, metric_choice)");
+      r.max_ttft_ms = *t;
     }
+    c.readiness = r;
+  } else if (name == "scale_down") {
+    auto m = fields::integer<std::uint64_t>(v, "max_cut_streams", fc, 0, 0, 1'000'000);
+    if (!m) return m.error();
+    c.scale_down_max_cut_streams = *m;
+  } else if (name == "flapping") {
+    auto m = fields::integer<int>(v, "max_direction_changes", fc, 2, 0, 10'000);
+    if (!m) return m.error();
+    c.flapping_max_direction_changes = *m;
+  } else {
+    c.metric_choice = true;  // the only other name kBounds knows
   }
-  // Each check needs what it observes.
+  return std::nullopt;
+}
+
+// Each check needs what it observes: replica counts, or a readiness URL.
+std::optional<Error> check_observables(const ScenarioSettings& s, const std::string& f) {
+  const ScenarioChecks& c = s.checks;
   const bool replicas = s.replicas.has_value();
   if ((c.scale_up_reaction_max_s || c.flapping_max_direction_changes || c.scale_down_max_cut_streams) && !replicas) {
     const char* which = c.scale_up_reaction_max_s          ? "scale_up_reaction_s"
@@ -201,6 +185,45 @@ std::optional<Error> parse_checks(const json& j, ScenarioSettings& s) {
     return invalid(f + "/readiness", "needs scenario.readiness_url or scenario.replicas");
   }
   return std::nullopt;
+}
+
+std::optional<Error> parse_checks(const json& j, ScenarioSettings& s) {
+  const std::string f = "/scenario/checks";
+  if (!j.is_object()) return invalid(f, "must be an object of the checks to judge");
+  // Each check's bounds, and nothing else: a misspelt bound is refused, not ignored.
+  static const std::map<std::string, std::vector<std::string_view>, std::less<>> kBounds{
+      {"scale_up_reaction_s", {"max"}},           {"slo_during_scale_up", {"max_error_rate", "ttft_p95_ms"}},
+      {"recovery_s", {"max", "windows"}},         {"cold_start", {"expected_s", "tolerance_pct"}},
+      {"readiness", {"window_s", "max_ttft_ms"}}, {"scale_down", {"max_cut_streams"}},
+      {"flapping", {"max_direction_changes"}},    {"metric_choice", {}}};
+  for (const auto& item : j.items()) {
+    const std::string& name = item.key();
+    const json& v = item.value();
+    const std::string fc = f + "/" + printable_ascii(name, 64);
+    if (!v.is_object()) return invalid(fc, "must be an object of the check's bounds");
+    const auto b = kBounds.find(name);
+    if (b == kBounds.end()) {
+      return invalid(fc,
+                     "unknown check (scale_up_reaction_s, slo_during_scale_up, recovery_s, cold_start, readiness, "
+                     "scale_down, flapping, metric_choice)");
+    }
+    if (auto e = fields::known_keys(v, b->second, fc)) return e;
+    if (auto e = parse_one_check(name, v, fc, s.checks)) return e;
+  }
+  return check_observables(s, f);
+}
+
+// scenario.profile: 1 to 1000 segments.
+Result<std::vector<ScenarioSegment>> parse_segments(const json& profile, const std::string& f) {
+  if (!profile.is_array() || profile.empty() || profile.size() > 1000)
+    return invalid(f, "must list 1 to 1000 segments");
+  std::vector<ScenarioSegment> out;
+  for (std::size_t i = 0; i < profile.size(); ++i) {
+    auto seg = parse_segment(profile[i], fmt::format("{}/{}", f, i));
+    if (!seg) return seg.error();
+    out.push_back(*seg);
+  }
+  return out;
 }
 
 }  // namespace
@@ -249,9 +272,8 @@ std::optional<Error> parse_scenario_block(const json& spec, JobSpec& js) {
   if (it == spec.end() || !it->is_object()) return invalid(f, "is required for a scenario job");
   const json& j = *it;
   ScenarioSettings s;
-  if (j.contains("capacity_rps") && j.contains("from_sweep")) {
-    // Both appear in a stored spec: the service writes from_sweep's rate into capacity_rps.
-  }
+  // capacity_rps and from_sweep both appear in a stored spec: the service writes from_sweep's
+  // rate into capacity_rps.
   if (j.contains("capacity_rps")) {
     auto c = fields::number(j, "capacity_rps", f, std::nullopt, fields::Sign::positive);
     if (!c) return c.error();
@@ -264,15 +286,9 @@ std::optional<Error> parse_scenario_block(const json& spec, JobSpec& js) {
     }
     s.from_sweep = fs->get<std::string>();
   }
-  const json& profile = j.value("profile", json());
-  if (!profile.is_array() || profile.empty() || profile.size() > 1000) {
-    return invalid(f + "/profile", "must list 1 to 1000 segments");
-  }
-  for (std::size_t i = 0; i < profile.size(); ++i) {
-    auto seg = parse_segment(profile[i], fmt::format("{}/profile/{}", f, i));
-    if (!seg) return seg.error();
-    s.segments.push_back(*seg);
-  }
+  auto segments = parse_segments(j.value("profile", json()), f + "/profile");
+  if (!segments) return segments.error();
+  s.segments = std::move(*segments);
   fields::Reader r(j, f);
   r.seconds("window_s", s.window)
       .seconds("drain_timeout_s", s.drain_timeout)

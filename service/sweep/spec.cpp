@@ -17,6 +17,22 @@ namespace {
 
 using json = nlohmann::json;
 
+// sweep.levels: 1 to 64 strictly increasing user counts.
+Result<std::vector<std::uint32_t>> parse_levels(const json& lv, const std::string& f) {
+  if (!lv.is_array() || lv.empty() || lv.size() > 64) return invalid(f, "must list 1 to 64 user counts");
+  std::vector<std::uint32_t> levels;
+  for (std::size_t i = 0; i < lv.size(); ++i) {
+    const json& v = lv[i];
+    const std::string fi = f + "/" + std::to_string(i);
+    if (!v.is_number_integer() || v.get<long long>() < 1 || v.get<long long>() > 100'000)
+      return invalid(fi, "must be a whole number of users in 1..100000");
+    const auto users = v.get<std::uint32_t>();
+    if (!levels.empty() && users <= levels.back()) return invalid(fi, "levels must be strictly increasing");
+    levels.push_back(users);
+  }
+  return levels;
+}
+
 Result<SweepSettings> parse_sweep(const json& j) {
   const std::string f = "/sweep";
   SweepSettings s;
@@ -47,18 +63,9 @@ Result<SweepSettings> parse_sweep(const json& j) {
   }
   if (auto lv = j.find("levels"); lv != j.end()) {
     if (s.mode != SweepMode::concurrency) return invalid(f + "/levels", "applies to \"mode\": \"concurrency\" only");
-    if (!lv->is_array() || lv->empty() || lv->size() > 64)
-      return invalid(f + "/levels", "must list 1 to 64 user counts");
-    s.levels.clear();
-    for (std::size_t i = 0; i < lv->size(); ++i) {
-      const json& v = (*lv)[i];
-      const std::string fi = f + "/levels/" + std::to_string(i);
-      if (!v.is_number_integer() || v.get<long long>() < 1 || v.get<long long>() > 100'000)
-        return invalid(fi, "must be a whole number of users in 1..100000");
-      const auto users = v.get<std::uint32_t>();
-      if (!s.levels.empty() && users <= s.levels.back()) return invalid(fi, "levels must be strictly increasing");
-      s.levels.push_back(users);
-    }
+    auto levels = parse_levels(*lv, f + "/levels");
+    if (!levels) return levels.error();
+    s.levels = std::move(*levels);
   }
   if (auto sp = j.find("spacing"); sp != j.end()) {
     if (*sp == "linear")
@@ -97,7 +104,8 @@ Result<StepStopSettings> parse_step(const json& j, const SweepSettings& sweep) {
     else if (*m == "decided")
       s.stop = StepStop::decided;
     else
-      return invalid(f + "/stop", "must be \"fixed\" (each step runs its length) or \"decided\" (it ends once decided)");
+      return invalid(f + "/stop",
+                     "must be \"fixed\" (each step runs its length) or \"decided\" (it ends once decided)");
   }
   if (s.stop == StepStop::fixed) {
     for (const char* key : {"min_s", "min_requests", "max_s", "looks"}) {
@@ -314,20 +322,110 @@ void complete_arrival(json& spec) {
   if (b != a->end() && b->is_number() && b->get<double>() != 1.0) (*a)["process"] = "gamma";
 }
 
+namespace {
+
+// A block that belongs to another kind of job is refused, naming the block.
+std::optional<Error> refuse_other_kinds_blocks(const json& spec, JobKind kind) {
+  if (kind != JobKind::regression) {
+    for (const char* block : {"regression", "quality", "judge"}) {
+      if (spec.contains(block)) return invalid(std::string("/") + block, "belongs to a regression job");
+    }
+  }
+  if (kind != JobKind::sweep && spec.contains("step")) {
+    return invalid("/step", "belongs to a sweep job: its fixed-rate steps may end once decided");
+  }
+  if (kind != JobKind::scenario && spec.contains("scenario")) {
+    return invalid("/scenario", "belongs to a scenario job (\"kind\": \"scenario\")");
+  }
+  const char* own = kind == JobKind::scenario     ? "a scenario job has a \"scenario\" block"
+                    : kind == JobKind::regression ? "a regression job has a \"regression\" block"
+                                                  : nullptr;
+  if (own) {
+    for (const char* block : {"sweep", "check"}) {
+      if (spec.contains(block)) return invalid(std::string("/") + block, own);
+    }
+  }
+  if (kind == JobKind::sweep && spec.contains("check")) {
+    return invalid("/check", "belongs to a check job (\"kind\": \"check\")");
+  }
+  if (kind == JobKind::check && spec.contains("sweep")) {
+    return invalid("/sweep", "belongs to a sweep job; a check job has a \"check\" block");
+  }
+  return std::nullopt;
+}
+
+// A sweep's "sweep" block (defaults when absent) and its "step" block.
+std::optional<Error> parse_sweep_blocks(const json& spec, JobSpec& js) {
+  if (js.arrival.process == ArrivalProcess::all_at_once) {
+    return invalid("/arrival/process", "a sweep steps through fixed rates: all_at_once is for check jobs");
+  }
+  auto s = parse_sweep(spec.value("sweep", json::object()));
+  if (!s) return s.error();
+  js.sweep = *s;
+  if (auto st = spec.find("step"); st != spec.end()) {
+    auto step = parse_step(*st, js.sweep);
+    if (!step) return step.error();
+    js.step = *step;
+  }
+  return std::nullopt;
+}
+
+// The blocks of the job's kind, each parsed into `js`.
+std::optional<Error> parse_kind_blocks(const json& spec, JobSpec& js) {
+  if (auto e = refuse_other_kinds_blocks(spec, js.kind)) return e;
+  switch (js.kind) {
+    case JobKind::scenario:
+      if (js.arrival.process == ArrivalProcess::all_at_once) {
+        return invalid("/arrival/process", "a scenario's rate varies in time: all_at_once has no rate");
+      }
+      return parse_scenario_block(spec, js);
+    case JobKind::regression:
+      if (js.arrival.process == ArrivalProcess::all_at_once) {
+        return invalid("/arrival/process", "a regression job runs at a fixed rate: all_at_once is for check jobs");
+      }
+      return parse_regression_blocks(spec, js);
+    case JobKind::sweep:
+      return parse_sweep_blocks(spec, js);
+    case JobKind::check: {
+      if (!spec.contains("check")) return invalid("/check", "is required for a check job");
+      auto c = parse_check(spec.at("check"), js.arrival.process);
+      if (!c) return c.error();
+      js.check = *c;
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string_view to_string(JobKind k) noexcept {
+  switch (k) {
+    case JobKind::sweep:
+      return "sweep";
+    case JobKind::check:
+      return "check";
+    case JobKind::regression:
+      return "regression";
+    case JobKind::scenario:
+      return "scenario";
+  }
+  return "sweep";
+}
+
+std::optional<JobKind> parse_job_kind(std::string_view s) noexcept {
+  for (JobKind k : {JobKind::sweep, JobKind::check, JobKind::regression, JobKind::scenario})
+    if (s == to_string(k)) return k;
+  return std::nullopt;
+}
+
 Result<JobSpec> parse_job_spec(const json& spec) {
   if (!spec.is_object()) return invalid("", "the job spec must be a JSON object");
   JobSpec js;
   if (auto k = spec.find("kind"); k != spec.end()) {
-    if (*k == "sweep")
-      js.kind = JobKind::sweep;
-    else if (*k == "check")
-      js.kind = JobKind::check;
-    else if (*k == "regression")
-      js.kind = JobKind::regression;
-    else if (*k == "scenario")
-      js.kind = JobKind::scenario;
-    else
-      return invalid("/kind", "must be \"sweep\", \"check\", \"regression\" or \"scenario\"");
+    const auto kind = k->is_string() ? parse_job_kind(k->get<std::string>()) : std::nullopt;
+    if (!kind) return invalid("/kind", "must be \"sweep\", \"check\", \"regression\" or \"scenario\"");
+    js.kind = *kind;
   }
   if (auto n = spec.find("name"); n != spec.end()) {
     if (!n->is_string()) return invalid("/name", "must be a string");
@@ -348,53 +446,7 @@ Result<JobSpec> parse_job_spec(const json& spec) {
   auto slo = parse_slo(spec.at("slo"));
   if (!slo) return slo.error();
   js.slo = std::move(*slo);
-  if (js.kind != JobKind::regression) {
-    for (const char* block : {"regression", "quality", "judge"}) {
-      if (spec.contains(block)) return invalid(std::string("/") + block, "belongs to a regression job");
-    }
-  }
-  if (js.kind != JobKind::sweep && spec.contains("step")) {
-    return invalid("/step", "belongs to a sweep job: its fixed-rate steps may end once decided");
-  }
-  if (js.kind != JobKind::scenario && spec.contains("scenario")) {
-    return invalid("/scenario", "belongs to a scenario job (\"kind\": \"scenario\")");
-  }
-  if (js.kind == JobKind::scenario) {
-    for (const char* block : {"sweep", "check"}) {
-      if (spec.contains(block)) return invalid(std::string("/") + block, "a scenario job has a \"scenario\" block");
-    }
-    if (js.arrival.process == ArrivalProcess::all_at_once) {
-      return invalid("/arrival/process", "a scenario's rate varies in time: all_at_once has no rate");
-    }
-    if (auto e = parse_scenario_block(spec, js)) return *e;
-  } else if (js.kind == JobKind::regression) {
-    for (const char* block : {"sweep", "check"}) {
-      if (spec.contains(block)) return invalid(std::string("/") + block, "a regression job has a \"regression\" block");
-    }
-    if (js.arrival.process == ArrivalProcess::all_at_once) {
-      return invalid("/arrival/process", "a regression job runs at a fixed rate: all_at_once is for check jobs");
-    }
-    if (auto e = parse_regression_blocks(spec, js)) return *e;
-  } else if (js.kind == JobKind::sweep) {
-    if (spec.contains("check")) return invalid("/check", "belongs to a check job (\"kind\": \"check\")");
-    if (js.arrival.process == ArrivalProcess::all_at_once) {
-      return invalid("/arrival/process", "a sweep steps through fixed rates: all_at_once is for check jobs");
-    }
-    auto s = parse_sweep(spec.value("sweep", json::object()));
-    if (!s) return s.error();
-    js.sweep = *s;
-    if (auto st = spec.find("step"); st != spec.end()) {
-      auto step = parse_step(*st, js.sweep);
-      if (!step) return step.error();
-      js.step = *step;
-    }
-  } else {
-    if (spec.contains("sweep")) return invalid("/sweep", "belongs to a sweep job; a check job has a \"check\" block");
-    if (!spec.contains("check")) return invalid("/check", "is required for a check job");
-    auto c = parse_check(spec.at("check"), js.arrival.process);
-    if (!c) return c.error();
-    js.check = *c;
-  }
+  if (auto e = parse_kind_blocks(spec, js)) return *e;
   if (auto b = spec.find("basis"); b != spec.end()) {
     if (!b->is_string()) return invalid("/basis", "must be a string");
     js.basis = b->get<std::string>();

@@ -26,6 +26,9 @@
 namespace capsweep::sweep {
 
 enum class JobKind { sweep, check, regression, scenario };
+// "sweep", "check", "regression", "scenario": the spec's "kind", the stored row's, the result's.
+std::string_view to_string(JobKind k) noexcept;
+std::optional<JobKind> parse_job_kind(std::string_view s) noexcept;
 // A rate sweep finds the highest request rate within the SLO; a concurrency sweep runs one
 // closed-loop step per number of users and finds the most users within the SLO.
 enum class SweepMode { rate, concurrency };

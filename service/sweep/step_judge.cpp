@@ -202,6 +202,48 @@ json step_timeline(const loadgen::StepResult& result) {
   return timeline_json(timeline(rows, width, end_s + 1e-9), width);
 }
 
+// The stored summary of a step: the runner's figures at the job's percentiles, and what the
+// step was (kind, phase, a regression's role and round, a closed loop's users; a check's,
+// a run's and a closed loop's timeline).
+json step_summary(const JobSpec& spec, const StepOrder& order, const loadgen::StepResult& result,
+                  bool generator_limited) {
+  json summary = result.summary(summary_percentiles(spec));
+  summary["percentiles"] = spec.report_percentiles;
+  summary["generator_limited"] = generator_limited;
+  summary["step_kind"] = to_string(order.kind);
+  summary["phase"] = order.phase;
+  if (order.role) {
+    summary["role"] = to_string(*order.role);
+    summary["round"] = order.round;
+  }
+  if (order.kind == StepKind::check || order.kind == StepKind::run || order.closed_loop) {
+    summary["timeline"] = step_timeline(result);
+  }
+  if (order.closed_loop) summary["users"] = order.concurrency;
+  return summary;
+}
+
+// The repository row of a judged step.
+store::StepRow step_row(const StepOrder& order, const StepOutcome& o, bool fixed_rate, json summary, json evaluation,
+                        json server) {
+  store::StepRow row;
+  row.kind = std::string(to_string(order.kind));
+  row.phase = order.phase;
+  if (fixed_rate || (order.kind == StepKind::check && std::isfinite(order.rate_rps)))
+    row.offered_rate_rps = order.rate_rps;
+  row.verdict = std::string(to_string(o.verdict));
+  row.generator_limited = o.generator_limited;
+  row.summary = std::move(summary);
+  row.evaluation = std::move(evaluation);
+  row.outcome = o.to_json();
+  if (order.role) {
+    row.role = std::string(to_string(*order.role));
+    row.round = order.round;
+  }
+  row.server = std::move(server);
+  return row;
+}
+
 }  // namespace
 
 JudgedStep judge_step(const JobSpec& spec, const StepOrder& order, const loadgen::StepResult& result) {
@@ -221,22 +263,8 @@ JudgedStep judge_step(const JobSpec& spec, const StepOrder& order, const loadgen
   o.completed = m.completed;
   o.measured = m.measured;
 
-  json summary = result.summary(summary_percentiles(spec));
-  summary["percentiles"] = spec.report_percentiles;
-  summary["generator_limited"] = generator_limited;
-  summary["step_kind"] = to_string(order.kind);
-  summary["phase"] = order.phase;
-  if (order.role) {
-    summary["role"] = to_string(*order.role);
-    summary["round"] = order.round;
-  }
-  if (order.kind == StepKind::check || order.kind == StepKind::run || order.closed_loop) {
-    summary["timeline"] = step_timeline(result);
-  }
-  if (order.closed_loop) {
-    o.users = order.concurrency;
-    summary["users"] = order.concurrency;
-  }
+  json summary = step_summary(spec, order, result, generator_limited);
+  if (order.closed_loop) o.users = order.concurrency;
   measure_rate(order, result, o, summary);
 
   const bool fixed_rate = std::isfinite(order.rate_rps) && order.rate_rps > 0 && order.kind != StepKind::baseline &&
@@ -246,6 +274,7 @@ JudgedStep judge_step(const JobSpec& spec, const StepOrder& order, const loadgen
   o.verdict = verdict;
   evaluation["verdict"] = to_string(verdict);
   evaluation["limiting_metric"] = o.limiting_metric.empty() ? json(nullptr) : json(o.limiting_metric);
+  if (summary.contains("stop")) evaluation["stopped_by"] = summary["stop"]["by"];  // a decided step: what ended it
   summary["slo_pass"] = verdict == Verdict::pass;
   summary["verdict"] = to_string(verdict);
   o.p95_ttft_ms = number(summary, "p95_ttft_ms");
@@ -260,21 +289,7 @@ JudgedStep judge_step(const JobSpec& spec, const StepOrder& order, const loadgen
   o.summary = summary;
   o.evaluation = evaluation;
 
-  store::StepRow& row = out.row;
-  row.kind = std::string(to_string(order.kind));
-  row.phase = order.phase;
-  if (fixed_rate || (order.kind == StepKind::check && std::isfinite(order.rate_rps)))
-    row.offered_rate_rps = order.rate_rps;
-  row.verdict = std::string(to_string(verdict));
-  row.generator_limited = generator_limited;
-  row.summary = std::move(summary);
-  row.evaluation = std::move(evaluation);
-  row.outcome = o.to_json();
-  if (order.role) {
-    row.role = std::string(to_string(*order.role));
-    row.round = order.round;
-  }
-  row.server = std::move(server);
+  out.row = step_row(order, o, fixed_rate, std::move(summary), std::move(evaluation), std::move(server));
   out.requests = stored_requests(result);
   return out;
 }

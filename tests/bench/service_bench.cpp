@@ -573,18 +573,20 @@ SweepRun run_sweep(std::uint16_t api, const json& spec) {
 
 void print_sweep(const char* mode, const SweepRun& r) {
   const json& bracket = r.result["slo_bracket_rps"];
-  fmt::print("    {:<8} {:>7.0f} s  {:>3} steps ({:>2} decided, {:>2} at max)  {:>7} measured requests  max SLO rate {} "
-             "req/s  bracket {}\n",
-             mode, r.wall_s, r.steps, r.decided, r.at_max, r.measured,
-             r.result["max_slo_rate_rps"].is_number() ? fmt::format("{:.3g}", r.result["max_slo_rate_rps"].get<double>())
-                                                      : std::string("none"),
-             bracket.dump());
+  fmt::print(
+      "    {:<8} {:>7.0f} s  {:>3} steps ({:>2} decided, {:>2} at max)  {:>7} measured requests  max SLO rate {} "
+      "req/s  bracket {}\n",
+      mode, r.wall_s, r.steps, r.decided, r.at_max, r.measured,
+      r.result["max_slo_rate_rps"].is_number() ? fmt::format("{:.3g}", r.result["max_slo_rate_rps"].get<double>())
+                                               : std::string("none"),
+      bracket.dump());
   std::fflush(stdout);
 }
 
 void part_f(const fs::path& dir, double step_s, bool quick) {
-  fmt::print("(f) one sweep, fixed-length steps vs steps stopped when decided (step.stop \"decided\"), {:.0f}-s steps\n",
-             step_s);
+  fmt::print(
+      "(f) one sweep, fixed-length steps vs steps stopped when decided (step.stop \"decided\"), {:.0f}-s steps\n",
+      step_s);
   struct Model {
     const char* name;
     std::vector<std::string> sim_args;

@@ -601,8 +601,9 @@ TEST_CASE("capsweepd: after kill -9 and after SIGTERM the sweep resumes from its
   CHECK(d.log_text().find("resuming sweep " + id) != std::string::npos);
 }
 
-TEST_CASE("capsweepd: a sweep of a slow endpoint (~0.3 req/s) with step.stop decided reaches its verdict, "
-          "each step ending when decided") {
+TEST_CASE(
+    "capsweepd: a sweep of a slow endpoint (~0.3 req/s) with step.stop decided reaches its verdict, "
+    "each step ending when decided") {
   // Two sequences, 100 ms a token, 30 tokens: 3.1 s a request, ~0.64 req/s at most; the
   // synchronous baseline is ~0.32 req/s, where a fixed 20-s step holds ~6 requests.
   llmsim::SimConfig cfg;

@@ -322,10 +322,10 @@ std::set<std::string> listed_subcommands(const std::string& help) {
 
 }  // namespace
 
-TEST_CASE("cli: the subcommands the README and client/README.md document are the CLI's, and each answers --help") {
+TEST_CASE("cli: the subcommands docs/cli.md and client/README.md document are the CLI's, and each answers --help") {
   TempDir dir;
   std::set<std::string> dataset_subs;
-  const auto documented = documented_subcommands(fenced_block("README.md", "capsweep [--server URL]"), dataset_subs);
+  const auto documented = documented_subcommands(fenced_block("docs/cli.md", "capsweep [--server URL]"), dataset_subs);
   const auto help = cli(dir, {"--help"});
   REQUIRE(help.code == 0);
   const auto listed = listed_subcommands(help.out);
@@ -345,4 +345,139 @@ TEST_CASE("cli: the subcommands the README and client/README.md document are the
     INFO("dataset " << sub);
     CHECK(cli(dir, {"dataset", sub, "--help"}).code == 0);
   }
+}
+
+namespace {
+
+// The fenced blocks of a Markdown file, each as its lines (the fence's info string first).
+std::vector<std::vector<std::string>> fenced_blocks(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  std::vector<std::vector<std::string>> blocks;
+  std::string line;
+  bool fence = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("```", 0) == 0) {
+      fence = !fence;
+      if (fence) blocks.push_back({line.substr(3)});
+      continue;
+    }
+    if (fence) blocks.back().push_back(line);
+  }
+  return blocks;
+}
+
+// The `capsweep ...` command lines of a block (continuations joined, comments dropped), as
+// words; usage synopses (with [optional] or a|b parts) are not commands.
+std::vector<std::vector<std::string>> cli_lines(const std::vector<std::string>& block) {
+  std::vector<std::vector<std::string>> out;
+  std::string joined;
+  for (std::size_t i = 1; i < block.size(); ++i) {
+    std::string l = block[i];
+    if (const auto hash = l.find(" #"); hash != std::string::npos) l.erase(hash);
+    const bool continues = !l.empty() && l.back() == '\\';
+    if (continues) l.pop_back();
+    joined += l + " ";
+    if (continues) continue;
+    std::istringstream words(joined);
+    joined.clear();
+    std::vector<std::string> w;
+    for (std::string word; words >> word;) {
+      if (word.size() >= 2 && (word.front() == '"' || word.front() == '\'') && word.back() == word.front())
+        word = word.substr(1, word.size() - 2);
+      w.push_back(word);
+    }
+    if (w.empty() || w[0] != "capsweep") continue;
+    if (std::any_of(w.begin(), w.end(), [](const std::string& x) {
+          return x.find('[') != std::string::npos || x.find('|') != std::string::npos || x == "&" || x == ">";
+        }))
+      continue;
+    w.erase(w.begin());
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("cli: every capsweep command line in the README and docs/ parses") {
+  TempDir dir;
+  std::vector<std::filesystem::path> files{std::filesystem::path(CAPSWEEP_SOURCE_DIR) / "README.md"};
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(CAPSWEEP_SOURCE_DIR) / "docs"))
+    if (e.path().extension() == ".md") files.push_back(e.path());
+  int lines = 0;
+  for (const auto& file : files) {
+    for (const auto& block : fenced_blocks(file)) {
+      for (auto words : cli_lines(block)) {
+        ++lines;
+        std::string shown;
+        for (const auto& w : words) shown += w + " ";
+        INFO(file.filename().string() << ": capsweep " << shown);
+        // Against a port nothing listens on: a line that parses gets as far as the network
+        // or a file (an error of capsweep's own, "capsweep: ..."); one that does not parse
+        // gets the argument parser's complaint.
+        words.insert(words.begin(), {"--server", "http://127.0.0.1:1"});
+        const auto r = cli(dir, words);
+        CHECK(r.err.find("Run with --help") == std::string::npos);
+        if (r.code != 0) CHECK(r.err.rfind("capsweep: ", 0) == 0);
+      }
+    }
+  }
+  CHECK(lines >= 8);
+}
+
+TEST_CASE("cli: a newcomer's first sweep, as the README writes it: submit, list, report") {
+  SimFixture sim(llmsim::SimConfig{});
+  TempDir dir;
+  Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
+  const std::string server = "http://127.0.0.1:" + std::to_string(d.endpoint().port());
+  const std::string sim_url = "http://127.0.0.1:" + std::to_string(sim.endpoint().port());
+  // The README's spec and commands, after its heading "Your first own sweep".
+  std::vector<std::vector<std::string>> blocks;
+  {
+    const std::string readme = read_text(std::filesystem::path(CAPSWEEP_SOURCE_DIR) / "README.md");
+    const auto at = readme.find("## Your first own sweep");
+    REQUIRE(at != std::string::npos);
+    std::ofstream(dir.path("section.md")) << readme.substr(at, readme.find("\n## ", at + 1) - at);
+    blocks = fenced_blocks(dir.path("section.md"));
+  }
+  REQUIRE(blocks.size() == 2);
+  REQUIRE(blocks[0][0] == "json");
+  std::string spec;
+  for (std::size_t i = 1; i < blocks[0].size(); ++i) spec += blocks[0][i] + "\n";
+  // The README's target is the demo's simulator on port 8000: this one's port instead.
+  for (std::size_t p; (p = spec.find("http://127.0.0.1:8000")) != std::string::npos;)
+    spec.replace(p, std::string("http://127.0.0.1:8000").size(), sim_url);
+  std::ofstream(dir.path("my-sweep.json")) << spec;
+  const auto commands = cli_lines(blocks[1]);
+  REQUIRE(commands.size() == 3);
+  std::string id;
+  CliRun report;
+  for (auto words : commands) {
+    for (auto& w : words) {
+      if (w == "my-sweep.json" || w == "report.html") w = dir.path(w).string();
+      if (w.rfind("sw-", 0) == 0) w = id;
+    }
+    words.insert(words.begin(), {"--server", server});
+    const auto r = cli(dir, words);
+    INFO(r.out << r.err);
+    if (words[2] == "submit") {
+      CHECK(r.code == 0);  // a rate was found within the SLO
+      CHECK(r.out.find("within SLO") != std::string::npos);
+    } else if (words[2] == "list") {
+      REQUIRE(r.code == 0);
+      const auto sw = r.out.find("sw-");
+      REQUIRE(sw != std::string::npos);
+      id = r.out.substr(sw, r.out.find_first_of(" \t\n", sw) - sw);
+    } else {
+      REQUIRE(words[2] == "report");
+      report = r;
+    }
+  }
+  REQUIRE(report.code == 0);
+  const std::string html = read_text(dir.path("report.html"));
+  // The first screen says the verdict in one sentence before any table.
+  const auto verdict = html.find("id=\"verdict\"");
+  REQUIRE(verdict != std::string::npos);
+  CHECK(verdict < html.find("<table"));
+  CHECK(html.find("req/s</b> within the SLO", verdict) < html.find("</div>", verdict));
 }

@@ -47,8 +47,7 @@ struct Fed {
 // Feeds requests at `rate` per second (request i ends at its schedule + its TTFT, looked at
 // then) until a decision or `max` requests.
 template <class Ttft>
-Fed feed(StepDecider& d, Ttft ttft, double rate, std::uint64_t max, std::uint64_t in_flight = 0,
-         bool behind = false) {
+Fed feed(StepDecider& d, Ttft ttft, double rate, std::uint64_t max, std::uint64_t in_flight = 0, bool behind = false) {
   Fed f;
   for (std::uint64_t i = 0; i < max; ++i) {
     const Nanos at = ms(1000.0 * static_cast<double>(i) / rate);
@@ -80,7 +79,8 @@ TEST_CASE("decide: a target far within its p95 bound passes at the first look th
   StepDecider d(slo, 0s, s);
   REQUIRE(d.can_decide());
   CHECK(d.look_confidence() == Approx(1 - 0.05 / 20));
-  const Fed f = feed(d, [](std::uint64_t i) { return 100.0 + static_cast<double>(i % 50); }, 10, 5000);
+  const Fed f = feed(
+      d, [](std::uint64_t i) { return 100.0 + static_cast<double>(i % 50); }, 10, 5000);
   REQUIRE(f.decision);
   CHECK(f.decision->verdict == Verdict::pass);
   // With no sample above the bound, a pass needs 0.95^n <= (1 - look confidence) / 2: n >= 131.
@@ -185,12 +185,14 @@ TEST_CASE("decide: the point criteria hold a pass back while they fail, and an e
   s.min_requests = 150;
   SECTION("a mean above its bound") {
     StepDecider d(slo_of(R"({"ttft_ms": {"p50": 800}, "e2el_ms": {"mean": 100}})"), 0s, s);
-    const Fed f = feed(d, [](std::uint64_t) { return 200.0; }, 10, 2000);
+    const Fed f = feed(
+        d, [](std::uint64_t) { return 200.0; }, 10, 2000);
     CHECK_FALSE(f.decision);
   }
   SECTION("a goodput floor not met") {
     StepDecider d(slo_of(R"({"ttft_ms": {"p50": 800}, "min_goodput_rps": 20})"), 0s, s);
-    const Fed f = feed(d, [](std::uint64_t) { return 200.0; }, 10, 2000);
+    const Fed f = feed(
+        d, [](std::uint64_t) { return 200.0; }, 10, 2000);
     CHECK_FALSE(f.decision);
   }
   SECTION("errors far above their bound") {
@@ -211,7 +213,8 @@ TEST_CASE("decide: the point criteria hold a pass back while they fail, and an e
   SECTION("an SLO without a percentile bound has nothing to decide") {
     StepDecider d(slo_of(R"({"ttft_ms": {"mean": 800}, "max_error_rate": 0.01})"), 0s, s);
     CHECK_FALSE(d.can_decide());
-    const Fed f = feed(d, [](std::uint64_t) { return 10.0; }, 10, 500);
+    const Fed f = feed(
+        d, [](std::uint64_t) { return 10.0; }, 10, 500);
     CHECK_FALSE(f.decision);
     CHECK(d.looks_taken() == 0);
   }
@@ -262,7 +265,8 @@ TEST_CASE("decide: a pass waits for min_pass_time (a fixed step's length), a fai
   s.min_pass_time = 20s;
   SECTION("far within: looks before 20 s decide nothing, the first request after 20 s decides the pass") {
     StepDecider d(slo, 0s, s);
-    const Fed f = feed(d, [](std::uint64_t) { return 50.0; }, 10, 1000);
+    const Fed f = feed(
+        d, [](std::uint64_t) { return 50.0; }, 10, 1000);
     REQUIRE(f.decision);
     CHECK(f.decision->verdict == Verdict::pass);
     CHECK(f.decision->at >= 20s);
@@ -271,7 +275,8 @@ TEST_CASE("decide: a pass waits for min_pass_time (a fixed step's length), a fai
   }
   SECTION("far beyond: the fail is decided at the first look") {
     StepDecider d(slo, 0s, s);
-    const Fed f = feed(d, [](std::uint64_t) { return 1500.0; }, 10, 1000);
+    const Fed f = feed(
+        d, [](std::uint64_t) { return 1500.0; }, 10, 1000);
     REQUIRE(f.decision);
     CHECK(f.decision->verdict == Verdict::fail);
     CHECK(f.decision->look == 1);

@@ -509,7 +509,8 @@ TEST_CASE("orchestrator: when no step may hold enough requests the answer says s
   CHECK(r["mlperf_scenario"] == "Server");  // Poisson arrivals judged against a latency bound
 }
 
-TEST_CASE("orchestrator: with step.stop decided, fixed-rate steps are ordered decided at twice their length, or max_s") {
+TEST_CASE(
+    "orchestrator: with step.stop decided, fixed-rate steps are ordered decided at twice their length, or max_s") {
   JobSpec spec = sweep_spec();
   spec.slo.latency = {{LatencyMetric::ttft, 95.0, 800}};
   JobSpec decided = spec;

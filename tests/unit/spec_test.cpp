@@ -492,8 +492,8 @@ TEST_CASE("spec: the step block - a sweep's steps stopped when decided, values a
     CHECK(a.step.decide.min_requests == 20);
     CHECK(a.step.decide.looks == 20);
     CHECK_FALSE(a.step.max);
-    const auto b = parsed(with(d, "/step",
-                               json{{"stop", "decided"}, {"min_s", 3}, {"min_requests", 50}, {"max_s", 90}, {"looks", 8}}));
+    const auto b = parsed(
+        with(d, "/step", json{{"stop", "decided"}, {"min_s", 3}, {"min_requests", 50}, {"max_s", 90}, {"looks", 8}}));
     CHECK(b.step.decide.min_time == std::chrono::seconds(3));
     CHECK(b.step.decide.min_requests == 50);
     CHECK(b.step.decide.looks == 8);
@@ -509,8 +509,7 @@ TEST_CASE("spec: the step block - a sweep's steps stopped when decided, values a
     CHECK(first_error(with(with(d, "/step", json{{"stop", "decided"}, {"max_s", 600}}), "/sweep/max_step_duration_s",
                            120)) == "/step/max_s");
     CHECK(first_error(with(d, "/step", json{{"stop", "decided"}, {"typo_key", 1}})) == "/step/typo_key");
-    CHECK(first_error(with(with(d, "/step", json{{"stop", "decided"}}), "/sweep/mode", "concurrency")) ==
-          "/step/stop");
+    CHECK(first_error(with(with(d, "/step", json{{"stop", "decided"}}), "/sweep/mode", "concurrency")) == "/step/stop");
     json check = without(with(d, "/step", json{{"stop", "decided"}}), "", "sweep");
     check["kind"] = "check";
     check["check"] = {{"rate_rps", 2}, {"duration_s", 5}};

@@ -1,0 +1,49 @@
+// What a step returns, as the store keeps it: its summary and the client's backlog.
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "loadgen/step_runner.hpp"
+
+namespace capsweep::loadgen {
+
+nlohmann::json StepResult::summary(const std::vector<double>& percentiles) const {
+  nlohmann::json j = metrics.summary(percentiles);
+  j["generator_limited"] = generator_limited;
+  j["generator_cpu"] = generator_cpu;
+  j["p99_loop_delay_ms"] = loop_delay_p99_ms;
+  j["max_loop_delay_ms"] = loop_delay_max_ms;
+  j["peak_in_flight"] = peak_in_flight;
+  j["peak_connections"] = peak_connections;
+  j["cancelled"] = cancelled;
+  j["itl_lists_cut"] = itl_lists_cut;
+  j["server"] = server.summary();
+  if (look_confidence > 0) {
+    j["stop"] = {{"mode", "decided"},
+                 {"by", to_string(stopped_by)},
+                 {"looks", looks},
+                 {"look_confidence", look_confidence},
+                 {"at_s", decision ? nlohmann::json(to_s(decision->at)) : nlohmann::json(nullptr)},
+                 {"decided", decision ? nlohmann::json(to_string(decision->verdict)) : nlohmann::json(nullptr)},
+                 {"why", decision ? nlohmann::json(decision->why) : nlohmann::json(nullptr)}};
+  }
+  j["backlog"] = {{"mean_in_flight", backlog.mean_in_flight},
+                  {"slope_per_s", backlog.slope_per_s},
+                  {"growth", backlog.growth},
+                  {"growth_stderr", backlog.growth_stderr},
+                  {"residual_autocorrelation", backlog.residual_autocorrelation},
+                  {"growing", backlog.growing}};
+  return j;
+}
+
+BacklogTrend client_backlog(const std::vector<RequestRow>& requests, const StepMetrics& metrics) {
+  std::vector<std::pair<Nanos, std::optional<Nanos>>> stays;
+  stays.reserve(requests.size());
+  for (const auto& row : requests) {
+    const auto at = [](double ms) { return Nanos(static_cast<Nanos::rep>(ms * 1e6)); };
+    stays.emplace_back(at(row.sent_ms),
+                       std::isnan(row.finished_ms) ? std::nullopt : std::optional<Nanos>(at(row.finished_ms)));
+  }
+  return backlog_trend(stays, metrics.window_start, metrics.window_end);
+}
+
+}  // namespace capsweep::loadgen

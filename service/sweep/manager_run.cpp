@@ -1,0 +1,394 @@
+// The job loop of a claimed job: prepare it (spec, dataset, calibration, runners), then ask
+// its planner for the next step, run it, judge and store it, until the planner finishes.
+// The queue, the workers and the job's lifecycle are in manager.cpp.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/json_access.hpp"
+#include "core/log.hpp"
+#include "core/memory.hpp"
+#include "loadgen/step_runner.hpp"
+#include "sweep/manager.hpp"
+#include "sweep/manager_parts.hpp"
+#include "sweep/orchestrator.hpp"
+#include "sweep/quality_pass.hpp"
+#include "sweep/spec.hpp"
+#include "sweep/step_judge.hpp"
+
+namespace capsweep::sweep {
+
+namespace {
+
+using json = nlohmann::json;
+
+// The result with the load's record as submitted (defaults filled, the dataset's sha256):
+// the workload (lengths, seed, dataset), the arrival process (burstiness), what the target is
+// (target.labels; a regression's baseline.labels and candidate.labels), the basis, and the
+// percentiles reported. A check's conditions also name the lengths,
+// the longest output a request could ask, the seed, the burstiness and the dataset, so its
+// five-part record reads whole. `max_output_tokens` is null when the distribution is unbounded.
+json with_record(json result, const json& stored_spec, std::optional<double> max_output_tokens) {
+  const json workload = stored_spec.value("workload", json::object());
+  const json arrival = stored_spec.value("arrival", json::object());
+  result["workload"] = workload;
+  result["arrival"] = arrival;
+  const json target = stored_spec.value("target", json::object());
+  result["labels"] = target.value("labels", json::object());
+  // A regression's two sides: what each ran (runtime, model, quantization, ...), side by side.
+  for (const char* side : {"baseline", "candidate"}) {
+    if (result.contains(side) && result[side].is_object()) {
+      const json& t = json_at(json_at(stored_spec, side), "target");
+      result[side]["labels"] = t.is_object() ? t.value("labels", json::object()) : json::object();
+    }
+  }
+  if (!result.contains("basis")) result["basis"] = stored_spec.value("basis", "");
+  result["report"] = stored_spec.value("report", json::object());
+  if (result.contains("conditions") && result["conditions"].is_object()) {
+    json& c = result["conditions"];
+    const json dataset = workload.value("dataset", json());
+    c["prompt_tokens"] = dataset.is_object() ? json{{"from", "dataset"}} : workload.value("prompt_tokens", json());
+    c["output_tokens"] = dataset.is_object()
+                             ? (dataset.value("output_tokens", json()).is_object() ? dataset["output_tokens"]
+                                                                                   : json{{"from", "dataset"}})
+                             : workload.value("output_tokens", json());
+    c["max_output_tokens"] = max_output_tokens ? json(*max_output_tokens) : json(nullptr);
+    c["seed"] = workload.value("seed", json(0));
+    // The gamma shape that was sent: 1 for Poisson gaps (a gamma of shape 1), none for
+    // constant gaps or all at once (the parser refuses a burstiness they would not send).
+    const std::string process = arrival.value("process", "poisson");
+    c["burstiness"] = process == "gamma"     ? arrival.value("burstiness", json(1))
+                      : process == "poisson" ? json(1)
+                                             : json(nullptr);
+    const json check = stored_spec.value("check", json::object());
+    c["think_time_ms"] = check.value("think_time_ms", json());
+    c["dataset"] = dataset.is_object() ? json{{"id", dataset.value("id", "")}, {"sha256", dataset.value("sha256", "")}}
+                                       : json(nullptr);
+  }
+  return result;
+}
+
+// The length of a job's ordinary step (warm-up + measured), for progress: none for a
+// scenario, whose one step is its profile.
+Nanos fixed_step_length(const JobSpec& spec) {
+  switch (spec.kind) {
+    case JobKind::check:
+      return spec.check.warmup + spec.check.duration;
+    case JobKind::regression:
+      return spec.regression.warmup + spec.regression.duration;
+    case JobKind::scenario:
+      return Nanos{0};
+    case JobKind::sweep:
+      return spec.sweep.warmup + spec.sweep.step_duration;
+  }
+  return Nanos{0};
+}
+
+}  // namespace
+
+loadgen::StepSpec step_spec(const JobSpec& spec, const StepOrder& order, int index) {
+  loadgen::StepSpec s;
+  // A regression's two runs of a round get the identical schedule and prompts: both are drawn
+  // from the round, not the step.
+  const auto draw = static_cast<std::uint64_t>(order.kind == StepKind::run ? order.round : index);
+  s.seed = spec.workload.seed * 1'000'003ULL + draw;
+  s.goodput = spec.slo.goodput;
+  s.metrics_url = spec.metrics_url;
+  s.prometheus = spec.prometheus;
+  if (order.role == Role::candidate && spec.candidate) {
+    s.metrics_url = spec.candidate->metrics_url;
+    s.prometheus = spec.candidate->prometheus;
+  }
+  s.request_index_base = draw << 32;
+  s.drain_timeout = spec.kind == JobKind::check        ? spec.check.drain_timeout
+                    : spec.kind == JobKind::regression ? spec.regression.drain_timeout
+                                                       : spec.sweep.drain_timeout;
+  // Count-based steps end with their last answer; the duration only bounds them.
+  const Nanos bound = std::max<Nanos>(std::chrono::seconds(600), spec.target.request_timeout);
+  switch (order.kind) {
+    case StepKind::baseline:
+      s.mode = loadgen::Mode::concurrency;
+      s.concurrency = 1;
+      s.requests = order.requests;
+      s.duration = bound * static_cast<long>(std::min<std::uint64_t>(order.requests.value_or(1), 1000));
+      break;
+    case StepKind::probe:
+      s.arrival.process = ArrivalProcess::all_at_once;
+      s.requests = order.requests;
+      s.concurrency = order.concurrency;
+      s.duration = bound;
+      break;
+    default:
+      s.arrival = spec.arrival;
+      s.concurrency = order.concurrency;
+      s.warmup = order.warmup;
+      if (order.closed_loop) {
+        s.mode = loadgen::Mode::concurrency;
+        s.think_time_ms = spec.kind == JobKind::check ? spec.check.think_time_ms : spec.sweep.think_time_ms;
+        s.duration = order.warmup + order.duration;
+        s.requests = order.requests;
+      } else if (spec.arrival.process == ArrivalProcess::all_at_once) {
+        s.requests = order.requests;
+        s.duration = bound;
+      } else {
+        s.arrival.rate_rps = order.rate_rps;
+        s.duration = order.warmup + order.duration;
+        s.requests = order.requests;
+        if (order.decided) {
+          // A pass needs a fixed step's length: the saturation witnesses' resolution.
+          DecideSettings d = spec.step.decide;
+          d.min_pass_time = std::min(spec.sweep.step_duration, order.duration);
+          s.decide = loadgen::DecidedStop{spec.slo, d};
+        }
+      }
+      break;
+  }
+  return s;
+}
+
+// A stored step's rows are not needed any more: free them (and the page cache they were
+// written through) now and hand the freed pages back to the system, so a long run's resident
+// memory reflects what is live, not its largest step.
+void release_step_memory(JudgedStep&& judged, loadgen::StepResult&& result, store::Store& store) {
+  store.release_memory();
+  {
+    const JudgedStep gone = std::move(judged);
+    const loadgen::StepResult also_gone = std::move(result);
+  }  // freed here
+  memory::return_free_memory();
+}
+
+std::optional<double> SweepManager::max_output_tokens(const JobSpec& spec) {
+  if (spec.workload.dataset && spec.workload.dataset->output_from_dataset) {
+    const auto row = store_->dataset(spec.workload.dataset->id);
+    const json max = row ? row->stats.value("/output_tokens/max"_json_pointer, json()) : json();
+    return max.is_number() ? std::optional<double>(max.get<double>()) : std::nullopt;
+  }
+  const std::uint32_t bound = spec.workload.output_tokens.upper_bound();
+  return bound == UINT32_MAX ? std::nullopt : std::optional<double>(bound);
+}
+
+Result<std::vector<llm::DatasetEntry>> SweepManager::load_dataset(const llm::DatasetRef& ref) {
+  auto meta = store_->dataset(ref.id);
+  auto content = meta ? store_->dataset_content(ref.id) : std::nullopt;
+  if (!content) return Error{errc::not_found, fmt::format("dataset {} is no longer stored", ref.id), ""};
+  if (!ref.sha256.empty() && ref.sha256 != meta->sha256) {
+    return Error{errc::conflict, fmt::format("dataset {} no longer has sha256 {}", ref.id, ref.sha256), ""};
+  }
+  auto parsed =
+      llm::parse_dataset(llm::parse_dataset_format(meta->format).value_or(llm::DatasetFormat::jsonl), *content);
+  if (!parsed) return Error{errc::parse_error, fmt::format("dataset {}: {}", ref.id, parsed.error().message), ""};
+  return std::move(parsed->entries);
+}
+
+std::optional<std::string> SweepManager::admit_targets(JobSpec& spec) const {
+  // The allow-list may have changed since the sweep was queued.
+  if (options_.allow_host) {
+    if (!options_.allow_host(spec.target.host)) return spec.target.host;
+    for (const auto& [field, url] : side_urls(spec)) {
+      const auto parsed = llm::parse_base_url({}, url, field);
+      if (!parsed || !options_.allow_host(parsed->host)) return url;
+    }
+  }
+  // Every target the job sends to: the allow-list on each address, the service's answer caps.
+  for (llm::Target* t : {&spec.target, spec.candidate ? &spec.candidate->target : nullptr,
+                         spec.judge ? &spec.judge->target : nullptr}) {
+    if (!t) continue;
+    if (options_.allow_host) t->allow_address = options_.allow_host;
+    t->max_response_bytes = options_.max_response_bytes;
+    t->max_sse_event_bytes = options_.max_sse_event_bytes;
+  }
+  return std::nullopt;
+}
+
+std::optional<SweepManager::Prepared> SweepManager::prepare(const store::SweepRow& row,
+                                                            const std::shared_ptr<Active>& active) {
+  const std::string& id = row.id;
+  auto spec = parse_job_spec(join_secrets(row.spec, row.secret_headers));
+  if (!spec) {
+    finish(id, "failed", nullptr, "stored spec is invalid: " + spec.error().message);
+    return std::nullopt;
+  }
+  if (auto refused = admit_targets(*spec)) {
+    finish(id, "failed", nullptr, fmt::format("'{}' is no longer in the service's allow_targets", *refused));
+    return std::nullopt;
+  }
+  store_->set_resumable(id, false);
+
+  Prepared p;
+  p.started = store::parse_utc(row.started_at).value_or(std::chrono::system_clock::now());
+  std::vector<llm::DatasetEntry> entries;
+  if (spec->workload.dataset) {
+    auto loaded = load_dataset(*spec->workload.dataset);
+    if (!loaded) {
+      finish(id, "failed", nullptr, loaded.error().message);
+      return std::nullopt;
+    }
+    entries = std::move(*loaded);
+  }
+  if (spec->quality) {
+    auto loaded = load_dataset(spec->quality->dataset);
+    if (!loaded) {
+      finish(id, "failed", nullptr, loaded.error().message);
+      return std::nullopt;
+    }
+    loaded->resize(quality_item_count(*spec->quality, loaded->size()));
+    p.quality_entries = std::move(*loaded);
+  }
+  std::string how;
+  // A scenario that judges a cold start or readiness must send the target nothing before its
+  // load: the calibration's request would wake a fleet scaled to zero, or wait out a model
+  // still loading, and the job would judge a target that it had warmed itself.
+  const bool keep_cold = spec->scenario && (spec->scenario->checks.cold_start || spec->scenario->checks.readiness);
+  const double tokens_per_word =
+      keep_cold ? (how = "prompt lengths not calibrated: the scenario judges the target's cold start or readiness", 1.0)
+                : loadgen::calibrate_tokens_per_word(spec->target, how,
+                                                     [this, active] { return active->cancel.load() || stopping(); });
+  auto workload = std::make_shared<const llm::Workload>(
+      spec->workload, llm::PromptSynth(tokens_per_word, spec->workload.shared_prefix_tokens, spec->workload.seed),
+      std::move(entries));
+  p.runner = std::make_unique<loadgen::StepRunner>(spec->target, workload, options_.endpoint);
+  if (spec->candidate) {
+    // The baseline's calibration serves both sides: they are sent the same prompt text.
+    p.candidate_runner = std::make_unique<loadgen::StepRunner>(spec->candidate->target, workload, options_.endpoint);
+  }
+  p.fixed_step_length = fixed_step_length(*spec);
+  log_line(fmt::format("sweep {} running against {} ({})", id, spec->base_url, how));
+  p.spec = std::move(*spec);
+  return p;
+}
+
+void SweepManager::run(const store::SweepRow& row, const std::shared_ptr<Active>& active) {
+  const std::string& id = row.id;
+  auto prepared = prepare(row, active);
+  if (!prepared) return;
+  Prepared& p = *prepared;
+  while (true) {
+    if (stopping()) {
+      store_->set_resumable(id, true);
+      log_line(fmt::format("sweep {} left resumable", id));
+      return;
+    }
+    if (active->cancel) return finish(id, "cancelled", nullptr, "cancelled by request; stored steps kept");
+    const auto stored = store_->steps(id);
+    std::vector<StepOutcome> outcomes;
+    for (const auto& s : stored) {
+      auto o = StepOutcome::from_json(s.outcome);
+      if (!o) return finish(id, "failed", nullptr, fmt::format("stored step {} is unreadable", s.index));
+      o->summary = s.summary;
+      o->evaluation = s.evaluation;
+      outcomes.push_back(std::move(*o));
+    }
+    const Action action = next_action(p.spec, outcomes);
+    if (const auto* fin = std::get_if<Finish>(&action)) {
+      store_->set_progress(id, {{"phase", "done"},
+                                {"step", stored.size()},
+                                {"steps_planned", stored.size()},
+                                {"percent", 100},
+                                {"eta_s", 0}});
+      return finish(id, "succeeded", with_record(fin->result, row.spec, max_output_tokens(p.spec)),
+                    fmt::format("after {} steps", stored.size()));
+    }
+    if (const auto* fail = std::get_if<Fail>(&action)) return finish(id, "failed", nullptr, fail->reason);
+    if (std::chrono::system_clock::now() - p.started > options_.max_total_sweep) {
+      return finish(id, "failed", nullptr, "the sweep ran past the service's max_total_sweep_s limit");
+    }
+    const int index = static_cast<int>(stored.size());
+    if (!run_step(row, p, active, std::get<StepOrder>(action), index, plan_progress(p.spec, outcomes).steps_planned)) {
+      return;
+    }
+  }
+}
+
+bool SweepManager::pause(const std::shared_ptr<Active>& active, Nanos length) {
+  const auto until = Clock::now() + length;
+  while (Clock::now() < until) {
+    if (active->cancel || stopping()) return false;
+    std::this_thread::sleep_for(std::min<Nanos>(std::chrono::milliseconds(50), until - Clock::now()));
+  }
+  return true;
+}
+
+bool SweepManager::run_step(const store::SweepRow& row, Prepared& p, const std::shared_ptr<Active>& active,
+                            const StepOrder& order, int index, int steps_planned) {
+  const std::string& id = row.id;
+  if (order.pause_before.count() > 0) {
+    store_->set_progress(id, {{"phase", "cooldown"},
+                              {"step", index},
+                              {"steps_planned", steps_planned},
+                              {"percent", std::round(1000.0 * index / steps_planned) / 10}});
+    if (!pause(active, order.pause_before)) return true;  // cancelled or stopping: the caller's loop says which
+  }
+  // A step that never ended twice (the process died in it) is not started a third time.
+  const int attempt = store_->begin_step_attempt(id, index);
+  if (attempt > 2) {
+    finish(
+        id, "failed", nullptr,
+        fmt::format("step {} was started {} times and never ended (the service stopped or crashed in it); not retried",
+                    index, attempt - 1));
+    return false;
+  }
+  if (order.kind == StepKind::quality) return run_quality_step(row, p, active, order, index, steps_planned);
+  if (order.kind == StepKind::scenario) return run_scenario_step(row, p, active, order, index, steps_planned);
+  loadgen::StepSpec ss = step_spec(p.spec, order, index);
+  if (options_.max_connections > 0 && (ss.concurrency == 0 || ss.concurrency > options_.max_connections)) {
+    ss.concurrency = options_.max_connections;
+  }
+  loadgen::StepRunner& runner = order.role == Role::candidate ? *p.candidate_runner : *p.runner;
+  active->enter_step(order, index, steps_planned, &runner, p.fixed_step_length);
+  store_->set_progress(id, {{"phase", order.phase},
+                            {"step", index + 1},
+                            {"steps_planned", steps_planned},
+                            {"percent", std::round(1000.0 * index / steps_planned) / 10}});
+  if (active->cancel) runner.cancel();  // a cancel that raced the step's start
+  const std::string started_at = store::utc_now();
+  bool over_time = false;
+  auto result = [&] {
+    StepDeadline deadline(*active, p.started + options_.max_total_sweep);
+    auto r = runner.run(ss);
+    over_time = deadline.end_step();
+    return r;
+  }();
+  if (!result) {
+    store_->end_step_attempt(id);
+    finish(id, "failed", nullptr,
+           fmt::format("step {} could not run: {} ({})", index, result.error().message, result.error().field));
+    return false;
+  }
+  if (over_time) {
+    store_->end_step_attempt(id);
+    finish(id, "failed", nullptr,
+           fmt::format("the sweep reached the service's max_total_sweep_s limit during step {}", index));
+    return false;
+  }
+  if (result->cancelled || active->cancel) {
+    // Not stored; the caller's loop decides why (cancel or stop). Stopped cleanly: no crash.
+    store_->end_step_attempt(id);
+    return true;
+  }
+  store_step(id, p.spec, order, index, started_at, std::move(*result));
+  return true;
+}
+
+void SweepManager::store_step(const std::string& id, const JobSpec& spec, const StepOrder& order, int index,
+                              const std::string& started_at, loadgen::StepResult&& result) {
+  JudgedStep judged = judge_step(spec, order, result);
+  if (spec.workload.dataset) {
+    judged.row.summary["dataset"] = {{"id", spec.workload.dataset->id}, {"sha256", spec.workload.dataset->sha256}};
+  }
+  judged.row.index = index;
+  judged.row.started_at = started_at;
+  judged.row.finished_at = store::utc_now();
+  store_->append_step(id, judged.row, judged.requests);
+  store_->end_step_attempt(id);
+  stats_.steps_run++;
+  stats_.requests_sent += result.requests.size();
+  log_line(fmt::format("sweep {} step {} ({} {}) {}: {}", id, index, order.phase,
+                       std::isfinite(order.rate_rps) && order.rate_rps > 0 ? fmt::format("{:.2f} req/s", order.rate_rps)
+                                                                           : std::string("-"),
+                       judged.row.verdict, judged.outcome.limiting_metric));
+  release_step_memory(std::move(judged), std::move(result), *store_);
+}
+
+}  // namespace capsweep::sweep
