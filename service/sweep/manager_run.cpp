@@ -192,8 +192,8 @@ std::optional<std::string> SweepManager::admit_targets(JobSpec& spec) const {
     }
   }
   // Every target the job sends to: the allow-list on each address, the service's answer caps.
-  for (llm::Target* t : {&spec.target, spec.candidate ? &spec.candidate->target : nullptr,
-                         spec.judge ? &spec.judge->target : nullptr}) {
+  for (llm::Target* t :
+       {&spec.target, spec.candidate ? &spec.candidate->target : nullptr, spec.judge ? &spec.judge->target : nullptr}) {
     if (!t) continue;
     if (options_.allow_host) t->allow_address = options_.allow_host;
     t->max_response_bytes = options_.max_response_bytes;

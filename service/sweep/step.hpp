@@ -64,7 +64,7 @@ struct StepOrder {
   std::optional<Role> role;  // regression steps: which side runs (none: the job's target)
   int round = 0;             // regression: the round of a run, the pass of a quality step
   Nanos pause_before{0};     // wait this long before the step (a regression's cooldown)
-  bool decided = false;      // step.stop "decided": the step may end once its verdict is decided; duration is its longest
+  bool decided = false;  // step.stop "decided": the step may end once its verdict is decided; duration is its longest
 };
 
 }  // namespace capsweep::sweep
