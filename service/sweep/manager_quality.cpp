@@ -101,30 +101,8 @@ bool SweepManager::run_quality_step(const store::SweepRow& row, Prepared& p, con
     return false;
   }
   if (active->cancel || stopping()) return true;  // not stored; the caller's loop says why
-  const int pass = order.round;
-  JudgedQuality judged = judge_quality(q, *order.role, pass, p.quality_entries, replies, scores);
-  if (!calibration_scores.empty()) {
-    json& list = judged.summary["calibration_scores"] = json::array();
-    for (const auto& s : calibration_scores) list.push_back(s ? json(*s) : json(nullptr));
-  }
-  StepOutcome o;
-  o.kind = StepKind::quality;
-  o.role = order.role;
-  o.round = pass;
-  o.verdict = judged.failed == 0 ? Verdict::pass : Verdict::fail;
-  o.completed = judged.answered;
-  o.measured = judged.answered + judged.failed;
-  store::StepRow step;
-  step.index = index;
-  step.kind = "quality";
-  step.phase = order.phase;
-  step.verdict = std::string(to_string(o.verdict));
-  step.summary = judged.summary;
-  step.evaluation = {{"verdict", step.verdict},
-                     {"note", "pass: every item was answered; the quality verdicts are in the job's result"}};
-  step.outcome = o.to_json();
-  step.role = std::string(to_string(*order.role));
-  step.round = pass;
+  const JudgedQuality judged = judge_quality(q, *order.role, order.round, p.quality_entries, replies, scores);
+  store::StepRow step = quality_step_row(order, index, judged, calibration_scores);
   step.started_at = started_at;
   step.finished_at = store::utc_now();
   store_->append_step(id, step, {}, judged.items);

@@ -93,6 +93,23 @@ Result<Schedule> scenario_schedule(const JobSpec& spec, const Profile& profile, 
                           spec.workload.seed * 1'000'003ULL + static_cast<std::uint64_t>(index));
 }
 
+// The first reason given, from any thread.
+class FirstReason {
+ public:
+  void set(const std::string& why) {
+    std::lock_guard lock(m_);
+    if (why_.empty()) why_ = why;
+  }
+  std::string get() const {
+    std::lock_guard lock(m_);
+    return why_;
+  }
+
+ private:
+  mutable std::mutex m_;
+  std::string why_;
+};
+
 }  // namespace
 
 bool SweepManager::run_scenario_step(const store::SweepRow& row, Prepared& p, const std::shared_ptr<Active>& active,
@@ -107,13 +124,9 @@ bool SweepManager::run_scenario_step(const store::SweepRow& row, Prepared& p, co
     return false;
   }
   store_->clear_windows(id);  // a step started again after a crash begins its windows anew
-  std::mutex fatal_m;
-  std::string fatal;
+  FirstReason fatal;          // what the watch found fatal, from its thread
   ScenarioWatch::Options wo = watch_options(options_, p, active, [&](const std::string& why) {
-    {
-      std::lock_guard lock(fatal_m);
-      if (fatal.empty()) fatal = why;
-    }
+    fatal.set(why);
     p.runner->cancel();
   });
   ScenarioWatch watch(spec, *profile, id, *store_, std::move(wo));
@@ -143,19 +156,13 @@ bool SweepManager::run_scenario_step(const store::SweepRow& row, Prepared& p, co
     std::lock_guard al(active->m);
     active->latest_window = nullptr;
   }
-  {
-    std::lock_guard lock(fatal_m);
-    if (!fatal.empty()) {
-      finish(id, "failed", nullptr, "scenario.replicas: " + fatal);
-      return false;
-    }
-  }
-  if (!result) {
-    finish(id, "failed", nullptr, fmt::format("the scenario could not run: {}", result.error().message));
-    return false;
-  }
-  if (over_time) {
-    finish(id, "failed", nullptr, "the job reached the service's max_total_sweep_s limit during its scenario");
+  // No database write under a lock: the reason is copied out first.
+  std::string failure = fatal.get().empty() ? std::string() : "scenario.replicas: " + fatal.get();
+  if (failure.empty() && !result) failure = fmt::format("the scenario could not run: {}", result.error().message);
+  if (failure.empty() && over_time)
+    failure = "the job reached the service's max_total_sweep_s limit during its scenario";
+  if (!failure.empty()) {
+    finish(id, "failed", nullptr, failure);
     return false;
   }
   if (result->cancelled || active->cancel || stopping()) return true;  // not stored; the caller's loop says why

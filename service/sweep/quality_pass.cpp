@@ -198,4 +198,32 @@ std::string judge_prompt(const std::string& template_text, const std::string& qu
   return out;
 }
 
+store::StepRow quality_step_row(const StepOrder& order, int index, const JudgedQuality& judged,
+                                const std::vector<std::optional<double>>& calibration_scores) {
+  using json = nlohmann::json;
+  StepOutcome o;
+  o.kind = StepKind::quality;
+  o.role = order.role;
+  o.round = order.round;
+  o.verdict = judged.failed == 0 ? Verdict::pass : Verdict::fail;
+  o.completed = judged.answered;
+  o.measured = judged.answered + judged.failed;
+  store::StepRow step;
+  step.index = index;
+  step.kind = "quality";
+  step.phase = order.phase;
+  step.verdict = std::string(to_string(o.verdict));
+  step.summary = judged.summary;
+  if (!calibration_scores.empty()) {
+    json& list = step.summary["calibration_scores"] = json::array();
+    for (const auto& s : calibration_scores) list.push_back(s ? json(*s) : json(nullptr));
+  }
+  step.evaluation = {{"verdict", step.verdict},
+                     {"note", "pass: every item was answered; the quality verdicts are in the job's result"}};
+  step.outcome = o.to_json();
+  if (order.role) step.role = std::string(to_string(*order.role));
+  step.round = order.round;
+  return step;
+}
+
 }  // namespace capsweep::sweep

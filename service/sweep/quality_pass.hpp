@@ -13,6 +13,7 @@
 #include "llm/dataset.hpp"
 #include "store/store.hpp"
 #include "sweep/spec.hpp"
+#include "sweep/step.hpp"
 
 namespace capsweep::loadgen {
 struct QualityReply;
@@ -41,6 +42,12 @@ JudgedQuality judge_quality(const QualitySettings& q, Role role, int pass,
                             const std::vector<llm::DatasetEntry>& entries,
                             const std::vector<loadgen::QualityReply>& replies,
                             const std::vector<std::optional<double>>& scores);
+
+// The stored row of a quality step (the pass's tally as its summary, the human-labelled
+// calibration scores when the judge scored them): pass when every item was answered; the
+// quality verdicts are the job's result's.
+store::StepRow quality_step_row(const StepOrder& order, int index, const JudgedQuality& judged,
+                                const std::vector<std::optional<double>>& calibration_scores);
 
 // The reference a judge compares an answer with (expect.answer, else expect.contains); "" when
 // the item has none.
