@@ -618,13 +618,17 @@ TEST_CASE(
   spec["sweep"]["baseline_requests"] = 3;
   spec["sweep"]["probe_requests"] = 4;
   spec["sweep"]["probe_concurrency"] = 4;
-  spec["sweep"]["max_steps"] = 3;
+  spec["sweep"]["max_steps"] = 2;
   spec["sweep"]["tolerance"] = 0.5;
-  // p50 bounds at 90% confidence over 5 looks: a step with every request within decides a
-  // pass after 7 of them (0.5^7 <= (1 - 0.98) / 2), ~22 s at 0.32 req/s, and never before
-  // its fixed length (20 s: a pass needs the saturation witnesses' resolution); at most 60 s.
-  spec["slo"] = {{"ttft_ms", {{"p50", 2500}}}, {"itl_ms", {{"p50", 400}}}, {"confidence", 0.9}};
-  spec["step"] = {{"stop", "decided"}, {"min_s", 5}, {"min_requests", 5}, {"looks", 5}, {"max_s", 60}};
+  // Bounds the target meets easily below its capacity (TTFT ~0.1 s idle, a few seconds of
+  // queue near it; ITL 100 ms), as p50s at 90% confidence over 5 looks (0.98 each), looked
+  // at after 5, 7, 9, 12 and 15 ended requests: with every request within and one or two
+  // still in flight (counted against the pass) a step is decided by the 12th or 15th, and
+  // never before its fixed length (20 s: a pass needs the saturation witnesses'
+  // resolution); at most 90 s. (With TTFT p50 <= 2.5 s the ladder's rungs sat near the
+  // bound, where a step rightly stays undecided.)
+  spec["slo"] = {{"ttft_ms", {{"p50", 8000}}}, {"itl_ms", {{"p50", 1000}}}, {"confidence", 0.9}};
+  spec["step"] = {{"stop", "decided"}, {"min_s", 5}, {"min_requests", 5}, {"looks", 5}, {"max_s", 90}};
   const std::string id = submit(d, spec);
   const json done = d.wait_for(id, ended, 420s);
   INFO(done.dump(1));
@@ -632,8 +636,10 @@ TEST_CASE(
   validate_result(done);
   const json& r = done["result"];
   REQUIRE(r["max_slo_rate_rps"].is_number());
-  CHECK(r["max_slo_rate_rps"].get<double>() >= 0.25);
-  CHECK(r["max_slo_rate_rps"].get<double>() < 0.8);  // never above what two sequences can serve
+  // At least the ladder's lowest rung (below the synchronous rate), never above what two
+  // sequences can serve.
+  CHECK(r["max_slo_rate_rps"].get<double>() >= 0.5 * r["baseline"]["rate_rps"].get<double>());
+  CHECK(r["max_slo_rate_rps"].get<double>() < 0.8);
   for (const auto& w : r["warnings"]) CHECK(w.get<std::string>().find("cannot hold") == std::string::npos);
   const json steps = d.get_json("/v1/sweeps/" + id + "/steps")["steps"];
   int decided_passes = 0;
@@ -645,13 +651,16 @@ TEST_CASE(
     INFO(s["summary"].dump());
     REQUIRE(s["summary"].contains("stop"));
     const json& stop = s["summary"]["stop"];
+    UNSCOPED_INFO("step " << s["index"] << " at " << s["offered_rate_rps"] << " req/s: " << s["verdict"] << ", stop "
+                          << stop.dump() << ", lag p99 " << s["summary"]["p99_schedule_lag_ms"] << " ms, measured "
+                          << s["summary"]["measured"]);
     CHECK(stop["mode"] == "decided");
     CHECK(stop["look_confidence"].get<double>() == Approx(0.98));
     if (stop["by"] == "decided") {
-      // It ended at its decision, long before its 60 measured seconds; a passing decision is
+      // It ended at its decision, before its 90 measured seconds; a passing decision is
       // the step's verdict.
-      CHECK(stop["at_s"].get<double>() < 2 + 60);
-      CHECK(s["summary"]["duration_s"].get<double>() < 60);
+      CHECK(stop["at_s"].get<double>() < 2 + 90);
+      CHECK(s["summary"]["duration_s"].get<double>() < 90);
       if (stop["decided"] == "pass") {
         ++decided_passes;
         CHECK(stop["at_s"].get<double>() >= 2 + 20);

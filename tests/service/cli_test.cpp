@@ -26,8 +26,8 @@ struct CliRun {
 
 // Runs `capsweep ARGS` (arguments are single-quoted for the shell) with stdout and stderr
 // captured.
-CliRun cli(const TempDir& dir, const std::vector<std::string>& args) {
-  std::string cmd = std::string("'") + CAPSWEEP_CLI_PATH + "'";
+CliRun cli(const TempDir& dir, const std::vector<std::string>& args, const std::string& cwd = {}) {
+  std::string cmd = (cwd.empty() ? std::string() : "cd '" + cwd + "' && ") + "'" + CAPSWEEP_CLI_PATH + "'";
   for (const auto& a : args) cmd += " '" + a + "'";
   cmd += " >'" + dir.path("cli.out").string() + "' 2>'" + dir.path("cli.err").string() + "' </dev/null";
   CliRun r;
@@ -415,8 +415,9 @@ TEST_CASE("cli: every capsweep command line in the README and docs/ parses") {
         // Against a port nothing listens on: a line that parses gets as far as the network
         // or a file (an error of capsweep's own, "capsweep: ..."); one that does not parse
         // gets the argument parser's complaint.
+        // From the repository's root, as the docs' paths (config/datasets/...) are written.
         words.insert(words.begin(), {"--server", "http://127.0.0.1:1"});
-        const auto r = cli(dir, words);
+        const auto r = cli(dir, words, CAPSWEEP_SOURCE_DIR);
         CHECK(r.err.find("Run with --help") == std::string::npos);
         if (r.code != 0) CHECK(r.err.rfind("capsweep: ", 0) == 0);
       }

@@ -92,7 +92,7 @@ TEST_CASE("decide: a target far within its p95 bound passes at the first look th
   CHECK(f.decision->look == d.looks_taken());
 }
 
-TEST_CASE("decide: a target far beyond its bound fails within the first looks; a fail holds in the step's verdict") {
+TEST_CASE("decide: a target far beyond its bound fails within the first looks - a fail holds in the step's verdict") {
   const SloSpec slo = slo_of(R"({"ttft_ms": {"p95": 800}, "itl_ms": {"p95": 50}})");
   DecideSettings s;
   s.min_time = 2s;
@@ -133,7 +133,7 @@ TEST_CASE("decide: no look before the minimum time and count, nor before the war
   CHECK(dec->at == 15s);
 }
 
-TEST_CASE("decide: requests in flight count against a pass; a lagging generator decides nothing") {
+TEST_CASE("decide: requests in flight count against a pass - a lagging generator decides nothing") {
   const SloSpec slo = slo_of(R"({"ttft_ms": {"p95": 800}})");
   DecideSettings s;
   s.min_time = 0s;
