@@ -22,19 +22,6 @@ std::string_view to_string(StopReason r) noexcept {
   return "fixed_length";
 }
 
-double binomial_cdf(std::uint64_t n, std::uint64_t k, double p) noexcept {
-  if (k >= n || p <= 0) return 1;
-  if (p >= 1) return 0;
-  const double nd = static_cast<double>(n);
-  double cdf = 0;
-  for (std::uint64_t i = 0; i <= k; ++i) {
-    const double id = static_cast<double>(i);
-    cdf += std::exp(std::lgamma(nd + 1) - std::lgamma(id + 1) - std::lgamma(nd - id + 1) + id * std::log(p) +
-                    (nd - id) * std::log1p(-p));
-  }
-  return std::min(cdf, 1.0);
-}
-
 namespace {
 
 // The one value of a latency metric a successful request gives (TTFT, E2EL and their "sent"

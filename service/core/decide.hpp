@@ -32,6 +32,7 @@
 
 #include "core/record.hpp"
 #include "core/slo.hpp"
+#include "core/stats.hpp"
 #include "core/time.hpp"
 
 namespace capsweep {
@@ -113,8 +114,5 @@ class StepDecider {
   int looks_taken_ = 0;
   std::uint64_t next_look_at_ = 0;  // ended requests the next look waits for (0: the first look)
 };
-
-// P(X <= k) for X ~ Binomial(n, p).
-double binomial_cdf(std::uint64_t n, std::uint64_t k, double p) noexcept;
 
 }  // namespace capsweep

@@ -32,6 +32,14 @@ double percentile_sorted(std::span<const double> sorted, double q) noexcept {
   return sorted[lo] + (sorted[hi] - sorted[lo]) * frac;
 }
 
+double binomial_cdf(std::uint64_t n, std::uint64_t k, double p) noexcept {
+  if (k >= n || p <= 0) return 1;
+  if (p >= 1) return 0;
+  double cdf = 0;
+  for (std::uint64_t i = 0; i <= k; ++i) cdf += std::exp(log_binomial_pmf(n, i, p));
+  return std::min(cdf, 1.0);
+}
+
 RankInterval percentile_rank_interval(std::uint64_t n, double q, double confidence) noexcept {
   const auto n_signed = static_cast<std::int64_t>(n);
   if (n == 0) return {-1, 0};

@@ -23,6 +23,9 @@ struct RankInterval {
 };
 RankInterval percentile_rank_interval(std::uint64_t n, double q, double confidence) noexcept;
 
+// P(X <= k) for X ~ Binomial(n, p).
+double binomial_cdf(std::uint64_t n, std::uint64_t k, double p) noexcept;
+
 // Collects samples with bounded memory. Up to `exact_capacity` samples are kept as they are
 // (percentiles exact); beyond that they are folded into a log-bucketed histogram whose
 // reported values are within 1% of the true sample value (relative error <= 0.99%).
