@@ -134,7 +134,7 @@ CancelOutcome SweepManager::cancel(const std::string& id) {
 }
 
 std::optional<json> SweepManager::live_progress(const std::string& id) const {
-  std::shared_ptr<Active> a;
+  std::shared_ptr<ActiveJob> a;
   {
     std::lock_guard lock(mutex_);
     auto it = active_.find(id);
@@ -185,7 +185,7 @@ std::optional<json> SweepManager::live_progress(const std::string& id) const {
 }
 
 std::vector<std::pair<std::string, json>> SweepManager::scenario_windows() const {
-  std::vector<std::shared_ptr<Active>> running;
+  std::vector<std::shared_ptr<ActiveJob>> running;
   {
     std::lock_guard lock(mutex_);
     for (const auto& [id, a] : active_) running.push_back(a);
@@ -198,7 +198,7 @@ std::vector<std::pair<std::string, json>> SweepManager::scenario_windows() const
   return out;
 }
 
-std::shared_ptr<SweepManager::Active> SweepManager::claim() {
+std::shared_ptr<ActiveJob> SweepManager::claim() {
   // The store is read without the manager's lock (a locked database must not stall the API's
   // progress reads); what is busy is copied under it first and checked again at the end.
   std::set<std::string> busy, active_ids;
@@ -229,7 +229,7 @@ std::shared_ptr<SweepManager::Active> SweepManager::claim() {
         for (const auto& k : keys) busy_targets_.erase(k);
         continue;
       }
-      auto active = std::make_shared<Active>();
+      auto active = std::make_shared<ActiveJob>();
       active->id = row.id;
       active->target_keys = keys;
       {
@@ -246,7 +246,7 @@ std::shared_ptr<SweepManager::Active> SweepManager::claim() {
 void SweepManager::worker_loop() {
   ++workers_running_;
   while (!stopping()) {
-    std::shared_ptr<Active> active;
+    std::shared_ptr<ActiveJob> active;
     try {
       // No job is taken while the database cannot be written (a full disk): its steps could
       // not be stored, so running them would only load the target.

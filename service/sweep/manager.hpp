@@ -69,6 +69,9 @@ struct ManagerStats {
 
 struct StepOrder;
 struct JobSpec;
+struct ActiveJob;    // a job running here (manager_parts.hpp)
+struct PreparedJob;  // what a claimed job prepared for all its steps (manager_parts.hpp)
+class StepExecutor;  // one step's own part of the step skeleton (manager_parts.hpp)
 
 enum class CancelOutcome { cancelled, stopping, not_found, already_finished };
 
@@ -99,51 +102,40 @@ class SweepManager {
   const ManagerStats& stats() const noexcept { return stats_; }
 
  private:
-  friend class StepDeadline;
-  struct Active;
-  struct Prepared;
   void worker_loop();
   // Claims the next sweep to run (a resumed one first) and registers it as active.
-  std::shared_ptr<Active> claim();
-  void run(const store::SweepRow& row, const std::shared_ptr<Active>& active);
-  // Parses the stored spec, re-checks the allow-list and calibrates prompts; nullopt after
-  // finishing the sweep as failed.
+  std::shared_ptr<ActiveJob> claim();
+  void run(const store::SweepRow& row, const std::shared_ptr<ActiveJob>& active);
   // Re-checks every host the job contacts against the allow-list (it may have changed since
   // the job was queued) and sets the service's caps on each target; the refused host or URL.
   std::optional<std::string> admit_targets(JobSpec& spec) const;
-  std::optional<Prepared> prepare(const store::SweepRow& row, const std::shared_ptr<Active>& active);
+  // Parses the stored spec, re-checks the allow-list and calibrates prompts; nullopt after
+  // finishing the sweep as failed.
+  std::optional<PreparedJob> prepare(const store::SweepRow& row, const std::shared_ptr<ActiveJob>& active);
   // A stored dataset's entries, checked against the sha256 the job recorded.
   Result<std::vector<llm::DatasetEntry>> load_dataset(const llm::DatasetRef& ref);
   // The most output tokens a request of the job may ask: the distribution's bound, or the
   // dataset's longest output; nullopt when unbounded or unknown.
   std::optional<double> max_output_tokens(const JobSpec& spec);
-  // Runs one ordered step under the time limit; false when the sweep ended meanwhile.
-  bool run_step(const store::SweepRow& row, Prepared& p, const std::shared_ptr<Active>& active, const StepOrder& order,
-                int index, int steps_planned);
+  // The one step skeleton: pause, attempt, progress, the time limit's watch around the run,
+  // judge, store, log. The step's own part is its kind's StepExecutor. False when the job
+  // ended meanwhile (failed); true when it goes on (or was cancelled or stopped: the caller's
+  // loop says which).
+  bool run_step(const store::SweepRow& row, PreparedJob& p, const std::shared_ptr<ActiveJob>& active,
+                const StepOrder& order, int index, int steps_planned);
+  // The step's executor for its kind: a load step (manager_run.cpp), a regression's quality
+  // step (manager_quality.cpp) or a scenario's step (manager_scenario.cpp). Null, with the
+  // reason in `why`, when the step cannot be set up.
+  std::unique_ptr<StepExecutor> executor(const store::SweepRow& row, PreparedJob& p,
+                                         const std::shared_ptr<ActiveJob>& active, const StepOrder& order, int index,
+                                         std::string& why);
+  std::unique_ptr<StepExecutor> quality_executor(PreparedJob& p, const std::shared_ptr<ActiveJob>& active,
+                                                 const StepOrder& order, int index);
+  std::unique_ptr<StepExecutor> scenario_executor(const store::SweepRow& row, PreparedJob& p,
+                                                  const std::shared_ptr<ActiveJob>& active, const StepOrder& order,
+                                                  int index, std::string& why);
   // Waits `length` unless the job is cancelled or the service stops (false then).
-  bool pause(const std::shared_ptr<Active>& active, Nanos length);
-  // A regression's quality step: asks the side every quality item, judges the answers (and
-  // has the judge score them), stores the step with its items; false when the job ended.
-  bool run_quality_step(const store::SweepRow& row, Prepared& p, const std::shared_ptr<Active>& active,
-                        const StepOrder& order, int index, int steps_planned);
-  // A scenario's step: the whole profile sent, its windows stored as they close, the checks
-  // judged from them; false when the job ended.
-  // Stores a scenario's judged step (its windows are stored already) and counts it.
-  void store_scenario_step(const std::string& id, store::StepRow step, std::uint64_t measured, std::size_t windows);
-  bool run_scenario_step(const store::SweepRow& row, Prepared& p, const std::shared_ptr<Active>& active,
-                         const StepOrder& order, int index, int steps_planned);
-  std::vector<std::optional<double>> judge_answers(const JobSpec& spec, const std::vector<llm::DatasetEntry>& entries,
-                                                   const std::vector<loadgen::QualityReply>& replies,
-                                                   const std::shared_ptr<Active>& active);
-  // The judge's score of each calibration item (judge.calibration), in order.
-  std::vector<std::optional<double>> judge_calibration(const JobSpec& spec, const std::shared_ptr<Active>& active);
-  // Asks the judge each prompt; its score of each (nullopt where it gave none).
-  std::vector<std::optional<double>> ask_judge(const JobSpec& spec, const std::vector<std::string>& prompts,
-                                               const std::shared_ptr<Active>& active);
-  // Judges a finished step, stores it with its requests in one transaction, logs it and
-  // frees its memory.
-  void store_step(const std::string& id, const JobSpec& spec, const StepOrder& order, int index,
-                  const std::string& started_at, loadgen::StepResult&& result);
+  bool pause(const std::shared_ptr<ActiveJob>& active, Nanos length);
   // The one way a sweep ends here: store the terminal status, count it, log it.
   void finish(const std::string& id, const std::string& status, const nlohmann::json& result, const std::string& why);
   bool stopping() const;
@@ -156,7 +148,7 @@ class SweepManager {
   std::condition_variable wake_;
   bool stopping_ = false;
   std::set<std::string> busy_targets_;
-  std::map<std::string, std::shared_ptr<Active>> active_;
+  std::map<std::string, std::shared_ptr<ActiveJob>> active_;
   std::vector<std::thread> workers_;
   std::atomic<int> workers_running_{0};
   std::chrono::steady_clock::time_point last_prune_{};

@@ -1,8 +1,9 @@
 #pragma once
-// Internal to sweep/: what the manager's files share (manager.cpp runs jobs and plain steps,
+// Internal to sweep/: what the manager's files share (manager.cpp queues and claims jobs,
+// manager_run.cpp runs a job's loop, the one step skeleton and load steps,
 // manager_quality.cpp a regression's quality steps, manager_scenario.cpp a scenario's step):
-// the record of a running job, the per-step time limit, what a claimed job has prepared, and
-// how an ordered step becomes the load engine's settings.
+// the record of a running job, the per-step time limit, what a claimed job has prepared, a
+// step kind's executor, and how an ordered step becomes the load engine's settings.
 
 #include <chrono>
 #include <condition_variable>
@@ -22,7 +23,7 @@ namespace capsweep::sweep {
 
 using Clock = std::chrono::steady_clock;
 
-struct SweepManager::Active {
+struct ActiveJob {
   std::string id;
   std::vector<std::string> target_keys;  // the targets it holds (a regression: both sides)
   std::atomic<bool> cancel{false};
@@ -67,7 +68,7 @@ struct SweepManager::Active {
 // runner when the sweep's time is up. end_step() (or the destructor) ends the watch.
 class StepDeadline {
  public:
-  StepDeadline(SweepManager::Active& a, std::chrono::system_clock::time_point limit_at)
+  StepDeadline(ActiveJob& a, std::chrono::system_clock::time_point limit_at)
       : a_(a), watch_([this, limit_at] {
           std::unique_lock al(a_.m);
           if (!a_.step_ended.wait_until(al, limit_at, [this] { return !a_.in_step; })) {
@@ -91,13 +92,13 @@ class StepDeadline {
   }
 
  private:
-  SweepManager::Active& a_;
+  ActiveJob& a_;
   bool over_time_ = false;  // written by the watch, read after joining it
   std::thread watch_;
 };
 
 // What a claimed sweep needs for all its steps.
-struct SweepManager::Prepared {
+struct PreparedJob {
   JobSpec spec;
   std::unique_ptr<loadgen::StepRunner> runner;
   // A regression job: the candidate's runner (the same workload, so the same prompts), and the
@@ -107,6 +108,40 @@ struct SweepManager::Prepared {
   std::chrono::system_clock::time_point started;  // first start, across restarts
   Nanos fixed_step_length{0};
 };
+
+// A judged step, ready for the store (its index and times are the skeleton's): the step row,
+// its request rows or quality items, how many requests it sent, and the tail of its log line.
+struct StoredStep {
+  store::StepRow row;
+  std::vector<store::RequestRow> requests;
+  std::vector<store::QualityItemRow> items;
+  std::uint64_t requests_sent = 0;
+  std::string log;
+};
+
+// One step kind's own part of the step skeleton (SweepManager::run_step): what it sends, what
+// watches it, how it is judged. The skeleton owns the rest: the attempt count, progress, the
+// time limit, cancel and stop, the store, the log and freeing the step's memory.
+class StepExecutor {
+ public:
+  virtual ~StepExecutor() = default;
+  // What a cancel and the time limit stop while run() runs.
+  virtual loadgen::RunControl* control() = 0;
+  // The step's length as progress shows it (0 when it ends with its last answer).
+  virtual Nanos length() const = 0;
+  // Sends the step; the time limit's watch runs meanwhile.
+  virtual void run() = 0;
+  // After the watch has ended: what watched the load is stopped.
+  virtual void after() {}
+  // Why the job cannot go on ("" when it can) and whether the run was cut short (not stored).
+  virtual std::string failure() const = 0;
+  virtual bool cut_short() const = 0;
+  // The step judged, for the store.
+  virtual StoredStep judge() = 0;
+};
+
+// The service's cap on requests in flight per job, on a step's settings.
+void cap_connections(loadgen::StepSpec& ss, const ManagerOptions& options);
 
 // The load engine's settings for one ordered step of a job.
 loadgen::StepSpec step_spec(const JobSpec& spec, const StepOrder& order, int index);

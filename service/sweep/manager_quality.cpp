@@ -13,103 +13,117 @@
 
 namespace capsweep::sweep {
 
-using json = nlohmann::json;
+namespace {
 
-// The judge's score of each answered item that has a reference (nullopt for the others).
-std::vector<std::optional<double>> SweepManager::judge_answers(const JobSpec& spec,
-                                                               const std::vector<llm::DatasetEntry>& entries,
-                                                               const std::vector<loadgen::QualityReply>& replies,
-                                                               const std::shared_ptr<Active>& active) {
-  const JudgeSettings& judge = *spec.judge;
-  std::vector<std::optional<double>> scores(replies.size());
-  std::vector<std::string> prompts;
-  std::vector<std::size_t> asked;
-  for (std::size_t i = 0; i < replies.size() && i < entries.size(); ++i) {
-    if (!replies[i].asked || judge_reference(entries[i]).empty()) continue;
-    const llm::Answer a = llm::assemble_answer(replies[i].events);
-    if (!a.error.empty() || a.malformed) continue;
-    prompts.push_back(judge_prompt(judge.template_text, entries[i], a.text));
-    asked.push_back(i);
+// A regression's quality step: every quality item asked of one side, the answers judged item
+// by item and (with a judge) scored; the judge first scores its calibration set in the
+// baseline's first pass.
+class QualityStep final : public StepExecutor {
+ public:
+  QualityStep(const PreparedJob& p, const std::shared_ptr<ActiveJob>& active, const StepOrder& order, int index,
+              const ManagerOptions& options, std::function<bool()> stopping)
+      : spec_(p.spec),
+        entries_(p.quality_entries),
+        active_(active),
+        order_(order),
+        index_(index),
+        options_(options),
+        stopping_(std::move(stopping)),
+        runner_(endpoint(side_target())) {}
+
+  loadgen::RunControl* control() override { return &runner_; }
+  Nanos length() const override { return Nanos{0}; }
+  void run() override {
+    const QualitySettings& q = *spec_.quality;
+    std::vector<std::string> bodies;
+    bodies.reserve(entries_.size());
+    for (const auto& e : entries_)
+      bodies.push_back(llm::quality_body(side_target(), e, q.max_tokens, spec_.workload.seed));
+    replies_ = runner_.run(bodies, q.concurrency);
+    const bool go_on = !active_->cancel && !stopping_();
+    if (spec_.judge && spec_.judge->calibration && order_.role == Role::baseline && order_.round == 0 && go_on)
+      calibration_scores_ = judge_calibration();
+    if (spec_.judge && !active_->cancel && !stopping_()) scores_ = judge_answers();
   }
-  const auto given = ask_judge(spec, prompts, active);
-  for (std::size_t k = 0; k < asked.size() && k < given.size(); ++k) scores[asked[k]] = given[k];
-  return scores;
+  std::string failure() const override { return {}; }
+  bool cut_short() const override { return false; }  // a cancel or a stop is the skeleton's to see
+  StoredStep judge() override {
+    const JudgedQuality judged = judge_quality(*spec_.quality, *order_.role, order_.round, entries_, replies_, scores_);
+    StoredStep s;
+    s.row = quality_step_row(order_, index_, judged, calibration_scores_);
+    s.items = judged.items;
+    s.requests_sent = judged.answered + judged.failed;
+    s.log =
+        fmt::format("({}): {} of {} items answered", order_.phase, judged.answered, judged.answered + judged.failed);
+    return s;
+  }
+
+ private:
+  const llm::Target& side_target() const {
+    return order_.role == Role::candidate ? spec_.candidate->target : spec_.target;
+  }
+  loadgen::EndpointFactory endpoint(const llm::Target& t) const {
+    return options_.endpoint ? options_.endpoint : loadgen::http_endpoint(t);
+  }
+  // The judge's score of each answered item that has a reference (nullopt for the others).
+  std::vector<std::optional<double>> judge_answers() {
+    std::vector<std::optional<double>> scores(replies_.size());
+    std::vector<std::string> prompts;
+    std::vector<std::size_t> asked;
+    for (std::size_t i = 0; i < replies_.size() && i < entries_.size(); ++i) {
+      if (!replies_[i].asked || judge_reference(entries_[i]).empty()) continue;
+      const llm::Answer a = llm::assemble_answer(replies_[i].events);
+      if (!a.error.empty() || a.malformed) continue;
+      prompts.push_back(judge_prompt(spec_.judge->template_text, entries_[i], a.text));
+      asked.push_back(i);
+    }
+    const auto given = ask_judge(prompts);
+    for (std::size_t k = 0; k < asked.size() && k < given.size(); ++k) scores[asked[k]] = given[k];
+    return scores;
+  }
+  // The judge's score of each calibration item (judge.calibration), in order.
+  std::vector<std::optional<double>> judge_calibration() {
+    const JudgeSettings& judge = *spec_.judge;
+    std::vector<std::string> prompts;
+    for (const JudgeLabel& l : judge.calibration->items)
+      prompts.push_back(judge_prompt(judge.template_text, l.question, l.reference, l.answer));
+    return ask_judge(prompts);
+  }
+  // Asks the judge each prompt; its score of each (nullopt where it gave none). The judge's
+  // runner is what a cancel or the time limit stops meanwhile.
+  std::vector<std::optional<double>> ask_judge(const std::vector<std::string>& prompts) {
+    const JudgeSettings& judge = *spec_.judge;
+    std::vector<std::string> bodies;
+    bodies.reserve(prompts.size());
+    for (const auto& prompt : prompts) bodies.push_back(llm::judge_body(judge.target, prompt));
+    loadgen::QualityRunner runner(endpoint(judge.target));
+    active_->switch_runner(&runner);
+    const auto verdicts = runner.run(bodies, spec_.quality->concurrency);
+    active_->switch_runner(nullptr);
+    std::vector<std::optional<double>> scores(prompts.size());
+    for (std::size_t k = 0; k < scores.size() && k < verdicts.size(); ++k) {
+      scores[k] = llm::judge_score(llm::assemble_answer(verdicts[k].events).text, judge.scale);
+    }
+    return scores;
+  }
+
+  const JobSpec& spec_;
+  const std::vector<llm::DatasetEntry>& entries_;
+  std::shared_ptr<ActiveJob> active_;
+  const StepOrder& order_;
+  int index_;
+  const ManagerOptions& options_;
+  std::function<bool()> stopping_;
+  loadgen::QualityRunner runner_;
+  std::vector<loadgen::QualityReply> replies_;
+  std::vector<std::optional<double>> scores_, calibration_scores_;
+};
+
+}  // namespace
+
+std::unique_ptr<StepExecutor> SweepManager::quality_executor(PreparedJob& p, const std::shared_ptr<ActiveJob>& active,
+                                                             const StepOrder& order, int index) {
+  return std::make_unique<QualityStep>(p, active, order, index, options_, [this] { return stopping(); });
 }
 
-std::vector<std::optional<double>> SweepManager::judge_calibration(const JobSpec& spec,
-                                                                   const std::shared_ptr<Active>& active) {
-  const JudgeSettings& judge = *spec.judge;
-  std::vector<std::string> prompts;
-  for (const JudgeLabel& l : judge.calibration->items)
-    prompts.push_back(judge_prompt(judge.template_text, l.question, l.reference, l.answer));
-  return ask_judge(spec, prompts, active);
-}
-
-std::vector<std::optional<double>> SweepManager::ask_judge(const JobSpec& spec, const std::vector<std::string>& prompts,
-                                                           const std::shared_ptr<Active>& active) {
-  const JudgeSettings& judge = *spec.judge;
-  std::vector<std::string> bodies;
-  bodies.reserve(prompts.size());
-  for (const auto& prompt : prompts) bodies.push_back(llm::judge_body(judge.target, prompt));
-  loadgen::QualityRunner runner(options_.endpoint ? options_.endpoint : loadgen::http_endpoint(judge.target));
-  active->switch_runner(&runner);
-  const auto verdicts = runner.run(bodies, spec.quality->concurrency);
-  active->switch_runner(nullptr);
-  std::vector<std::optional<double>> scores(prompts.size());
-  for (std::size_t k = 0; k < scores.size() && k < verdicts.size(); ++k) {
-    scores[k] = llm::judge_score(llm::assemble_answer(verdicts[k].events).text, judge.scale);
-  }
-  return scores;
-}
-
-bool SweepManager::run_quality_step(const store::SweepRow& row, Prepared& p, const std::shared_ptr<Active>& active,
-                                    const StepOrder& order, int index, int steps_planned) {
-  const std::string& id = row.id;
-  const QualitySettings& q = *p.spec.quality;
-  const llm::Target& target = order.role == Role::candidate ? p.spec.candidate->target : p.spec.target;
-  std::vector<std::string> bodies;
-  bodies.reserve(p.quality_entries.size());
-  for (const auto& e : p.quality_entries)
-    bodies.push_back(llm::quality_body(target, e, q.max_tokens, p.spec.workload.seed));
-  loadgen::QualityRunner runner(options_.endpoint ? options_.endpoint : loadgen::http_endpoint(target));
-  active->enter_step(order, index, steps_planned, &runner, Nanos{0});
-  store_->set_progress(id, {{"phase", order.phase},
-                            {"step", index + 1},
-                            {"steps_planned", steps_planned},
-                            {"percent", std::round(1000.0 * index / steps_planned) / 10}});
-  if (active->cancel) runner.cancel();
-  const std::string started_at = store::utc_now();
-  bool over_time = false;
-  std::vector<loadgen::QualityReply> replies;
-  std::vector<std::optional<double>> scores, calibration_scores;
-  {
-    StepDeadline deadline(*active, p.started + options_.max_total_sweep);
-    replies = runner.run(bodies, q.concurrency);
-    // The judge scores the human-labelled answers first (once, in the baseline's first pass),
-    // then this pass's answers.
-    if (p.spec.judge && p.spec.judge->calibration && order.role == Role::baseline && order.round == 0 &&
-        !active->cancel && !stopping())
-      calibration_scores = judge_calibration(p.spec, active);
-    if (p.spec.judge && !active->cancel && !stopping())
-      scores = judge_answers(p.spec, p.quality_entries, replies, active);
-    over_time = deadline.end_step();
-  }
-  store_->end_step_attempt(id);
-  if (over_time) {
-    finish(id, "failed", nullptr,
-           fmt::format("the job reached the service's max_total_sweep_s limit during step {}", index));
-    return false;
-  }
-  if (active->cancel || stopping()) return true;  // not stored; the caller's loop says why
-  const JudgedQuality judged = judge_quality(q, *order.role, order.round, p.quality_entries, replies, scores);
-  store::StepRow step = quality_step_row(order, index, judged, calibration_scores);
-  step.started_at = started_at;
-  step.finished_at = store::utc_now();
-  store_->append_step(id, step, {}, judged.items);
-  stats_.steps_run++;
-  stats_.requests_sent += judged.answered + judged.failed;
-  log_line(fmt::format("sweep {} step {} ({}): {} of {} items answered", id, index, order.phase, judged.answered,
-                       judged.answered + judged.failed));
-  return true;
-}
 }  // namespace capsweep::sweep

@@ -147,17 +147,59 @@ loadgen::StepSpec step_spec(const JobSpec& spec, const StepOrder& order, int ind
   return s;
 }
 
-// A stored step's rows are not needed any more: free them (and the page cache they were
-// written through) now and hand the freed pages back to the system, so a long run's resident
-// memory reflects what is live, not its largest step.
-void release_step_memory(JudgedStep&& judged, loadgen::StepResult&& result, store::Store& store) {
-  store.release_memory();
-  {
-    const JudgedStep gone = std::move(judged);
-    const loadgen::StepResult also_gone = std::move(result);
-  }  // freed here
-  memory::return_free_memory();
+void cap_connections(loadgen::StepSpec& ss, const ManagerOptions& options) {
+  if (options.max_connections > 0 && (ss.concurrency == 0 || ss.concurrency > options.max_connections)) {
+    ss.concurrency = options.max_connections;
+  }
 }
+
+namespace {
+
+// A load step (baseline, probe, a rate or a level, a check's step, a regression's run): the
+// load engine runs its settings, the step judge judges it.
+class LoadStep final : public StepExecutor {
+ public:
+  LoadStep(const JobSpec& spec, const StepOrder& order, int index, loadgen::StepRunner& runner, loadgen::StepSpec ss,
+           Nanos length)
+      : spec_(spec), order_(order), index_(index), runner_(runner), ss_(std::move(ss)), length_(length) {}
+
+  loadgen::RunControl* control() override { return &runner_; }
+  Nanos length() const override { return length_; }
+  void run() override { result_ = runner_.run(ss_); }
+  std::string failure() const override {
+    if (result_) return {};
+    return fmt::format("step {} could not run: {} ({})", index_, result_.error().message, result_.error().field);
+  }
+  bool cut_short() const override { return result_->cancelled; }
+  StoredStep judge() override {
+    JudgedStep judged = judge_step(spec_, order_, *result_);
+    if (spec_.workload.dataset) {
+      judged.row.summary["dataset"] = {{"id", spec_.workload.dataset->id}, {"sha256", spec_.workload.dataset->sha256}};
+    }
+    StoredStep s;
+    s.requests_sent = result_->requests.size();
+    s.log =
+        fmt::format("({} {}) {}: {}", order_.phase,
+                    std::isfinite(order_.rate_rps) && order_.rate_rps > 0 ? fmt::format("{:.2f} req/s", order_.rate_rps)
+                                                                          : std::string("-"),
+                    judged.row.verdict, judged.outcome.limiting_metric);
+    s.row = std::move(judged.row);
+    s.requests = std::move(judged.requests);
+    result_ = Error{errc::internal, "judged", ""};  // the raw records are not needed any more
+    return s;
+  }
+
+ private:
+  const JobSpec& spec_;
+  const StepOrder& order_;
+  int index_;
+  loadgen::StepRunner& runner_;
+  loadgen::StepSpec ss_;
+  Nanos length_;
+  Result<loadgen::StepResult> result_ = Error{errc::internal, "not run", ""};
+};
+
+}  // namespace
 
 std::optional<double> SweepManager::max_output_tokens(const JobSpec& spec) {
   if (spec.workload.dataset && spec.workload.dataset->output_from_dataset) {
@@ -202,8 +244,7 @@ std::optional<std::string> SweepManager::admit_targets(JobSpec& spec) const {
   return std::nullopt;
 }
 
-std::optional<SweepManager::Prepared> SweepManager::prepare(const store::SweepRow& row,
-                                                            const std::shared_ptr<Active>& active) {
+std::optional<PreparedJob> SweepManager::prepare(const store::SweepRow& row, const std::shared_ptr<ActiveJob>& active) {
   const std::string& id = row.id;
   auto spec = parse_job_spec(join_secrets(row.spec, row.secret_headers));
   if (!spec) {
@@ -216,7 +257,7 @@ std::optional<SweepManager::Prepared> SweepManager::prepare(const store::SweepRo
   }
   store_->set_resumable(id, false);
 
-  Prepared p;
+  PreparedJob p;
   p.started = store::parse_utc(row.started_at).value_or(std::chrono::system_clock::now());
   std::vector<llm::DatasetEntry> entries;
   if (spec->workload.dataset) {
@@ -259,11 +300,11 @@ std::optional<SweepManager::Prepared> SweepManager::prepare(const store::SweepRo
   return p;
 }
 
-void SweepManager::run(const store::SweepRow& row, const std::shared_ptr<Active>& active) {
+void SweepManager::run(const store::SweepRow& row, const std::shared_ptr<ActiveJob>& active) {
   const std::string& id = row.id;
   auto prepared = prepare(row, active);
   if (!prepared) return;
-  Prepared& p = *prepared;
+  PreparedJob& p = *prepared;
   while (true) {
     if (stopping()) {
       store_->set_resumable(id, true);
@@ -301,7 +342,7 @@ void SweepManager::run(const store::SweepRow& row, const std::shared_ptr<Active>
   }
 }
 
-bool SweepManager::pause(const std::shared_ptr<Active>& active, Nanos length) {
+bool SweepManager::pause(const std::shared_ptr<ActiveJob>& active, Nanos length) {
   const auto until = Clock::now() + length;
   while (Clock::now() < until) {
     if (active->cancel || stopping()) return false;
@@ -310,14 +351,24 @@ bool SweepManager::pause(const std::shared_ptr<Active>& active, Nanos length) {
   return true;
 }
 
-bool SweepManager::run_step(const store::SweepRow& row, Prepared& p, const std::shared_ptr<Active>& active,
+std::unique_ptr<StepExecutor> SweepManager::executor(const store::SweepRow& row, PreparedJob& p,
+                                                     const std::shared_ptr<ActiveJob>& active, const StepOrder& order,
+                                                     int index, std::string& why) {
+  if (order.kind == StepKind::quality) return quality_executor(p, active, order, index);
+  if (order.kind == StepKind::scenario) return scenario_executor(row, p, active, order, index, why);
+  loadgen::StepSpec ss = step_spec(p.spec, order, index);
+  cap_connections(ss, options_);
+  loadgen::StepRunner& runner = order.role == Role::candidate ? *p.candidate_runner : *p.runner;
+  return std::make_unique<LoadStep>(p.spec, order, index, runner, std::move(ss), p.fixed_step_length);
+}
+
+bool SweepManager::run_step(const store::SweepRow& row, PreparedJob& p, const std::shared_ptr<ActiveJob>& active,
                             const StepOrder& order, int index, int steps_planned) {
   const std::string& id = row.id;
+  const auto percent = std::round(1000.0 * index / steps_planned) / 10;
   if (order.pause_before.count() > 0) {
-    store_->set_progress(id, {{"phase", "cooldown"},
-                              {"step", index},
-                              {"steps_planned", steps_planned},
-                              {"percent", std::round(1000.0 * index / steps_planned) / 10}});
+    store_->set_progress(
+        id, {{"phase", "cooldown"}, {"step", index}, {"steps_planned", steps_planned}, {"percent", percent}});
     if (!pause(active, order.pause_before)) return true;  // cancelled or stopping: the caller's loop says which
   }
   // A step that never ended twice (the process died in it) is not started a third time.
@@ -329,66 +380,52 @@ bool SweepManager::run_step(const store::SweepRow& row, Prepared& p, const std::
                     index, attempt - 1));
     return false;
   }
-  if (order.kind == StepKind::quality) return run_quality_step(row, p, active, order, index, steps_planned);
-  if (order.kind == StepKind::scenario) return run_scenario_step(row, p, active, order, index, steps_planned);
-  loadgen::StepSpec ss = step_spec(p.spec, order, index);
-  if (options_.max_connections > 0 && (ss.concurrency == 0 || ss.concurrency > options_.max_connections)) {
-    ss.concurrency = options_.max_connections;
+  std::string why;
+  std::unique_ptr<StepExecutor> step = executor(row, p, active, order, index, why);
+  if (!step) {
+    store_->end_step_attempt(id);
+    finish(id, "failed", nullptr, why);
+    return false;
   }
-  loadgen::StepRunner& runner = order.role == Role::candidate ? *p.candidate_runner : *p.runner;
-  active->enter_step(order, index, steps_planned, &runner, p.fixed_step_length);
-  store_->set_progress(id, {{"phase", order.phase},
-                            {"step", index + 1},
-                            {"steps_planned", steps_planned},
-                            {"percent", std::round(1000.0 * index / steps_planned) / 10}});
-  if (active->cancel) runner.cancel();  // a cancel that raced the step's start
+  active->enter_step(order, index, steps_planned, step->control(), step->length());
+  store_->set_progress(
+      id, {{"phase", order.phase}, {"step", index + 1}, {"steps_planned", steps_planned}, {"percent", percent}});
+  if (active->cancel) step->control()->cancel();  // a cancel that raced the step's start
   const std::string started_at = store::utc_now();
   bool over_time = false;
-  auto result = [&] {
+  {
     StepDeadline deadline(*active, p.started + options_.max_total_sweep);
-    auto r = runner.run(ss);
+    step->run();
     over_time = deadline.end_step();
-    return r;
-  }();
-  if (!result) {
+  }
+  step->after();
+  std::string failure = step->failure();
+  if (failure.empty() && over_time) {
+    failure = fmt::format("the job reached the service's max_total_sweep_s limit during step {}", index);
+  }
+  if (!failure.empty() || step->cut_short() || active->cancel || stopping()) {
+    // Not stored. A failure ends the job; a cancel or a stop is the caller's loop's to say.
     store_->end_step_attempt(id);
-    finish(id, "failed", nullptr,
-           fmt::format("step {} could not run: {} ({})", index, result.error().message, result.error().field));
+    if (failure.empty()) return true;
+    finish(id, "failed", nullptr, failure);
     return false;
   }
-  if (over_time) {
+  {
+    StoredStep stored = step->judge();
+    stored.row.index = index;
+    stored.row.started_at = started_at;
+    stored.row.finished_at = store::utc_now();
+    store_->append_step(id, stored.row, stored.requests, stored.items);
     store_->end_step_attempt(id);
-    finish(id, "failed", nullptr,
-           fmt::format("the sweep reached the service's max_total_sweep_s limit during step {}", index));
-    return false;
-  }
-  if (result->cancelled || active->cancel) {
-    // Not stored; the caller's loop decides why (cancel or stop). Stopped cleanly: no crash.
-    store_->end_step_attempt(id);
-    return true;
-  }
-  store_step(id, p.spec, order, index, started_at, std::move(*result));
+    stats_.steps_run++;
+    stats_.requests_sent += stored.requests_sent;
+    log_line(fmt::format("sweep {} step {} {}", id, index, stored.log));
+    store_->release_memory();
+    step.reset();
+  }  // the step's records are freed here: hand the pages back, so a long run's resident memory
+     // reflects what is live, not its largest step
+  memory::return_free_memory();
   return true;
-}
-
-void SweepManager::store_step(const std::string& id, const JobSpec& spec, const StepOrder& order, int index,
-                              const std::string& started_at, loadgen::StepResult&& result) {
-  JudgedStep judged = judge_step(spec, order, result);
-  if (spec.workload.dataset) {
-    judged.row.summary["dataset"] = {{"id", spec.workload.dataset->id}, {"sha256", spec.workload.dataset->sha256}};
-  }
-  judged.row.index = index;
-  judged.row.started_at = started_at;
-  judged.row.finished_at = store::utc_now();
-  store_->append_step(id, judged.row, judged.requests);
-  store_->end_step_attempt(id);
-  stats_.steps_run++;
-  stats_.requests_sent += result.requests.size();
-  log_line(fmt::format("sweep {} step {} ({} {}) {}: {}", id, index, order.phase,
-                       std::isfinite(order.rate_rps) && order.rate_rps > 0 ? fmt::format("{:.2f} req/s", order.rate_rps)
-                                                                           : std::string("-"),
-                       judged.row.verdict, judged.outcome.limiting_metric));
-  release_step_memory(std::move(judged), std::move(result), *store_);
 }
 
 }  // namespace capsweep::sweep

@@ -57,16 +57,12 @@ loadgen::StepSpec scenario_step_spec(loadgen::StepSpec ss, const JobSpec& spec, 
   ss.drain_timeout = spec.scenario->drain_timeout;
   ss.on_scheduled = [&watch](Nanos t) { watch.scheduled(t); };
   ss.on_ended = [&watch](const RequestRecord& r) { watch.ended(r); };
-  if (options.max_connections > 0 && (ss.concurrency == 0 || ss.concurrency > options.max_connections)) {
-    ss.concurrency = options.max_connections;
-  }
+  cap_connections(ss, options);
   return ss;
 }
 
 // What the scenario's watch is told: the service's caps, how to list the requests in flight,
 // where each stored window goes, and what to do when the replica source fails for good.
-// (A template: the manager's job records are its own types.)
-template <class PreparedJob, class ActiveJob>
 ScenarioWatch::Options watch_options(const ManagerOptions& options, PreparedJob& p,
                                      const std::shared_ptr<ActiveJob>& active,
                                      std::function<void(const std::string&)> on_fatal) {
@@ -110,78 +106,97 @@ class FirstReason {
   std::string why_;
 };
 
+// A scenario's one step: the profile's whole schedule sent, watched window by window while it
+// runs (the windows are stored as they close), the checks judged from the stored windows and
+// the watch's events.
+class ScenarioStep final : public StepExecutor {
+ public:
+  ScenarioStep(const store::SweepRow& row, PreparedJob& p, const std::shared_ptr<ActiveJob>& active,
+               const StepOrder& order, int index, Profile profile, store::Store& store, const ManagerOptions& options)
+      : p_(p),
+        order_(order),
+        index_(index),
+        profile_(std::move(profile)),
+        store_(store),
+        id_(row.id),
+        watch_(p.spec, profile_, row.id, store,
+               watch_options(options, p, active,
+                             [this](const std::string& why) {
+                               fatal_.set(why);
+                               p_.runner->cancel();
+                             })),
+        active_(active) {}
+
+  // Why the target's replica source cannot be read ("" when it can).
+  std::string probe() { return watch_.probe_replica_source(); }
+  void set_spec(loadgen::StepSpec ss) { ss_ = std::move(ss); }
+  ScenarioWatch& watch() { return watch_; }
+  const Profile& profile() const { return profile_; }
+
+  loadgen::RunControl* control() override { return p_.runner.get(); }
+  Nanos length() const override { return profile_.duration(); }
+  void run() override {
+    watch_.start(SteadyClock::now() + std::chrono::milliseconds(20));  // the runner's origin, as near as it gets
+    result_ = p_.runner->run(ss_);
+  }
+  void after() override {
+    events_ = watch_.stop();
+    std::lock_guard al(active_->m);
+    active_->latest_window = nullptr;
+  }
+  std::string failure() const override {
+    if (const std::string why = fatal_.get(); !why.empty()) return "scenario.replicas: " + why;
+    if (!result_) return fmt::format("the scenario could not run: {}", result_.error().message);
+    return {};
+  }
+  bool cut_short() const override { return result_->cancelled; }
+  StoredStep judge() override {
+    const auto windows = store_.windows(id_);
+    const json verdict =
+        scenario_result(p_.spec, profile_, windows, events_, watch_.requests(), result_->generator_limited);
+    StoredStep s;
+    s.row = scenario_row(p_.spec, order_, index_, *result_, verdict, windows.size());
+    s.requests_sent = result_->metrics.measured;
+    s.log = fmt::format("(scenario, {} windows) {}", windows.size(), s.row.verdict);
+    return s;
+  }
+
+ private:
+  PreparedJob& p_;
+  const StepOrder& order_;
+  int index_;
+  Profile profile_;
+  store::Store& store_;
+  std::string id_;
+  FirstReason fatal_;  // what the watch found fatal, from its thread
+  ScenarioWatch watch_;
+  std::shared_ptr<ActiveJob> active_;
+  loadgen::StepSpec ss_;
+  Result<loadgen::StepResult> result_ = Error{errc::internal, "not run", ""};
+  json events_;
+};
+
 }  // namespace
 
-bool SweepManager::run_scenario_step(const store::SweepRow& row, Prepared& p, const std::shared_ptr<Active>& active,
-                                     const StepOrder& order, int index, int steps_planned) {
-  const std::string& id = row.id;
+std::unique_ptr<StepExecutor> SweepManager::scenario_executor(const store::SweepRow& row, PreparedJob& p,
+                                                              const std::shared_ptr<ActiveJob>& active,
+                                                              const StepOrder& order, int index, std::string& why) {
   const JobSpec& spec = p.spec;
   auto profile = scenario_profile(*spec.scenario);
   auto schedule = profile ? scenario_schedule(spec, *profile, index) : Result<Schedule>(profile.error());
   if (!schedule) {
-    store_->end_step_attempt(id);
-    finish(id, "failed", nullptr, "the scenario's profile: " + schedule.error().message);
-    return false;
+    why = "the scenario's profile: " + schedule.error().message;
+    return nullptr;
   }
-  store_->clear_windows(id);  // a step started again after a crash begins its windows anew
-  FirstReason fatal;          // what the watch found fatal, from its thread
-  ScenarioWatch::Options wo = watch_options(options_, p, active, [&](const std::string& why) {
-    fatal.set(why);
-    p.runner->cancel();
-  });
-  ScenarioWatch watch(spec, *profile, id, *store_, std::move(wo));
-  if (const std::string why = watch.probe_replica_source(); !why.empty()) {
-    store_->end_step_attempt(id);
-    finish(id, "failed", nullptr, "scenario.replicas: " + why);
-    return false;
+  store_->clear_windows(row.id);  // a step started again after a crash begins its windows anew
+  auto step = std::make_unique<ScenarioStep>(row, p, active, order, index, std::move(*profile), *store_, options_);
+  if (const std::string probed = step->probe(); !probed.empty()) {
+    why = "scenario.replicas: " + probed;
+    return nullptr;
   }
-  loadgen::StepSpec ss =
-      scenario_step_spec(step_spec(spec, order, index), spec, std::move(*schedule), *profile, watch, options_);
-  active->enter_step(order, index, steps_planned, p.runner.get(), profile->duration());
-  store_->set_progress(id,
-                       {{"phase", order.phase}, {"step", index + 1}, {"steps_planned", steps_planned}, {"percent", 0}});
-  if (active->cancel) p.runner->cancel();
-  const std::string started_at = store::utc_now();
-  bool over_time = false;
-  Result<loadgen::StepResult> result = Error{errc::internal, "not run", ""};
-  {
-    StepDeadline deadline(*active, p.started + options_.max_total_sweep);
-    watch.start(SteadyClock::now() + std::chrono::milliseconds(20));  // the runner's origin, as near as it gets
-    result = p.runner->run(ss);
-    over_time = deadline.end_step();
-  }
-  const json events = watch.stop();
-  store_->end_step_attempt(id);
-  {
-    std::lock_guard al(active->m);
-    active->latest_window = nullptr;
-  }
-  // No database write under a lock: the reason is copied out first.
-  std::string failure = fatal.get().empty() ? std::string() : "scenario.replicas: " + fatal.get();
-  if (failure.empty() && !result) failure = fmt::format("the scenario could not run: {}", result.error().message);
-  if (failure.empty() && over_time)
-    failure = "the job reached the service's max_total_sweep_s limit during its scenario";
-  if (!failure.empty()) {
-    finish(id, "failed", nullptr, failure);
-    return false;
-  }
-  if (result->cancelled || active->cancel || stopping()) return true;  // not stored; the caller's loop says why
-  const auto windows = store_->windows(id);
-  const json verdict = scenario_result(spec, *profile, windows, events, watch.requests(), result->generator_limited);
-  store::StepRow step = scenario_row(spec, order, index, *result, verdict, windows.size());
-  step.started_at = started_at;
-  store_scenario_step(id, std::move(step), result->metrics.measured, windows.size());
-  return true;
-}
-
-void SweepManager::store_scenario_step(const std::string& id, store::StepRow step, std::uint64_t measured,
-                                       std::size_t windows) {
-  step.finished_at = store::utc_now();
-  store_->append_step(id, step, {});
-  stats_.steps_run++;
-  stats_.requests_sent += measured;
-  log_line(fmt::format("sweep {} step {} (scenario, {} windows) {}", id, step.index, windows, step.verdict));
-  memory::return_free_memory();
+  step->set_spec(scenario_step_spec(step_spec(spec, order, index), spec, std::move(*schedule), step->profile(),
+                                    step->watch(), options_));
+  return step;
 }
 
 }  // namespace capsweep::sweep

@@ -11,7 +11,7 @@
 
 #include "llm/answer.hpp"
 #include "llm/dataset.hpp"
-#include "store/store.hpp"
+#include "store/rows.hpp"
 #include "sweep/spec.hpp"
 #include "sweep/step.hpp"
 

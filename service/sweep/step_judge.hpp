@@ -5,7 +5,7 @@
 // synchronous rate, and the rows of requests.csv.
 
 #include "loadgen/step_runner.hpp"
-#include "store/store.hpp"
+#include "store/rows.hpp"
 #include "sweep/orchestrator.hpp"
 
 namespace capsweep::sweep {
