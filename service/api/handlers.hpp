@@ -45,7 +45,7 @@ class LatencyHistogram {
 struct Env {
   explicit Env(ApiContext c) : ctx(c) {}
   ApiContext ctx;
-  SchemaValidator spec_validator{embedded_schema("sweep-spec.schema.json")};
+  SchemaValidator spec_validator{job_spec_schema()};
   LatencyHistogram latency;
   std::atomic<std::uint64_t> sweeps_created{0};
   std::atomic<std::uint64_t> sweeps_rejected{0};

@@ -1,5 +1,6 @@
 #include "api/schema.hpp"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <regex>
@@ -9,6 +10,8 @@
 #include <valijson/schema_parser.hpp>
 #include <valijson/validation_results.hpp>
 #include <valijson/validator.hpp>
+
+#include "sweep/kinds.hpp"
 
 namespace capsweep::api {
 
@@ -129,6 +132,17 @@ Result<void> SchemaValidator::validate(const json& instance) const {
 
 void SchemaValidator::apply_defaults(json& instance) const {
   fill(doc_, instance, doc_);
+}
+
+json job_spec_schema() {
+  json s = embedded_schema("sweep-spec.schema.json");
+  json& names = s["properties"]["kind"]["enum"];
+  for (sweep::JobKind k : sweep::all_kinds()) {
+    const sweep::KindRules& r = sweep::rules(k);
+    if (std::find(names.begin(), names.end(), r.name) == names.end()) names.push_back(r.name);
+    for (const auto& [block, schema] : r.block_schemas.items()) s["properties"][block] = schema;
+  }
+  return s;
 }
 
 std::string_view embedded_schema_text(std::string_view file_name) {

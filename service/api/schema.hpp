@@ -36,6 +36,9 @@ class SchemaValidator {
 // The schema files compiled in, by file name ("sweep-spec.schema.json", ...); throws
 // std::out_of_range for an unknown name.
 const nlohmann::json& embedded_schema(std::string_view file_name);
+// The job spec's schema: sweep-spec.schema.json with every kind in the kinds table (its name in
+// "kind"'s enum, the schemas of the blocks it brings).
+nlohmann::json job_spec_schema();
 // The text of any embedded schema file (openapi.yaml included).
 std::string_view embedded_schema_text(std::string_view file_name);
 

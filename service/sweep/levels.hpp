@@ -7,7 +7,7 @@
 
 #include <vector>
 
-#include "sweep/orchestrator.hpp"
+#include "sweep/step.hpp"
 
 namespace capsweep::sweep {
 

@@ -10,9 +10,9 @@
 #include "core/log.hpp"
 #include "core/memory.hpp"
 #include "loadgen/step_runner.hpp"
+#include "sweep/kinds.hpp"
 #include "sweep/manager.hpp"
 #include "sweep/manager_parts.hpp"
-#include "sweep/orchestrator.hpp"
 #include "sweep/quality_pass.hpp"
 #include "sweep/spec.hpp"
 #include "sweep/step_judge.hpp"
@@ -69,22 +69,6 @@ json with_record(json result, const json& stored_spec, std::optional<double> max
   return result;
 }
 
-// The length of a job's ordinary step (warm-up + measured), for progress: none for a
-// scenario, whose one step is its profile.
-Nanos fixed_step_length(const JobSpec& spec) {
-  switch (spec.kind) {
-    case JobKind::check:
-      return spec.check.warmup + spec.check.duration;
-    case JobKind::regression:
-      return spec.regression.warmup + spec.regression.duration;
-    case JobKind::scenario:
-      return Nanos{0};
-    case JobKind::sweep:
-      return spec.sweep.warmup + spec.sweep.step_duration;
-  }
-  return Nanos{0};
-}
-
 }  // namespace
 
 loadgen::StepSpec step_spec(const JobSpec& spec, const StepOrder& order, int index) {
@@ -101,9 +85,8 @@ loadgen::StepSpec step_spec(const JobSpec& spec, const StepOrder& order, int ind
     s.prometheus = spec.candidate->prometheus;
   }
   s.request_index_base = draw << 32;
-  s.drain_timeout = spec.kind == JobKind::check        ? spec.check.drain_timeout
-                    : spec.kind == JobKind::regression ? spec.regression.drain_timeout
-                                                       : spec.sweep.drain_timeout;
+  const KindRules& kind = rules(spec.kind);
+  s.drain_timeout = kind.drain_timeout(spec);
   // Count-based steps end with their last answer; the duration only bounds them.
   const Nanos bound = std::max<Nanos>(std::chrono::seconds(600), spec.target.request_timeout);
   switch (order.kind) {
@@ -125,7 +108,7 @@ loadgen::StepSpec step_spec(const JobSpec& spec, const StepOrder& order, int ind
       s.warmup = order.warmup;
       if (order.closed_loop) {
         s.mode = loadgen::Mode::concurrency;
-        s.think_time_ms = spec.kind == JobKind::check ? spec.check.think_time_ms : spec.sweep.think_time_ms;
+        s.think_time_ms = kind.think_time(spec);
         s.duration = order.warmup + order.duration;
         s.requests = order.requests;
       } else if (spec.arrival.process == ArrivalProcess::all_at_once) {
@@ -294,7 +277,7 @@ std::optional<PreparedJob> SweepManager::prepare(const store::SweepRow& row, con
     // The baseline's calibration serves both sides: they are sent the same prompt text.
     p.candidate_runner = std::make_unique<loadgen::StepRunner>(spec->candidate->target, workload, options_.endpoint);
   }
-  p.fixed_step_length = fixed_step_length(*spec);
+  p.fixed_step_length = rules(spec->kind).step_length(*spec);
   log_line(fmt::format("sweep {} running against {} ({})", id, spec->base_url, how));
   p.spec = std::move(*spec);
   return p;

@@ -6,10 +6,6 @@
 #include <cmath>
 #include <limits>
 
-#include "sweep/levels.hpp"
-#include "sweep/regression.hpp"
-#include "sweep/scenario.hpp"
-
 namespace capsweep::sweep {
 
 namespace {
@@ -495,15 +491,14 @@ Action after_ladder(const JobSpec& spec, const Analysis& a, std::vector<std::str
 
 }  // namespace
 
-Action next_action(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
-  if (spec.kind == JobKind::regression) return next_regression_action(spec, steps);
-  if (spec.kind == JobKind::scenario) return next_scenario_action(spec, steps);
-  if (spec.kind == JobKind::sweep && spec.sweep.mode == SweepMode::concurrency) return next_level_action(spec, steps);
+Action next_check_action(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
   const Analysis a = analyse(spec, steps);
-  if (spec.kind == JobKind::check) {
-    if (a.check) return Finish{check_result(spec, *a.check)};
-    return check_order(spec);
-  }
+  if (a.check) return Finish{check_result(spec, *a.check)};
+  return check_order(spec);
+}
+
+Action next_rate_action(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
+  const Analysis a = analyse(spec, steps);
   const SweepSettings& s = spec.sweep;
   if (auto opening = opening_step(s, a)) return *opening;
 
@@ -520,24 +515,12 @@ Action next_action(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
   return after_ladder(spec, a, warnings);
 }
 
-Plan plan_progress(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
+Plan rate_progress(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
   Plan p;
   const int done = static_cast<int>(steps.size());
-  if (spec.kind == JobKind::regression) return regression_progress(spec, steps);
-  if (spec.kind == JobKind::scenario) {
-    p.steps_planned = 1;
-    p.phase = done ? "done" : "scenario";
-    return p;
-  }
-  if (spec.kind == JobKind::check) {
-    p.steps_planned = 1;
-    p.phase = done ? "done" : "check";
-    return p;
-  }
-  if (spec.sweep.mode == SweepMode::concurrency) return level_progress(spec, steps);
   const Analysis a = analyse(spec, steps);
   const SweepSettings& s = spec.sweep;
-  const auto action = next_action(spec, steps);
+  const auto action = next_rate_action(spec, steps);
   if (!std::holds_alternative<StepOrder>(action)) {
     p.steps_planned = done;
     p.phase = "done";

@@ -1,7 +1,7 @@
 #pragma once
-// The sweep as a sans-I/O state machine: given the spec and the steps already stored, what to
-// do next. Recovery after a crash is "load the stored steps and ask again"; tests fabricate
-// step outcomes and check every decision without a socket.
+// The rate sweep (and a check job's one step) as a sans-I/O state machine: given the spec and the steps already stored,
+// what to do next. Recovery after a crash is "load the stored steps and ask again"; tests fabricate step outcomes and
+// check every decision without a socket.
 //
 //   baseline (synchronous, N requests)      -> r_sync
 //   throughput probe (N at once, cap C)     -> r_max from the steady part
@@ -16,7 +16,6 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-#include <variant>
 #include <vector>
 
 #include "core/slo.hpp"
@@ -25,24 +24,11 @@
 
 namespace capsweep::sweep {
 
-struct Finish {
-  nlohmann::json result;
-};
-
-struct Fail {
-  std::string reason;
-};
-
-using Action = std::variant<StepOrder, Finish, Fail>;
-
-Action next_action(const JobSpec& spec, const std::vector<StepOutcome>& steps);
-
-// Estimated steps in all (done + to come) and the phase, for progress reports.
-struct Plan {
-  int steps_planned = 0;
-  std::string phase;
-};
-Plan plan_progress(const JobSpec& spec, const std::vector<StepOutcome>& steps);
+// A rate sweep's next step (or its finish) from its stored steps, and its progress.
+Action next_rate_action(const JobSpec& spec, const std::vector<StepOutcome>& steps);
+Plan rate_progress(const JobSpec& spec, const std::vector<StepOutcome>& steps);
+// A check job's one step, then its result.
+Action next_check_action(const JobSpec& spec, const std::vector<StepOutcome>& steps);
 
 // The ladder's range from the baseline and the probe: [r_sync, r_max], widened to
 // [r/2, 1.5 r] when the probe is not at least 10% faster than the baseline.

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "sweep/orchestrator.hpp"
+#include "sweep/step.hpp"
 
 namespace capsweep::sweep {
 

@@ -15,7 +15,7 @@
 
 #include "core/profile.hpp"
 #include "core/windows.hpp"
-#include "sweep/orchestrator.hpp"
+#include "sweep/step.hpp"
 
 namespace capsweep::sweep {
 

@@ -10,179 +10,13 @@
 
 #include "core/fields.hpp"
 #include "core/text.hpp"
+#include "sweep/kinds.hpp"
 
 namespace capsweep::sweep {
 
 namespace {
 
 using json = nlohmann::json;
-
-// sweep.levels: 1 to 64 strictly increasing user counts.
-Result<std::vector<std::uint32_t>> parse_levels(const json& lv, const std::string& f) {
-  if (!lv.is_array() || lv.empty() || lv.size() > 64) return invalid(f, "must list 1 to 64 user counts");
-  std::vector<std::uint32_t> levels;
-  for (std::size_t i = 0; i < lv.size(); ++i) {
-    const json& v = lv[i];
-    const std::string fi = f + "/" + std::to_string(i);
-    if (!v.is_number_integer() || v.get<long long>() < 1 || v.get<long long>() > 100'000)
-      return invalid(fi, "must be a whole number of users in 1..100000");
-    const auto users = v.get<std::uint32_t>();
-    if (!levels.empty() && users <= levels.back()) return invalid(fi, "levels must be strictly increasing");
-    levels.push_back(users);
-  }
-  return levels;
-}
-
-Result<SweepSettings> parse_sweep(const json& j) {
-  const std::string f = "/sweep";
-  SweepSettings s;
-  if (!j.is_object()) return invalid(f, "must be an object");
-  fields::Reader r(j, f);
-  r.integer("steps", s.steps, 1, 100)
-      .seconds("step_duration_s", s.step_duration)
-      .seconds("warmup_s", s.warmup, true)
-      .integer("stop_after_failures", s.stop_after_failures, 1, 100)
-      .positive("tolerance", s.tolerance)
-      .integer("max_steps", s.max_steps, 1, 1000)
-      .integer("baseline_requests", s.baseline_requests, 1, 100'000)
-      .integer("probe_requests", s.probe_requests, 1, 1'000'000)
-      .integer("probe_concurrency", s.probe_concurrency, 1, 100'000)
-      .integer("max_concurrency", s.max_concurrency, 0, 100'000)
-      .positive("escalation_factor", s.escalation_factor)
-      .positive("max_rate_rps", s.max_rate_rps)
-      .seconds("drain_timeout_s", s.drain_timeout)
-      .seconds("max_step_duration_s", s.max_step_duration);
-  if (r.error()) return *r.error();
-  if (auto m = j.find("mode"); m != j.end()) {
-    if (*m == "rate")
-      s.mode = SweepMode::rate;
-    else if (*m == "concurrency")
-      s.mode = SweepMode::concurrency;
-    else
-      return invalid(f + "/mode", "must be \"rate\" or \"concurrency\"");
-  }
-  if (auto lv = j.find("levels"); lv != j.end()) {
-    if (s.mode != SweepMode::concurrency) return invalid(f + "/levels", "applies to \"mode\": \"concurrency\" only");
-    auto levels = parse_levels(*lv, f + "/levels");
-    if (!levels) return levels.error();
-    s.levels = std::move(*levels);
-  }
-  if (auto sp = j.find("spacing"); sp != j.end()) {
-    if (*sp == "linear")
-      s.spacing = Spacing::linear;
-    else if (*sp == "geometric")
-      s.spacing = Spacing::geometric;
-    else
-      return invalid(f + "/spacing", "must be \"linear\" or \"geometric\"");
-  }
-  if (s.tolerance >= 1) return invalid(f + "/tolerance", "must be in (0, 1)");
-  if (s.escalation_factor <= 1) return invalid(f + "/escalation_factor", "must be greater than 1");
-  if (s.warmup >= s.step_duration) return invalid(f + "/warmup_s", "must be shorter than step_duration_s");
-  if (s.max_step_duration < s.warmup + s.step_duration) {
-    return invalid(f + "/max_step_duration_s", "must be at least warmup_s + step_duration_s");
-  }
-  if (auto t = j.find("think_time_ms"); t != j.end()) {
-    if (s.mode != SweepMode::concurrency)
-      return invalid(f + "/think_time_ms", "applies to \"mode\": \"concurrency\" only");
-    auto d = parse_length_dist(*t, f + "/think_time_ms");
-    if (!d) return d.error();
-    s.think_time_ms = *d;
-  }
-  return s;
-}
-
-// The "step" block: {"stop": "fixed" | "decided", "min_s", "min_requests", "max_s", "looks"}.
-Result<StepStopSettings> parse_step(const json& j, const SweepSettings& sweep) {
-  const std::string f = "/step";
-  StepStopSettings s;
-  if (!j.is_object()) return invalid(f, "must be an object");
-  if (auto e = fields::known_keys(j, {"stop", "min_s", "min_requests", "max_s", "looks"}, f, "a step's stop"))
-    return *e;
-  if (auto m = j.find("stop"); m != j.end()) {
-    if (*m == "fixed")
-      s.stop = StepStop::fixed;
-    else if (*m == "decided")
-      s.stop = StepStop::decided;
-    else
-      return invalid(f + "/stop",
-                     "must be \"fixed\" (each step runs its length) or \"decided\" (it ends once decided)");
-  }
-  if (s.stop == StepStop::fixed) {
-    for (const char* key : {"min_s", "min_requests", "max_s", "looks"}) {
-      if (j.contains(key)) return invalid(f + "/" + key, "applies to \"stop\": \"decided\" only");
-    }
-    return s;
-  }
-  if (sweep.mode != SweepMode::rate) {
-    return invalid(f + "/stop", "\"decided\" applies to rate sweeps; a concurrency sweep's levels run their length");
-  }
-  s.decide.min_time = std::min<Nanos>(std::chrono::seconds(10), sweep.step_duration);
-  Nanos max{0};
-  fields::Reader r(j, f);
-  r.seconds("min_s", s.decide.min_time, true)
-      .integer("min_requests", s.decide.min_requests, 1, 1'000'000)
-      .integer("looks", s.decide.looks, 1, 100)
-      .seconds("max_s", max);
-  if (r.error()) return *r.error();
-  if (j.contains("max_s")) {
-    if (max < s.decide.min_time) return invalid(f + "/max_s", "must be at least min_s");
-    if (sweep.warmup + max > sweep.max_step_duration) {
-      return invalid(f + "/max_s", "warm-up + max_s exceed sweep.max_step_duration_s");
-    }
-    s.max = max;
-  }
-  return s;
-}
-
-Result<CheckSettings> parse_check(const json& j, ArrivalProcess process) {
-  const std::string f = "/check";
-  CheckSettings c;
-  if (!j.is_object()) return invalid(f, "must be an object");
-  const bool closed_loop = j.contains("concurrency");
-  if (closed_loop) {
-    if (j.contains("rate_rps")) {
-      return invalid(f + "/concurrency", "a check runs at a rate (rate_rps) or with N users (concurrency), not both");
-    }
-    if (process == ArrivalProcess::all_at_once) {
-      return invalid(f + "/concurrency", "a closed loop has no arrival process: leave arrival.process unset");
-    }
-    if (j.contains("max_concurrency") && j.at("max_concurrency") != 0) {
-      return invalid(f + "/max_concurrency", "a closed loop of N users has N in flight: use concurrency alone");
-    }
-    c.rate_rps = 0;
-  } else if (process == ArrivalProcess::all_at_once) {
-    c.rate_rps = std::numeric_limits<double>::infinity();
-    if (j.contains("rate_rps"))
-      return invalid(f + "/rate_rps", "must be absent with all_at_once arrivals (the rate is infinite)");
-  } else if (!j.contains("rate_rps")) {
-    return invalid(f + "/rate_rps", "is required: the fixed request rate of the check (or concurrency: N users)");
-  }
-  fields::Reader r(j, f);
-  if (closed_loop)
-    r.integer("concurrency", c.concurrency, 1, 100'000);
-  else if (process != ArrivalProcess::all_at_once)
-    r.positive("rate_rps", c.rate_rps);
-  r.seconds("duration_s", c.duration)
-      .seconds("warmup_s", c.warmup, true)
-      .integer("max_concurrency", c.max_concurrency, 0, 100'000)
-      .integer("requests", c.requests, 1, 10'000'000)
-      .seconds("drain_timeout_s", c.drain_timeout);
-  if (r.error()) return *r.error();
-  if (process == ArrivalProcess::all_at_once && !c.requests) {
-    return invalid(f + "/requests", "is required with all_at_once arrivals");
-  }
-  if (process != ArrivalProcess::all_at_once && c.warmup >= c.duration) {
-    return invalid(f + "/warmup_s", "must be shorter than duration_s");
-  }
-  if (auto t = j.find("think_time_ms"); t != j.end()) {
-    if (!closed_loop)
-      return invalid(f + "/think_time_ms", "a think time belongs to a closed loop (concurrency: N users)");
-    auto d = parse_length_dist(*t, f + "/think_time_ms");
-    if (!d) return d.error();
-    c.think_time_ms = *d;
-  }
-  return c;
-}
 
 // target.labels: names of 1 to 63 characters ([A-Za-z_] then [A-Za-z0-9_.-]), string values.
 std::optional<Error> check_labels(const json& labels, const std::string& field) {
@@ -234,7 +68,7 @@ std::optional<Error> parse_target_at(const json& t, const std::string& field, Ca
 // The job's target: "target", or a regression job's "baseline" and "candidate" targets.
 std::optional<Error> parse_target_block(const json& spec, JobSpec& js) {
   CandidateTarget main;
-  if (js.kind == JobKind::regression) {
+  if (rules(js.kind).two_sides) {
     if (spec.contains("target")) {
       return invalid("/target", "a regression job names baseline.target and candidate.target instead");
     }
@@ -324,107 +158,42 @@ void complete_arrival(json& spec) {
 
 namespace {
 
-// A block that belongs to another kind of job is refused, naming the block.
+// A block that another kind of job owns is refused, naming the block and its kind.
 std::optional<Error> refuse_other_kinds_blocks(const json& spec, JobKind kind) {
-  if (kind != JobKind::regression) {
-    for (const char* block : {"regression", "quality", "judge"}) {
-      if (spec.contains(block)) return invalid(std::string("/") + block, "belongs to a regression job");
+  const KindRules& own = rules(kind);
+  for (JobKind other : all_kinds()) {
+    if (other == kind) continue;
+    const KindRules& r = rules(other);
+    for (const auto& block : r.blocks) {
+      const bool shared = std::find(own.blocks.begin(), own.blocks.end(), block) != own.blocks.end();
+      if (!shared && spec.contains(block)) {
+        return invalid("/" + block, fmt::format("belongs to a {} job (\"kind\": \"{}\"); this is a {} job", r.name,
+                                                r.name, own.name));
+      }
     }
-  }
-  if (kind != JobKind::sweep && spec.contains("step")) {
-    return invalid("/step", "belongs to a sweep job: its fixed-rate steps may end once decided");
-  }
-  if (kind != JobKind::scenario && spec.contains("scenario")) {
-    return invalid("/scenario", "belongs to a scenario job (\"kind\": \"scenario\")");
-  }
-  const char* own = kind == JobKind::scenario     ? "a scenario job has a \"scenario\" block"
-                    : kind == JobKind::regression ? "a regression job has a \"regression\" block"
-                                                  : nullptr;
-  if (own) {
-    for (const char* block : {"sweep", "check"}) {
-      if (spec.contains(block)) return invalid(std::string("/") + block, own);
-    }
-  }
-  if (kind == JobKind::sweep && spec.contains("check")) {
-    return invalid("/check", "belongs to a check job (\"kind\": \"check\")");
-  }
-  if (kind == JobKind::check && spec.contains("sweep")) {
-    return invalid("/sweep", "belongs to a sweep job; a check job has a \"check\" block");
   }
   return std::nullopt;
 }
 
-// A sweep's "sweep" block (defaults when absent) and its "step" block.
-std::optional<Error> parse_sweep_blocks(const json& spec, JobSpec& js) {
-  if (js.arrival.process == ArrivalProcess::all_at_once) {
-    return invalid("/arrival/process", "a sweep steps through fixed rates: all_at_once is for check jobs");
+// The names of the kinds in the table, for a message: "sweep", "check", ... or "scenario".
+std::string kind_names() {
+  std::string out;
+  const auto kinds = all_kinds();
+  for (std::size_t i = 0; i < kinds.size(); ++i) {
+    if (i > 0) out += i + 1 == kinds.size() ? " or " : ", ";
+    out += fmt::format("\"{}\"", to_string(kinds[i]));
   }
-  auto s = parse_sweep(spec.value("sweep", json::object()));
-  if (!s) return s.error();
-  js.sweep = *s;
-  if (auto st = spec.find("step"); st != spec.end()) {
-    auto step = parse_step(*st, js.sweep);
-    if (!step) return step.error();
-    js.step = *step;
-  }
-  return std::nullopt;
-}
-
-// The blocks of the job's kind, each parsed into `js`.
-std::optional<Error> parse_kind_blocks(const json& spec, JobSpec& js) {
-  if (auto e = refuse_other_kinds_blocks(spec, js.kind)) return e;
-  switch (js.kind) {
-    case JobKind::scenario:
-      if (js.arrival.process == ArrivalProcess::all_at_once) {
-        return invalid("/arrival/process", "a scenario's rate varies in time: all_at_once has no rate");
-      }
-      return parse_scenario_block(spec, js);
-    case JobKind::regression:
-      if (js.arrival.process == ArrivalProcess::all_at_once) {
-        return invalid("/arrival/process", "a regression job runs at a fixed rate: all_at_once is for check jobs");
-      }
-      return parse_regression_blocks(spec, js);
-    case JobKind::sweep:
-      return parse_sweep_blocks(spec, js);
-    case JobKind::check: {
-      if (!spec.contains("check")) return invalid("/check", "is required for a check job");
-      auto c = parse_check(spec.at("check"), js.arrival.process);
-      if (!c) return c.error();
-      js.check = *c;
-      return std::nullopt;
-    }
-  }
-  return std::nullopt;
+  return out;
 }
 
 }  // namespace
-
-std::string_view to_string(JobKind k) noexcept {
-  switch (k) {
-    case JobKind::sweep:
-      return "sweep";
-    case JobKind::check:
-      return "check";
-    case JobKind::regression:
-      return "regression";
-    case JobKind::scenario:
-      return "scenario";
-  }
-  return "sweep";
-}
-
-std::optional<JobKind> parse_job_kind(std::string_view s) noexcept {
-  for (JobKind k : {JobKind::sweep, JobKind::check, JobKind::regression, JobKind::scenario})
-    if (s == to_string(k)) return k;
-  return std::nullopt;
-}
 
 Result<JobSpec> parse_job_spec(const json& spec) {
   if (!spec.is_object()) return invalid("", "the job spec must be a JSON object");
   JobSpec js;
   if (auto k = spec.find("kind"); k != spec.end()) {
     const auto kind = k->is_string() ? parse_job_kind(k->get<std::string>()) : std::nullopt;
-    if (!kind) return invalid("/kind", "must be \"sweep\", \"check\", \"regression\" or \"scenario\"");
+    if (!kind) return invalid("/kind", "must be " + kind_names());
     js.kind = *kind;
   }
   if (auto n = spec.find("name"); n != spec.end()) {
@@ -446,7 +215,9 @@ Result<JobSpec> parse_job_spec(const json& spec) {
   auto slo = parse_slo(spec.at("slo"));
   if (!slo) return slo.error();
   js.slo = std::move(*slo);
-  if (auto e = parse_kind_blocks(spec, js)) return *e;
+  // The blocks of the job's kind, by its parser; another kind's blocks are refused.
+  if (auto e = refuse_other_kinds_blocks(spec, js.kind)) return *e;
+  if (auto e = rules(js.kind).parse(spec, js)) return *e;
   if (auto b = spec.find("basis"); b != spec.end()) {
     if (!b->is_string()) return invalid("/basis", "must be a string");
     js.basis = b->get<std::string>();
@@ -456,7 +227,7 @@ Result<JobSpec> parse_job_spec(const json& spec) {
 }
 
 std::string target_field(const JobSpec& spec, Role role) {
-  if (spec.kind != JobKind::regression) return "/target";
+  if (!rules(spec.kind).two_sides) return "/target";
   return role == Role::baseline ? "/baseline/target" : "/candidate/target";
 }
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/compare.hpp"
@@ -25,9 +26,33 @@
 
 namespace capsweep::sweep {
 
-enum class JobKind { sweep, check, regression, scenario };
-// "sweep", "check", "regression", "scenario": the spec's "kind", the stored row's, the result's.
+// A job's kind: its row in the kinds table (sweep/kinds.hpp), which says everything that differs
+// by kind. The four kinds capsweep has are named here; a kind registered later
+// (register_kind) gets the next row.
+class JobKind {
+ public:
+  static const JobKind sweep, check, regression, scenario;
+  constexpr JobKind() = default;
+  static constexpr JobKind at(std::uint8_t row) noexcept {
+    JobKind k;
+    k.row_ = row;
+    return k;
+  }
+  constexpr std::uint8_t row() const noexcept { return row_; }
+  constexpr bool operator==(const JobKind&) const noexcept = default;
+
+ private:
+  std::uint8_t row_ = 0;
+};
+inline constexpr JobKind JobKind::sweep = JobKind::at(0);
+inline constexpr JobKind JobKind::check = JobKind::at(1);
+inline constexpr JobKind JobKind::regression = JobKind::at(2);
+inline constexpr JobKind JobKind::scenario = JobKind::at(3);
+
+// The kind's name, as in the spec's "kind", the stored row and the result: "sweep", "check",
+// "regression", "scenario", or a registered kind's (the table's).
 std::string_view to_string(JobKind k) noexcept;
+// The kind of that name in the table; nullopt when there is none.
 std::optional<JobKind> parse_job_kind(std::string_view s) noexcept;
 // A rate sweep finds the highest request rate within the SLO; a concurrency sweep runs one
 // closed-loop step per number of users and finds the most users within the SLO.
@@ -246,6 +271,8 @@ struct JobSpec {
   std::optional<JudgeSettings> judge;
   std::optional<ScenarioSettings> scenario;
   std::string basis;
+  // A kind registered outside the four: its own block, as its parser keeps it.
+  nlohmann::json kind_settings;
   // report.percentiles: the percentiles exports show (sorted, distinct, each in (0, 100)).
   std::vector<double> report_percentiles{50, 90, 95, 99, 99.9};
 };

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 
 #include "core/slo.hpp"
 #include "core/time.hpp"
@@ -65,6 +66,23 @@ struct StepOrder {
   int round = 0;             // regression: the round of a run, the pass of a quality step
   Nanos pause_before{0};     // wait this long before the step (a regression's cooldown)
   bool decided = false;  // step.stop "decided": the step may end once its verdict is decided; duration is its longest
+};
+
+// What a job's planner says next: run this step, finish with this result, or fail.
+struct Finish {
+  nlohmann::json result;
+};
+
+struct Fail {
+  std::string reason;
+};
+
+using Action = std::variant<StepOrder, Finish, Fail>;
+
+// Estimated steps in all (done + to come) and the phase, for progress reports.
+struct Plan {
+  int steps_planned = 0;
+  std::string phase;
 };
 
 }  // namespace capsweep::sweep

@@ -6,7 +6,7 @@
 
 #include "loadgen/step_runner.hpp"
 #include "store/rows.hpp"
-#include "sweep/orchestrator.hpp"
+#include "sweep/step.hpp"
 
 namespace capsweep::sweep {
 

@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 #include <functional>
 
+#include "sweep/kinds.hpp"
+
 using namespace capsweep;
 using namespace capsweep::sweep;
 using json = nlohmann::json;

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <functional>
 
+#include "sweep/kinds.hpp"
+
 using namespace capsweep;
 using namespace capsweep::sweep;
 using json = nlohmann::json;

@@ -6,6 +6,8 @@
 #include <functional>
 #include <map>
 
+#include "sweep/kinds.hpp"
+
 using namespace capsweep;
 using namespace capsweep::sweep;
 using json = nlohmann::json;

@@ -9,6 +9,7 @@
 
 #include "api/schema.hpp"
 #include "core/schedule.hpp"
+#include "sweep/kinds.hpp"
 #include "sweep/manager_parts.hpp"
 #include "sweep/orchestrator.hpp"
 

@@ -82,17 +82,31 @@ TEST_CASE("store: migrations apply once and the version is recorded - WAL is on"
   TempDb db;
   {
     Store s(db.path.string());
-    CHECK(s.schema_version() == 7);
+    CHECK(s.schema_version() == 8);
     s.insert_sweep(sweep_row("a"));
     CHECK(fs::exists(db.path.string() + "-wal"));
   }
   Store again(db.path.string());  // reopening applies nothing twice and keeps the data
-  CHECK(again.schema_version() == 7);
+  CHECK(again.schema_version() == 8);
   CHECK(again.sweep("a").has_value());
   CHECK(again.writable());
 }
 
-TEST_CASE("store: the table rebuilds (versions 4 and 6) keep every sweep, step and request row") {
+TEST_CASE("store: a job's kind is any name of the kinds table (version 8), never an empty one") {
+  TempDb db;
+  Store s(db.path.string());
+  SweepRow row = sweep_row("fifth");
+  row.kind = "twice";  // a kind registered beside the four
+  s.insert_sweep(row);
+  REQUIRE(s.sweep("fifth").has_value());
+  CHECK(s.sweep("fifth")->kind == "twice");
+  SweepRow nameless = sweep_row("nameless");
+  nameless.kind = "";
+  CHECK_THROWS_AS(s.insert_sweep(nameless), StoreError);
+  CHECK_FALSE(s.sweep("nameless").has_value());
+}
+
+TEST_CASE("store: the table rebuilds (versions 4, 6 and 8) keep every sweep, step and request row") {
   TempDb db;
   // A version 3 database full of rows, as an upgrade would find it.
   {
@@ -130,7 +144,7 @@ TEST_CASE("store: the table rebuilds (versions 4 and 6) keep every sweep, step a
     sqlite3_close(raw);
   }
   Store s(db.path.string());
-  CHECK(s.schema_version() == 7);
+  CHECK(s.schema_version() == 8);
   CHECK(s.list_sweeps(std::nullopt, 10, 0).size() == 2);
   CHECK(s.list_sweeps(std::nullopt, 10, 0)[0].id == "b");  // creation order kept
   auto steps = s.steps("a");
@@ -447,5 +461,5 @@ TEST_CASE("store: datasets are stored once per content, listed, and not deleted 
   CHECK(s.delete_dataset(d.id) == Store::DeleteDataset::deleted);
   CHECK(s.delete_dataset(d.id) == Store::DeleteDataset::absent);
   CHECK(s.list_datasets(10, 0).empty());
-  CHECK(s.schema_version() == 7);
+  CHECK(s.schema_version() == 8);
 }
