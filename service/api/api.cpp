@@ -31,14 +31,13 @@ std::string request_id_of(const Request& req) {
 }
 
 // One line for each request that changes something (not GET/HEAD) and each answered 5xx:
-// what a dashboard polls stays out of the log.
-void log_request(const Request& req, const Response& res, const std::string& id,
+// what a dashboard polls stays out of the log. A streamed export is logged by the same rule,
+// with the status its header carried.
+void log_request(const Request& req, unsigned status, std::string_view location, const std::string& id,
                  std::chrono::steady_clock::time_point started) {
-  const unsigned status = res.result_int();
   const bool reads = req.method() == bhttp::verb::get || req.method() == bhttp::verb::head;
   if (reads && status < 500) return;
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
-  const auto location = res[bhttp::field::location];
   log::info(fmt::format("{} {} {}", req.method_string(), printable_ascii(req.target(), 200), status),
             {{"request_id", id},
              {"ms", fmt::format("{:.1f}", ms)},
@@ -73,15 +72,16 @@ http::Handler Api::handler() {
     const auto started = std::chrono::steady_clock::now();
     const std::string request_id = request_id_of(req);
     http::Reply reply;
-    const Placement where = placement_of(req);
+    RouteMatch match = match_request(req);  // the target parsed once, for placement and dispatch
+    const Placement where = placement_of(match);
     if (where == Placement::io_thread) {
-      reply.response = dispatch(env, req);  // /healthz: nothing that can block
+      reply.response = dispatch(env, req, std::move(match));  // /healthz, 404, 405: nothing that can block
     } else if (where == Placement::worker) {
       // Run on the pool; the connection's coroutine resumes on its own strand afterwards.
       reply.response = co_await asio::co_spawn(
           impl->pool.get_executor(),
-          [&env, &req]() -> asio::awaitable<Response> {
-            Response res = dispatch(env, req);
+          [&env, &req, &match]() -> asio::awaitable<Response> {
+            Response res = dispatch(env, req, std::move(match));
             // A large answer was read through the store's page cache and built from a larger
             // tree of JSON just freed on this worker: hand both back.
             if (res.body().size() >= kLargeAnswerBytes) env.ctx.store->release_memory();
@@ -91,23 +91,27 @@ http::Handler Api::handler() {
           asio::use_awaitable);
     } else {
       Resolved r = co_await asio::co_spawn(
-          impl->pool.get_executor(), [&env, &req]() -> asio::awaitable<Resolved> { co_return resolve(env, req); },
+          impl->pool.get_executor(),
+          [&env, &req, &match]() -> asio::awaitable<Resolved> { co_return resolve(env, req, std::move(match)); },
           asio::use_awaitable);
       if (r.answer) {
         reply.response = respond(env, req, std::move(*r.answer), r.route_name, started);
       } else {
         // Named, not temporaries: GCC 12 may destroy a temporary of a co_await expression twice.
-        const Call call{req, std::move(r.id), std::move(r.query)};
+        const Call call{req, std::move(r.id), std::move(r.query), request_id};
         const boost::asio::any_io_executor pool = impl->pool.get_executor();
         reply = co_await r.route->stream(env, pool, call, stream);
         memory::note_freed(64 * 1024);  // the pages of rows it streamed
         env.latency.observe(r.route_name,
                             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-        co_return reply;
+        if (!reply.response) {  // streamed: its header carried the request id and a 200
+          log_request(req, 200, "", request_id, started);
+          co_return reply;
+        }
       }
     }
     reply.response->set("X-Request-Id", request_id);
-    log_request(req, *reply.response, request_id, started);
+    log_request(req, reply.response->result_int(), (*reply.response)[bhttp::field::location], request_id, started);
     reply.keep_alive = reply.response->keep_alive();
     co_return reply;
   };

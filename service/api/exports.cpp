@@ -100,6 +100,7 @@ asio::awaitable<http::Reply> stream_pages(Env& env, asio::any_io_executor pool, 
   }
   bhttp::response<bhttp::empty_body> head{bhttp::status::ok, c.req.version()};
   head.set(bhttp::field::server, "capsweepd");
+  if (!c.request_id.empty()) head.set("X-Request-Id", c.request_id);
   head.set(bhttp::field::content_type, content_type);
   head.set(bhttp::field::content_disposition, fmt::format("attachment; filename=\"{}\"", filename));
   head.chunked(true);

@@ -57,6 +57,7 @@ struct Call {
   const Request& req;
   std::string id;
   std::map<std::string, std::string> query;
+  std::string request_id = {};  // X-Request-Id: a streamed answer writes it in its own header
 };
 
 using Answer = std::variant<Response, ApiError>;

@@ -77,29 +77,32 @@ std::optional<Error> guard(const Env& env, const Request& req) {
   return check_origin(header(req, bhttp::field::origin), config.allowed_hosts, listen_host);
 }
 
-struct Match {
-  const Route* route = nullptr;
-  std::string id;
-  std::string allow;  // methods of the path when the method did not match
-};
+}  // namespace
 
-Match match(const std::vector<std::string>& path, bhttp::verb method) {
-  Match m;
+RouteMatch match_request(const Request& req) {
+  RouteMatch m;
+  auto target = parse_target(req.target());
+  if (!target) {
+    m.malformed = true;
+    return m;
+  }
+  const auto& path = target->segments;
   for (const auto& r : route_table()) {
-    const auto pat = pattern_segments(r.pattern);
-    if (pat.size() != path.size()) continue;
+    if (r.segments.size() != path.size()) continue;
     bool ok = true;
     std::string id;
-    for (std::size_t i = 0; i < pat.size() && ok; ++i) {
-      if (pat[i] == "{id}")
+    for (std::size_t i = 0; i < path.size() && ok; ++i) {
+      if (r.segments[i] == "{id}")
         id = path[i];
       else
-        ok = pat[i] == path[i];
+        ok = r.segments[i] == path[i];
     }
     if (!ok) continue;
-    if (r.method == method) {
+    if (r.method == req.method()) {
       m.route = &r;
       m.id = std::move(id);
+      m.query = std::move(target->query);
+      m.allow.clear();
       return m;
     }
     m.allow += (m.allow.empty() ? "" : ", ") + std::string(bhttp::to_string(r.method));
@@ -107,21 +110,17 @@ Match match(const std::vector<std::string>& path, bhttp::verb method) {
   return m;
 }
 
-}  // namespace
-
-Resolved resolve(Env& env, const Request& req) {
+Resolved resolve(Env& env, const Request& req, RouteMatch m) {
   Resolved out;
   if (auto e = guard(env, req)) {
     ++env.requests_refused;
     out.answer = from_error(*e);
     return out;
   }
-  auto target = parse_target(req.target());
-  if (!target) {
+  if (m.malformed) {
     out.answer = api_error(errc::invalid_argument, "malformed request target");
     return out;
   }
-  Match m = match(target->segments, req.method());
   // A body is JSON (or, for uploads, JSON Lines), never a "simple" type a cross-site form can send.
   if (auto e = check_json_content_type(header(req, bhttp::field::content_type), req.body().size(),
                                        m.route && m.route->upload)) {
@@ -155,7 +154,7 @@ Resolved resolve(Env& env, const Request& req) {
   }
   out.route = &r;
   out.id = std::move(m.id);
-  out.query = std::move(target->query);
+  out.query = std::move(m.query);
   return out;
 }
 
@@ -180,45 +179,45 @@ Answer guarded(const Request& req, F&& f) {
 }  // namespace
 
 const std::vector<Route>& route_table() {
-  static const std::vector<Route> routes{
-      {bhttp::verb::post, "/v1/sweeps", Role::submit, &create_sweep},
-      {bhttp::verb::get, "/v1/sweeps", Role::read, &list_sweeps},
-      {bhttp::verb::get, "/v1/sweeps/{id}", Role::read, &get_sweep},
-      {bhttp::verb::delete_, "/v1/sweeps/{id}", Role::submit, &delete_sweep},
-      {bhttp::verb::get, "/v1/sweeps/{id}/steps", Role::read, &get_steps},
-      {bhttp::verb::get, "/v1/sweeps/{id}/requests.csv", Role::read, nullptr, true, &stream_requests_csv},
-      {bhttp::verb::get, "/v1/sweeps/{id}/requests.json", Role::read, &get_requests_json},
-      {bhttp::verb::get, "/v1/sweeps/{id}/quality.jsonl", Role::read, nullptr, true, &stream_quality_jsonl},
-      {bhttp::verb::post, "/v1/sweeps/{id}/cancel", Role::submit, &cancel_sweep},
-      {bhttp::verb::get, "/v1/sweeps/{id}/autoscale", Role::read, &get_autoscale},
-      {bhttp::verb::get, "/v1/sweeps/{id}/report", Role::read, &get_report},
-      {bhttp::verb::get, "/v1/sweeps/{id}/steps.csv", Role::read, &get_steps_csv},
-      {bhttp::verb::get, "/v1/sweeps/{id}/windows", Role::read, &get_windows},
-      {bhttp::verb::get, "/v1/sweeps/{id}/windows.csv", Role::read, &get_windows_csv},
-      {bhttp::verb::post, "/v1/datasets", Role::submit, &create_dataset, true, nullptr, true},
-      {bhttp::verb::get, "/v1/datasets", Role::read, &list_datasets},
-      {bhttp::verb::get, "/v1/datasets/{id}", Role::read, &get_dataset},
-      {bhttp::verb::delete_, "/v1/datasets/{id}", Role::submit, &delete_dataset},
-      {bhttp::verb::get, "/healthz", Role::none, &healthz, false},
-      {bhttp::verb::get, "/readyz", Role::none, &readyz},  // probes carry no token
-      {bhttp::verb::get, "/metrics", Role::read, &metrics},
-  };
+  using enum bhttp::verb;
+  static const std::vector<Route> routes = [] {
+    std::vector<Route> t{
+        {.method = post, .pattern = "/v1/sweeps", .needs = Role::submit, .handle = &create_sweep},
+        {.method = get, .pattern = "/v1/sweeps", .handle = &list_sweeps},
+        {.method = get, .pattern = "/v1/sweeps/{id}", .handle = &get_sweep},
+        {.method = delete_, .pattern = "/v1/sweeps/{id}", .needs = Role::submit, .handle = &delete_sweep},
+        {.method = get, .pattern = "/v1/sweeps/{id}/steps", .handle = &get_steps},
+        {.method = get, .pattern = "/v1/sweeps/{id}/requests.csv", .stream = &stream_requests_csv},
+        {.method = get, .pattern = "/v1/sweeps/{id}/requests.json", .handle = &get_requests_json},
+        {.method = get, .pattern = "/v1/sweeps/{id}/quality.jsonl", .stream = &stream_quality_jsonl},
+        {.method = post, .pattern = "/v1/sweeps/{id}/cancel", .needs = Role::submit, .handle = &cancel_sweep},
+        {.method = get, .pattern = "/v1/sweeps/{id}/autoscale", .handle = &get_autoscale},
+        {.method = get, .pattern = "/v1/sweeps/{id}/report", .handle = &get_report},
+        {.method = get, .pattern = "/v1/sweeps/{id}/steps.csv", .handle = &get_steps_csv},
+        {.method = get, .pattern = "/v1/sweeps/{id}/windows", .handle = &get_windows},
+        {.method = get, .pattern = "/v1/sweeps/{id}/windows.csv", .handle = &get_windows_csv},
+        {.method = post, .pattern = "/v1/datasets", .needs = Role::submit, .handle = &create_dataset, .upload = true},
+        {.method = get, .pattern = "/v1/datasets", .handle = &list_datasets},
+        {.method = get, .pattern = "/v1/datasets/{id}", .handle = &get_dataset},
+        {.method = delete_, .pattern = "/v1/datasets/{id}", .needs = Role::submit, .handle = &delete_dataset},
+        {.method = get, .pattern = "/healthz", .needs = Role::none, .handle = &healthz, .blocking = false},
+        {.method = get, .pattern = "/readyz", .needs = Role::none, .handle = &readyz},  // probes carry no token
+        {.method = get, .pattern = "/metrics", .handle = &metrics},
+    };
+    for (auto& r : t) r.segments = pattern_segments(r.pattern);
+    return t;
+  }();
   return routes;
 }
 
-Placement placement_of(const Request& req) {
-  auto target = parse_target(req.target());
-  if (!target) return Placement::io_thread;  // answered at once with a 400
-  Match m = match(target->segments, req.method());
-  if (!m.route) return Placement::io_thread;  // a 404 or 405: nothing to look up
+Placement placement_of(const RouteMatch& m) {
+  if (!m.route) return Placement::io_thread;  // a 400, 404 or 405: nothing to look up
   if (m.route->stream) return Placement::stream;
   return m.route->blocking ? Placement::worker : Placement::io_thread;
 }
 
 bool is_upload(const Request& req) {
-  auto target = parse_target(req.target());
-  if (!target) return false;
-  Match m = match(target->segments, req.method());
+  const RouteMatch m = match_request(req);
   return m.route && m.route->upload;
 }
 
@@ -232,11 +231,11 @@ Response respond(Env& env, const Request& req, Answer answer, const std::string&
   return res;
 }
 
-Response dispatch(Env& env, const Request& req) {
+Response dispatch(Env& env, const Request& req, RouteMatch m) {
   const auto started = std::chrono::steady_clock::now();
   Resolved r;
   Answer answer = guarded(req, [&]() -> Answer {
-    r = resolve(env, req);
+    r = resolve(env, req, std::move(m));
     if (r.answer) return std::move(*r.answer);
     if (!r.route->handle) throw std::logic_error("a streaming route was dispatched without its stream");
     return r.route->handle(env, Call{req, std::move(r.id), std::move(r.query)});

@@ -428,6 +428,22 @@ TEST_CASE("capsweepd: --log-format json - every answer carries a request id - ch
   CHECK(d.get("/healthz").headers["x-request-id"] != generated);
   auto refused = d.post("/v1/sweeps", "{\"name\": 5}", {{"X-Request-Id", "post-1"}});
   CHECK(refused.status == 400);
+  // Streamed exports carry it too, whether they stream (200) or answer at once (404).
+  CHECK(d.get("/v1/sweeps/sw-0000000000000000/requests.csv", {{"X-Request-Id", "csv-404"}}).headers["x-request-id"] ==
+        "csv-404");
+  const json queued = {{"kind", "check"},
+                       {"target", {{"base_url", "http://127.0.0.1:9"}, {"model", "m"}}},
+                       {"slo", {{"ttft_ms", {{"p95", 800}}}}},
+                       {"check", {{"rate_rps", 1}, {"duration_s", 2}, {"warmup_s", 0}}}};
+  auto created = d.post("/v1/sweeps", queued.dump());
+  REQUIRE(created.status == 201);
+  const std::string job = json::parse(created.body).value("id", "");
+  for (const char* export_path : {"/requests.csv", "/quality.jsonl"}) {
+    auto streamed = d.get("/v1/sweeps/" + job + export_path, {{"X-Request-Id", "csv-1"}});
+    INFO(export_path);
+    CHECK(streamed.status == 200);
+    CHECK(streamed.headers["x-request-id"] == "csv-1");
+  }
   // Every line of the log is a JSON object; the POST's line has its id, status and path.
   std::istringstream lines(d.log_text());
   bool saw_post = false, saw_listening = false;
