@@ -101,7 +101,11 @@ constexpr int kMaxReplicas = 100'000;    // far above any fleet; below every int
 constexpr double kMaxColdStartS = 1800;  // 2 x 1800 s: the HPA's longest stabilisation window
 }  // namespace
 
-Result<AutoscalePlan> plan_autoscale(const json& sweep, const AutoscaleOptions& o) {
+namespace {
+
+// What plan_autoscale refuses: an unfinished job, a check or a concurrency sweep, a sweep with
+// no capacity, and parameters out of their range (each error naming the parameter).
+std::optional<Error> check_autoscale_inputs(const json& sweep, const AutoscaleOptions& o) {
   if (at(sweep, "status") != "succeeded" || at(at(sweep, "result"), "kind") != "sweep") {
     return Error{errc::conflict, "autoscale thresholds need a succeeded sweep (not a check, not unfinished)", "id"};
   }
@@ -132,16 +136,12 @@ Result<AutoscalePlan> plan_autoscale(const json& sweep, const AutoscaleOptions& 
   if (!o.deployment.empty() && !k8s_name(o.deployment))
     return invalid("/deployment", "must be a Kubernetes name (lower-case, digits, '-')");
 
-  AutoscalePlan p;
-  p.sweep_id = at(sweep, "id").is_string() ? sweep["id"].get<std::string>() : "";
-  p.capacity_rps = r["max_slo_rate_rps"].get<double>();
-  const json& c = at(r, "concurrency_at_max_slo");
-  p.inflight_at_capacity = at(c, "littles_law").is_number() ? c["littles_law"].get<double>() : 0;
-  if (at(c, "server_running_waiting").is_number()) p.server_inflight = c["server_running_waiting"].get<double>();
-  if (!(p.inflight_at_capacity > 0))
-    return Error{errc::conflict, "the sweep recorded no in-flight figure at capacity", "id"};
-  p.utilization = o.utilization;
-  p.target_inflight = std::max(1, saturate<int>(std::floor(o.utilization * p.inflight_at_capacity)));
+  return std::nullopt;
+}
+
+// The replica bounds for the base and peak rates (min 1, max 10 without them): refused,
+// naming the parameter, past what a Deployment is given.
+std::optional<Error> size_replicas(const AutoscaleOptions& o, AutoscalePlan& p) {
   const double per_replica_rps = o.utilization * p.capacity_rps;
   // Replicas for a rate: refused (naming the parameter) past what a Deployment is given.
   const auto replicas_for = [&](double rps, const char* field) -> Result<int> {
@@ -164,22 +164,12 @@ Result<AutoscalePlan> plan_autoscale(const json& sweep, const AutoscaleOptions& 
     if (!n) return n.error();
     p.max_replicas = std::max(p.min_replicas, *n);
   }
-  p.queue_guard = std::max(1, saturate<int>(std::ceil(0.1 * p.inflight_at_capacity)));
-  p.scale_down_window_s = o.cold_start_s ? std::max(300, saturate<int>(std::ceil(2 * *o.cold_start_s))) : 300;
-  const json& spec = at(sweep, "spec");
-  const std::string sweep_model =
-      at(at(spec, "target"), "model").is_string() ? spec["target"]["model"].get<std::string>() : "";
-  p.model = o.model.empty() ? sweep_model : o.model;
-  if (p.model.empty()) return invalid("/model", "is required: the model_name label of the vLLM metrics");
-  p.ns = o.ns;
-  p.deployment = o.deployment.empty() ? k8s_name_from(p.model) : o.deployment;
-  p.prometheus = o.prometheus;
-  p.slo = describe_slo(at(spec, "slo"));
-  const std::string labels =
-      fmt::format("model_name=\"{}\",namespace=\"{}\"", escape_quoted(p.model), escape_quoted(p.ns));
-  p.inflight_query = fmt::format("sum(vllm:num_requests_running{{{0}}} + vllm:num_requests_waiting{{{0}}})", labels);
-  p.waiting_query = fmt::format("sum(vllm:num_requests_waiting{{{0}}})", labels);
-  p.derivation = {
+  return std::nullopt;
+}
+
+// How each figure was derived, as the manifests' annotations and the API answer show it.
+json derivation(const AutoscaleOptions& o, const AutoscalePlan& p) {
+  return {
       {"capacity_rps",
        {{"value", p.capacity_rps},
         {"how", "max_slo_rate_rps of the sweep: the highest rate that met the SLO with no failing rate below it"}}},
@@ -205,6 +195,40 @@ Result<AutoscalePlan> plan_autoscale(const json& sweep, const AutoscaleOptions& 
        {{"value", p.scale_down_window_s},
         {"how", o.cold_start_s ? "max(300, 2 x cold_start_s)" : "300 (no cold_start_s given)"}}},
   };
+}
+
+}  // namespace
+
+Result<AutoscalePlan> plan_autoscale(const json& sweep, const AutoscaleOptions& o) {
+  if (auto e = check_autoscale_inputs(sweep, o)) return *e;
+  const json& r = sweep["result"];
+  AutoscalePlan p;
+  p.sweep_id = at(sweep, "id").is_string() ? sweep["id"].get<std::string>() : "";
+  p.capacity_rps = r["max_slo_rate_rps"].get<double>();
+  const json& c = at(r, "concurrency_at_max_slo");
+  p.inflight_at_capacity = at(c, "littles_law").is_number() ? c["littles_law"].get<double>() : 0;
+  if (at(c, "server_running_waiting").is_number()) p.server_inflight = c["server_running_waiting"].get<double>();
+  if (!(p.inflight_at_capacity > 0))
+    return Error{errc::conflict, "the sweep recorded no in-flight figure at capacity", "id"};
+  p.utilization = o.utilization;
+  p.target_inflight = std::max(1, saturate<int>(std::floor(o.utilization * p.inflight_at_capacity)));
+  if (auto e = size_replicas(o, p)) return *e;
+  p.queue_guard = std::max(1, saturate<int>(std::ceil(0.1 * p.inflight_at_capacity)));
+  p.scale_down_window_s = o.cold_start_s ? std::max(300, saturate<int>(std::ceil(2 * *o.cold_start_s))) : 300;
+  const json& spec = at(sweep, "spec");
+  const std::string sweep_model =
+      at(at(spec, "target"), "model").is_string() ? spec["target"]["model"].get<std::string>() : "";
+  p.model = o.model.empty() ? sweep_model : o.model;
+  if (p.model.empty()) return invalid("/model", "is required: the model_name label of the vLLM metrics");
+  p.ns = o.ns;
+  p.deployment = o.deployment.empty() ? k8s_name_from(p.model) : o.deployment;
+  p.prometheus = o.prometheus;
+  p.slo = describe_slo(at(spec, "slo"));
+  const std::string labels =
+      fmt::format("model_name=\"{}\",namespace=\"{}\"", escape_quoted(p.model), escape_quoted(p.ns));
+  p.inflight_query = fmt::format("sum(vllm:num_requests_running{{{0}}} + vllm:num_requests_waiting{{{0}}})", labels);
+  p.waiting_query = fmt::format("sum(vllm:num_requests_waiting{{{0}}})", labels);
+  p.derivation = derivation(o, p);
   return p;
 }
 

@@ -180,44 +180,60 @@ std::vector<std::pair<double, double>> slo_bounds(const json& slo, const char* m
 
 // Charts of a rate or concurrency sweep: latency, ITL, throughput and the scraped gauges
 // against the offered rate (or the number of users).
-std::string sweep_charts(const json& sweep, const json& steps, const std::vector<double>& qs) {
-  const json& r = at(sweep, "result");
-  const json& slo = at(at(sweep, "spec"), "slo");
-  const bool by_users = page_kind(sweep) == PageKind::concurrency_sweep;
-  const auto x_of = [by_users](const json& s) {
-    return by_users ? at(at(s, "summary"), "users") : at(s, "offered_rate_rps");
-  };
-  const std::string x_name = by_users ? "users (closed loop)" : "offered rate (req/s)";
-  const std::string against = by_users ? "against users" : "against offered rate";
+// The x axis of a sweep's charts: the offered rate, or the users of a concurrency sweep; the
+// steps drawn on it, and the knee and max SLO markers.
+struct SweepAxis {
+  bool by_users = false;
+  std::string x_name, against;
   std::vector<const json*> fixed;
-  for (const auto& s : steps) {
-    if (x_of(s).is_number() && (!by_users || x_of(s).get<double>() > 0)) fixed.push_back(&s);
-  }
-  auto series = [&](const std::string& name, const std::string& colour, const std::function<json(const json&)>& y) {
+  std::vector<Marker> markers;
+
+  json x_of(const json& s) const { return by_users ? at(at(s, "summary"), "users") : at(s, "offered_rate_rps"); }
+  // One series of y(step) over the axis' steps (steps without a number left out).
+  Series series(const std::string& name, const std::string& colour, const std::function<json(const json&)>& y) const {
     Series out{name, colour, {}};
     for (const json* s : fixed) {
       const json v = y(*s);
       if (v.is_number()) out.points.emplace_back(x_of(*s).get<double>(), v.get<double>());
     }
     return out;
-  };
-  auto summary_key = [](std::string key) { return [key](const json& s) { return at(at(s, "summary"), key.c_str()); }; };
-  std::vector<Marker> rate_markers;
-  if (at(r, "knee_rate_rps").is_number()) rate_markers.push_back({"knee", r["knee_rate_rps"].get<double>(), "#8250df"});
+  }
+};
+
+SweepAxis sweep_axis(const json& sweep, const json& steps) {
+  SweepAxis a;
+  a.by_users = page_kind(sweep) == PageKind::concurrency_sweep;
+  a.x_name = a.by_users ? "users (closed loop)" : "offered rate (req/s)";
+  a.against = a.by_users ? "against users" : "against offered rate";
+  for (const auto& s : steps) {
+    if (a.x_of(s).is_number() && (!a.by_users || a.x_of(s).get<double>() > 0)) a.fixed.push_back(&s);
+  }
+  const json& r = at(sweep, "result");
+  if (at(r, "knee_rate_rps").is_number()) a.markers.push_back({"knee", r["knee_rate_rps"].get<double>(), "#8250df"});
   if (at(r, "max_slo_rate_rps").is_number())
-    rate_markers.push_back({"max SLO rate", r["max_slo_rate_rps"].get<double>(), "#1a7f37"});
+    a.markers.push_back({"max SLO rate", r["max_slo_rate_rps"].get<double>(), "#1a7f37"});
   if (at(r, "max_slo_concurrency").is_number())
-    rate_markers.push_back({"max SLO users", r["max_slo_concurrency"].get<double>(), "#1a7f37"});
-  auto bound = [&](const char* metric) {
-    std::vector<Marker> out;
-    for (const auto& [q, b] : slo_bounds(slo, metric))
-      out.push_back({fmt::format("SLO {} {:g} ms", percentile_key(q), b), b, "#cf222e"});
-    return out;
-  };
-  std::string h = "<h2>Latency and throughput " + against + "</h2><div class=\"charts\">";
-  Chart ttft{"TTFT " + against, x_name, "TTFT (ms)", {}, bound("ttft_ms"), rate_markers, false};
+    a.markers.push_back({"max SLO users", r["max_slo_concurrency"].get<double>(), "#1a7f37"});
+  return a;
+}
+
+std::function<json(const json&)> summary_key(std::string key) {
+  return [key](const json& s) { return at(at(s, "summary"), key.c_str()); };
+}
+
+// The SLO's bounds on a metric, as markers.
+std::vector<Marker> slo_markers(const json& slo, const char* metric) {
+  std::vector<Marker> out;
+  for (const auto& [q, b] : slo_bounds(slo, metric))
+    out.push_back({fmt::format("SLO {} {:g} ms", percentile_key(q), b), b, "#cf222e"});
+  return out;
+}
+
+// TTFT at each reported percentile, on a log axis when latency spans decades past the knee.
+Chart ttft_chart(const SweepAxis& a, const json& slo, const std::vector<double>& qs) {
+  Chart ttft{"TTFT " + a.against, a.x_name, "TTFT (ms)", {}, slo_markers(slo, "ttft_ms"), a.markers, false};
   for (std::size_t i = 0; i < qs.size(); ++i) {
-    ttft.series.push_back(series(percentile_key(qs[i]), color(i), summary_key(percentile_key(qs[i]) + "_ttft_ms")));
+    ttft.series.push_back(a.series(percentile_key(qs[i]), color(i), summary_key(percentile_key(qs[i]) + "_ttft_ms")));
   }
   double lo = std::numeric_limits<double>::infinity(), hi = 0;
   for (const auto& s : ttft.series) {
@@ -225,40 +241,53 @@ std::string sweep_charts(const json& sweep, const json& steps, const std::vector
       if (y > 0) lo = std::min(lo, y), hi = std::max(hi, y);
     }
   }
-  ttft.log_y = hi > 0 && lo > 0 && hi / lo > 30;  // latency spans decades past the knee
-  h += render_chart(ttft);
-  h += render_chart(Chart{"ITL p95 " + against,
-                          x_name,
+  ttft.log_y = hi > 0 && lo > 0 && hi / lo > 30;
+  return ttft;
+}
+
+// The target's scraped queue and KV cache per step.
+Chart gauges_chart(const SweepAxis& a) {
+  auto server_key = [](const char* key) { return [key](const json& s) { return at(at(s, "server"), key); }; };
+  return Chart{"Target's queue and KV cache (scraped)",
+               a.x_name,
+               "mean per step",
+               {a.series("running", "#0969da", server_key("mean_running")),
+                a.series("waiting", "#cf222e", server_key("mean_waiting")),
+                a.series("KV cache %", "#8250df",
+                         [](const json& s) {
+                           const json& v = at(at(s, "server"), "mean_kv_cache_usage");
+                           return v.is_number() ? json(100 * v.get<double>()) : json(nullptr);
+                         })},
+               {},
+               a.markers,
+               false};
+}
+
+std::string sweep_charts(const json& sweep, const json& steps, const std::vector<double>& qs) {
+  const json& slo = at(at(sweep, "spec"), "slo");
+  const SweepAxis a = sweep_axis(sweep, steps);
+  std::string h = "<h2>Latency and throughput " + a.against + "</h2><div class=\"charts\">";
+  h += render_chart(ttft_chart(a, slo, qs));
+  h += render_chart(Chart{"ITL p95 " + a.against,
+                          a.x_name,
                           "ITL p95 (ms)",
-                          {series("ITL p95", "#bf8700", summary_key("p95_itl_ms")),
-                           series("TPOT mean", "#0969da", summary_key("mean_tpot_ms"))},
-                          bound("itl_ms"),
-                          rate_markers,
+                          {a.series("ITL p95", "#bf8700", summary_key("p95_itl_ms")),
+                           a.series("TPOT mean", "#0969da", summary_key("mean_tpot_ms"))},
+                          slo_markers(slo, "itl_ms"),
+                          a.markers,
                           false});
+  const bool by_users = a.by_users;
   h += render_chart(Chart{
       "Achieved throughput and goodput",
-      x_name,
+      a.x_name,
       "req/s",
-      {series("offered", "#8c959f", [by_users](const json& s) { return by_users ? json() : s["offered_rate_rps"]; }),
-       series("completed", "#0969da", summary_key("request_throughput")),
-       series("goodput", "#1a7f37", summary_key("request_goodput"))},
+      {a.series("offered", "#8c959f", [by_users](const json& s) { return by_users ? json() : s["offered_rate_rps"]; }),
+       a.series("completed", "#0969da", summary_key("request_throughput")),
+       a.series("goodput", "#1a7f37", summary_key("request_goodput"))},
       {},
-      rate_markers,
+      a.markers,
       false});
-  auto server_key = [](const char* key) { return [key](const json& s) { return at(at(s, "server"), key); }; };
-  Chart gauges{"Target's queue and KV cache (scraped)",
-               x_name,
-               "mean per step",
-               {series("running", "#0969da", server_key("mean_running")),
-                series("waiting", "#cf222e", server_key("mean_waiting")),
-                series("KV cache %", "#8250df",
-                       [](const json& s) {
-                         const json& v = at(at(s, "server"), "mean_kv_cache_usage");
-                         return v.is_number() ? json(100 * v.get<double>()) : json(nullptr);
-                       })},
-               {},
-               rate_markers,
-               false};
+  const Chart gauges = gauges_chart(a);
   bool scraped = false;
   for (const auto& s : gauges.series) scraped |= !s.points.empty();
   if (scraped) h += render_chart(gauges);

@@ -10,11 +10,11 @@ namespace {
 using json = nlohmann::json;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+}  // namespace
+
 json number_or_null(std::optional<double> v) {
   return v && std::isfinite(*v) ? json(*v) : json(nullptr);
 }
-
-}  // namespace
 
 std::string_view to_string(StepKind k) noexcept {
   switch (k) {

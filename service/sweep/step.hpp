@@ -68,6 +68,9 @@ struct StepOrder {
   bool decided = false;  // step.stop "decided": the step may end once its verdict is decided; duration is its longest
 };
 
+// A number as JSON: null when absent or not finite (JSON has no infinity).
+nlohmann::json number_or_null(std::optional<double> v);
+
 // What a job's planner says next: run this step, finish with this result, or fail.
 struct Finish {
   nlohmann::json result;
