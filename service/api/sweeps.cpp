@@ -208,51 +208,69 @@ ApiError no_sweep(const Call& c) {
 
 // POST /v1/sweeps: bound the body's nesting, validate the spec, fill defaults, check limits,
 // CA file and allow-list, queue it.
+namespace {
+
+// The body as a JSON document: nesting within the limit, valid JSON, and no field given two
+// ways (a rate or capacity given and taken from a sweep).
+Result<json> spec_document(const ServiceConfig& config, const Request& req) {
+  if (auto deep = json_too_deep(req.body(), config.limits.max_json_depth)) {
+    return invalid(*deep,
+                   fmt::format("nested deeper than the service's limit of {} levels", config.limits.max_json_depth));
+  }
+  json doc = json::parse(req.body(), nullptr, false);
+  if (doc.is_discarded()) return Error{errc::parse_error, "the body is not valid JSON", ""};
+  const json regression = json_at(doc, "regression");
+  if (regression.is_object() && regression.contains("rate_rps") && regression.contains("from_sweep")) {
+    return invalid("/regression/rate_rps",
+                   "give the request rate (rate_rps) or a sweep to take it from (from_sweep), not both");
+  }
+  const json scenario = json_at(doc, "scenario");
+  if (scenario.is_object() && scenario.contains("capacity_rps") && scenario.contains("from_sweep")) {
+    return invalid("/scenario/capacity_rps",
+                   "give the capacity (capacity_rps) or a sweep to take it from (from_sweep), not both");
+  }
+  return Result<json>(boost::system::in_place_value, std::move(doc));
+}
+
+// What the service checks of a parsed spec before it is queued: the allow-list, CA files, the
+// service's limits, the datasets it names, a capacity taken from a stored sweep, the queue's
+// room and the database's.
+std::optional<ApiError> admit(Env& env, sweep::JobSpec& spec, json& doc) {
+  const ServiceConfig& config = *env.ctx.config;
+  if (auto e = check_allow_list(config, spec)) return e;
+  if (auto e = check_ca_files(config, spec)) return e;
+  if (auto e = check_limits(config, spec, doc)) return e;
+  if (auto e = check_dataset(env, spec, doc)) return e;
+  if (auto e = resolve_from_sweep(env, spec, doc)) return e;
+  if (spec.kind == sweep::JobKind::scenario) {
+    if (auto e = check_scenario_limits(config, spec)) return e;  // with the capacity resolved
+  }
+  if (auto e = check_quality_dataset(env, spec, doc)) return e;
+  if (env.ctx.store->count_status("queued") >= config.limits.max_queued_sweeps) {
+    return api_error(
+        errc::too_many_requests,
+        fmt::format("{} sweeps are queued already (limits.max_queued_sweeps)", config.limits.max_queued_sweeps), "",
+        "queue_full");
+  }
+  if (!env.ctx.store->writable()) {
+    return api_error(errc::unavailable, "the database cannot be written now (disk full or locked); nothing was stored");
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 Answer create_sweep(Env& env, const Call& c) {
   auto reject = [&env](ApiError e) {
     ++env.sweeps_rejected;
     return e;
   };
-  const ServiceConfig& config = *env.ctx.config;
-  if (auto deep = json_too_deep(c.req.body(), config.limits.max_json_depth)) {
-    return reject(api_error(
-        errc::invalid_argument,
-        fmt::format("nested deeper than the service's limit of {} levels", config.limits.max_json_depth), *deep));
-  }
-  json doc = json::parse(c.req.body(), nullptr, false);
-  if (doc.is_discarded()) return reject(api_error(errc::parse_error, "the body is not valid JSON"));
-  const json regression = json_at(doc, "regression");
-  if (regression.is_object() && regression.contains("rate_rps") && regression.contains("from_sweep")) {
-    return reject(over("/regression/rate_rps",
-                       "give the request rate (rate_rps) or a sweep to take it from (from_sweep), not both"));
-  }
-  const json scenario = json_at(doc, "scenario");
-  if (scenario.is_object() && scenario.contains("capacity_rps") && scenario.contains("from_sweep")) {
-    return reject(over("/scenario/capacity_rps",
-                       "give the capacity (capacity_rps) or a sweep to take it from (from_sweep), not both"));
-  }
-  auto spec = accepted_spec(env, doc);
+  auto doc = spec_document(*env.ctx.config, c.req);
+  if (!doc) return reject(from_error(doc.error()));
+  auto spec = accepted_spec(env, *doc);
   if (!spec) return reject(from_error(spec.error()));
-  if (auto e = check_allow_list(config, *spec)) return reject(*e);
-  if (auto e = check_ca_files(config, *spec)) return reject(*e);
-  if (auto e = check_limits(config, *spec, doc)) return reject(*e);
-  if (auto e = check_dataset(env, *spec, doc)) return reject(*e);
-  if (auto e = resolve_from_sweep(env, *spec, doc)) return reject(*e);
-  if (spec->kind == sweep::JobKind::scenario) {
-    if (auto e = check_scenario_limits(config, *spec)) return reject(*e);  // with the capacity resolved
-  }
-  if (auto e = check_quality_dataset(env, *spec, doc)) return reject(*e);
-  if (env.ctx.store->count_status("queued") >= config.limits.max_queued_sweeps) {
-    return reject(api_error(
-        errc::too_many_requests,
-        fmt::format("{} sweeps are queued already (limits.max_queued_sweeps)", config.limits.max_queued_sweeps), "",
-        "queue_full"));
-  }
-  if (!env.ctx.store->writable()) {
-    return reject(
-        api_error(errc::unavailable, "the database cannot be written now (disk full or locked); nothing was stored"));
-  }
-  auto split = sweep::split_secrets(doc);
+  if (auto e = admit(env, *spec, *doc)) return reject(*e);
+  auto split = sweep::split_secrets(*doc);
   store::SweepRow row;
   row.id = new_sweep_id();
   row.name = spec->name;
