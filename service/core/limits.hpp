@@ -27,4 +27,10 @@ struct ServiceLimits {
   std::size_t max_sse_event_bytes = 1 << 20;  // one SSE event of a target
 };
 
+// The requests a fixed-rate step of `length_s` seconds at `rate_rps` is expected to send (what
+// limits.max_requests_per_step bounds).
+constexpr double expected_requests(double rate_rps, double length_s) noexcept {
+  return rate_rps * length_s;
+}
+
 }  // namespace capsweep

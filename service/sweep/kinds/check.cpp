@@ -16,10 +16,6 @@ namespace {
 
 using json = nlohmann::json;
 
-double expected_requests(double rate_rps, double length_s) {
-  return rate_rps * length_s;
-}
-
 Result<CheckSettings> parse_check(const json& j, ArrivalProcess process) {
   const std::string f = "/check";
   CheckSettings c;

@@ -14,10 +14,6 @@ namespace {
 
 using json = nlohmann::json;
 
-double expected_requests(double rate_rps, double length_s) {
-  return rate_rps * length_s;
-}
-
 // A regression job's runs against the service's limits, and its whole length against the total.
 std::optional<Error> check_regression_limits(const ServiceLimits& l, const JobSpec& spec) {
   const RegressionSettings& r = spec.regression;

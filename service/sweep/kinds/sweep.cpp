@@ -151,11 +151,6 @@ std::optional<Error> parse_sweep_blocks(const json& spec, JobSpec& js) {
   return std::nullopt;
 }
 
-// Expected requests of one fixed-rate step of `length` seconds at `rate_rps`.
-double expected_requests(double rate_rps, double length_s) {
-  return rate_rps * length_s;
-}
-
 // A sweep's steps against the service's limits; fills in the limits the spec leaves open.
 std::optional<Error> check_sweep_limits(const ServiceLimits& l, const SweepSettings& s, json& doc) {
   const auto max_requests = static_cast<double>(l.max_requests_per_step);
