@@ -1,15 +1,27 @@
 #include "api/config.hpp"
 
 #include <arpa/inet.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "api/schema.hpp"
 
 namespace capsweep::api {
+
+std::uint32_t usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return static_cast<std::uint32_t>(n);
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
 
 ServiceConfig default_config() {
   auto c = parse_config(nlohmann::json::object());
@@ -31,6 +43,8 @@ Result<ServiceConfig> parse_config(const nlohmann::json& input) {
   if (!allow) return allow.error();
   c.allow = std::move(*allow);
   c.max_concurrent_sweeps = doc.at("max_concurrent_sweeps").get<int>();
+  c.engine_threads = doc.at("engine_threads").get<std::uint32_t>();
+  if (c.engine_threads == 0) c.engine_threads = usable_cores();
   const auto& l = doc.at("limits");
   c.limits.max_rate_rps = l.at("max_rate_rps").get<double>();
   c.limits.max_step_duration_s = l.at("max_step_duration_s").get<double>();

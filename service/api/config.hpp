@@ -36,6 +36,8 @@ struct ServiceConfig {
   std::vector<TokenEntry> tokens;
   AllowList allow;
   int max_concurrent_sweeps = 1;
+  // The most load-engine threads one step may use; 0 in the file: the cores capsweepd may run on.
+  std::uint32_t engine_threads = 1;
   Limits limits;
   // Host headers the API answers besides loopback: names, addresses or CIDR blocks (in a
   // cluster, probes and Prometheus send the pod's address as Host).
@@ -44,6 +46,9 @@ struct ServiceConfig {
   bool insecure_no_auth = false;  // allow a non-loopback listen address without tokens
   Retention retention;
 };
+
+// The cores this process may run on (its CPU affinity), at least 1.
+std::uint32_t usable_cores();
 
 // The defaults (an empty config file).
 ServiceConfig default_config();

@@ -198,6 +198,7 @@ sweep::ManagerOptions manager_options(const ServiceConfig& c) {
   mo.max_concurrent_sweeps = c.max_concurrent_sweeps;
   mo.max_total_sweep = std::chrono::seconds(static_cast<long>(c.limits.max_total_sweep_s));
   mo.max_connections = c.limits.max_connections_per_sweep;
+  mo.engine_threads = c.engine_threads;
   mo.allow_host = [allow = c.allow](std::string_view host) { return allow.allows(host); };
   mo.max_response_bytes = c.limits.max_response_bytes;
   mo.max_sse_event_bytes = c.limits.max_sse_event_bytes;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 namespace capsweep {
 namespace {
@@ -101,6 +102,33 @@ nlohmann::json StepMetrics::summary(const std::vector<double>& percentiles) cons
   return j;
 }
 
+void StepMetrics::merge(const StepMetrics& o) {
+  for (auto [mine, theirs] :
+       {std::pair{&ttft_ms, &o.ttft_ms}, std::pair{&ttft_sent_ms, &o.ttft_sent_ms}, std::pair{&e2el_ms, &o.e2el_ms},
+        std::pair{&e2el_sent_ms, &o.e2el_sent_ms}, std::pair{&tpot_ms, &o.tpot_ms}, std::pair{&itl_ms, &o.itl_ms},
+        std::pair{&schedule_lag_ms, &o.schedule_lag_ms}, std::pair{&client_queue_ms, &o.client_queue_ms}}) {
+    mine->merge(*theirs);
+  }
+  incomplete_without_first_token_ms.insert(incomplete_without_first_token_ms.end(),
+                                           o.incomplete_without_first_token_ms.begin(),
+                                           o.incomplete_without_first_token_ms.end());
+  incomplete_elapsed_ms.insert(incomplete_elapsed_ms.end(), o.incomplete_elapsed_ms.begin(),
+                               o.incomplete_elapsed_ms.end());
+  measured += o.measured;
+  completed += o.completed;
+  good += o.good;
+  for (std::size_t i = 0; i < outcomes.size(); ++i) outcomes[i] += o.outcomes[i];
+  output_tokens_estimated += o.output_tokens_estimated;
+  total_input_tokens += o.total_input_tokens;
+  total_output_tokens += o.total_output_tokens;
+  completions_in_window += o.completions_in_window;
+  good_in_window += o.good_in_window;
+  output_tokens_in_window += o.output_tokens_in_window;
+  input_tokens_in_window += o.input_tokens_in_window;
+  sent_in_window += o.sent_in_window;
+  scheduled_in_window += o.scheduled_in_window;
+}
+
 StepAccumulator::StepAccumulator(StepWindow window, GoodputBounds goodput, std::size_t exact_samples)
     : window_(window), goodput_(goodput), m_(exact_samples) {
   m_.window_start = window_.warmup;
@@ -174,6 +202,11 @@ void StepAccumulator::add(const RequestRecord& r) {
     m_.tpot_ms.add(to_ms(last - first) / static_cast<double>(r.output_tokens - 1));
   }
   for_each_token_gap_ms(r, [this](double gap) { m_.itl_ms.add(gap); });
+}
+
+void StepAccumulator::merge(StepAccumulator&& other) {
+  m_.merge(other.m_);
+  last_event_ = std::max(last_event_, other.last_event_);
 }
 
 StepMetrics StepAccumulator::finish() && {

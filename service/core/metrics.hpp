@@ -104,6 +104,10 @@ struct StepMetrics {
   double achieved_rate_rps() const noexcept;   // measured requests sent per second
   double goodput_attainment() const noexcept;  // good / measured, 0..1
 
+  // Adds what `other` measured over the same window (another engine part of one step): samples
+  // merged as one set (SampleSet::merge), counts added, censored lists joined.
+  void merge(const StepMetrics& other);
+
   // The step summary with vLLM's key names ("p95_ttft_ms", "mean_tpot_ms", ...), plus
   // offered/achieved rate, schedule lag and error counts by class.
   nlohmann::json summary(const std::vector<double>& percentiles = kDefaultPercentiles) const;
@@ -127,6 +131,10 @@ class StepAccumulator {
     if (!window_.end || end < *window_.end) window_.end = end;
     window_.drain_end = drain_end;
   }
+
+  // Folds in another accumulator of the same step and window (one part of a step split by
+  // index): the result is what one accumulator fed every record would hold.
+  void merge(StepAccumulator&& other);
 
   // Closes the window (resolving an open end) and returns the metrics.
   StepMetrics finish() &&;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "core/random.hpp"
 
@@ -96,6 +97,51 @@ Result<Schedule> make_schedule(const ArrivalSpec& spec, const ScheduleLimit& lim
     if (out.send_times.size() > kMaxScheduledRequests) {
       return invalid("/rate_rps", "schedule exceeds the maximum number of requests");
     }
+  }
+  return out;
+}
+
+namespace {
+
+// splitmix64's finaliser: a strong 64-bit mix, identical on every platform.
+constexpr std::uint64_t mix64(std::uint64_t x) noexcept {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+std::uint64_t bits_of(double x) noexcept {
+  std::uint64_t b = 0;
+  static_assert(sizeof b == sizeof x);
+  std::memcpy(&b, &x, sizeof b);
+  return b;
+}
+
+}  // namespace
+
+std::uint64_t schedule_digest(const Schedule& whole, std::uint64_t salt) noexcept {
+  std::uint64_t h = mix64(salt);
+  const auto fold = [&h](std::uint64_t v) { h = mix64(h ^ v) + 0x632BE59BD9B4E019ULL; };
+  fold(static_cast<std::uint64_t>(whole.spec.process));
+  fold(bits_of(whole.spec.rate_rps));
+  fold(bits_of(whole.spec.burstiness));
+  fold(whole.send_times.size());
+  for (const Nanos t : whole.send_times) fold(static_cast<std::uint64_t>(t.count()));
+  return h;
+}
+
+SchedulePart split_schedule(const Schedule& whole, std::uint32_t part, std::uint32_t parts, std::uint64_t salt) {
+  SchedulePart out;
+  out.part = part;
+  out.parts = parts;
+  out.digest = schedule_digest(whole, salt);
+  const std::uint64_t n = part_count(whole.send_times.size(), part, parts);
+  out.indices.reserve(n);
+  out.send_times.reserve(n);
+  for (std::uint64_t j = part; j < whole.send_times.size(); j += parts) {
+    out.indices.push_back(j);
+    out.send_times.push_back(whole.send_times[j]);
   }
   return out;
 }

@@ -50,4 +50,27 @@ struct Schedule {
 // limit that would exceed kMaxScheduledRequests.
 Result<Schedule> make_schedule(const ArrivalSpec& spec, const ScheduleLimit& limit, std::uint64_t seed);
 
+// A 64-bit digest of a whole schedule: its arrival process, rate, burstiness and every send
+// time, and `salt` (what else makes the step: its seed and request index base). Parts of one
+// step that disagree on it are not parts of one step.
+std::uint64_t schedule_digest(const Schedule& whole, std::uint64_t salt = 0) noexcept;
+
+// One share of a schedule split by index: the requests j with j ≡ part (mod parts), at the
+// whole schedule's times. The union of the parts 0 … parts-1 is the whole schedule exactly
+// (same indices, same times), so the aggregate keeps the whole's burstiness whatever `parts`.
+struct SchedulePart {
+  std::uint32_t part = 0, parts = 1;
+  std::vector<std::uint64_t> indices;  // increasing
+  std::vector<Nanos> send_times;       // send_times[k] is request indices[k]'s
+  std::uint64_t digest = 0;            // schedule_digest of the whole
+};
+
+// Preconditions: parts >= 1 and part < parts.
+SchedulePart split_schedule(const Schedule& whole, std::uint32_t part, std::uint32_t parts, std::uint64_t salt = 0);
+
+// How many of `count` indices fall to `part` of `parts` (indices j < count, j ≡ part mod parts).
+constexpr std::uint64_t part_count(std::uint64_t count, std::uint32_t part, std::uint32_t parts) noexcept {
+  return count > part ? (count - part + parts - 1) / parts : 0;
+}
+
 }  // namespace capsweep

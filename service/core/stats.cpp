@@ -110,6 +110,39 @@ void SampleSet::add(double x) {
   if (b == 0) below_min_sum_ += x;
 }
 
+void SampleSet::merge(const SampleSet& other) {
+  if (other.count_ == 0) return;
+  if (count_ == 0) {
+    min_ = other.min_;
+    max_ = other.max_;
+  } else {
+    min_ = std::min(min_, other.min_);
+    max_ = std::max(max_, other.max_);
+  }
+  const auto n_a = static_cast<double>(count_), n_b = static_cast<double>(other.count_);
+  const double delta = other.mean_ - mean_;
+  const double n = n_a + n_b;
+  mean_ += delta * n_b / n;
+  m2_ += other.m2_ + delta * delta * n_a * n_b / n;
+  count_ += other.count_;
+  if (!folded_ && !other.folded_ && values_.size() + other.values_.size() <= exact_capacity_) {
+    values_.insert(values_.end(), other.values_.begin(), other.values_.end());
+    sorted_ = false;
+    return;
+  }
+  if (!folded_) fold();
+  if (other.folded_) {
+    for (std::size_t b = 0; b < buckets_.size(); ++b) buckets_[b] += other.buckets_[b];
+    below_min_sum_ += other.below_min_sum_;
+    return;
+  }
+  for (double x : other.values_) {
+    const auto b = bucket_of(x);
+    ++buckets_[b];
+    if (b == 0) below_min_sum_ += x;
+  }
+}
+
 double SampleSet::stddev() const noexcept {
   return count_ ? std::sqrt(m2_ / static_cast<double>(count_)) : 0.0;
 }

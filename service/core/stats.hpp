@@ -39,6 +39,11 @@ class SampleSet {
   // Adds a finite, non-negative sample (negatives are clamped to 0).
   void add(double x);
 
+  // Adds every sample of `other`, as if each had been add()ed here: the values stay exact
+  // while the two together fit this set's exact capacity, and fold into the same buckets as
+  // one set fed all of them otherwise. Mean and variance combine exactly (Chan et al.).
+  void merge(const SampleSet& other);
+
   std::uint64_t count() const noexcept { return count_; }
   bool empty() const noexcept { return count_ == 0; }
   bool exact() const noexcept { return !folded_; }

@@ -1,4 +1,6 @@
 // What a step returns, as the store keeps it: its summary and the client's backlog.
+#include <fmt/format.h>
+
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -17,6 +19,14 @@ nlohmann::json StepResult::summary(const std::vector<double>& percentiles) const
   j["cancelled"] = cancelled;
   j["itl_lists_cut"] = itl_lists_cut;
   j["server"] = server.summary();
+  // The engine: its parts (threads), each sending the requests j ≡ part (mod parts) of one
+  // schedule whose digest every part held; a cap on requests in flight then holds per part.
+  nlohmann::json engine = {{"parts", engine_parts}, {"schedule_digest", fmt::format("{:016x}", schedule_digest)}};
+  if (concurrency_cap_per_part > 0) {
+    engine["concurrency_cap_per_part"] = concurrency_cap_per_part;
+    engine["concurrency_cap_approximate"] = engine_parts > 1;
+  }
+  j["engine"] = std::move(engine);
   if (look_confidence > 0) {
     j["stop"] = {{"mode", "decided"},
                  {"by", to_string(stopped_by)},

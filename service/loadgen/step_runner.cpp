@@ -42,15 +42,33 @@ constexpr auto log_exception = [](std::exception_ptr e) { log_escaped("loadgen: 
 
 }  // namespace
 
-// Everything one step needs on its generator thread.
+// What one engine part measured, taken on its own thread once its io_context stopped, and
+// merged with the other parts' by StepRunner::run.
+struct PartResult {
+  std::optional<StepAccumulator> acc;
+  std::vector<RequestRow> rows;
+  SampleSet loop_delay_ms;
+  std::uint64_t peak_connections = 0;
+  bool itl_lists_cut = false, cancelled = false;
+  double cpu_s = 0;
+  StopReason stopped_by = StopReason::fixed_length;
+  std::optional<Decision> decision;
+  int looks = 0;
+  double look_confidence = 0;
+};
+
+// Everything one engine part of a step needs on its generator thread: its share of the
+// schedule (the indices j ≡ part mod parts), its own io_context, connections and accumulator.
+// Only the progress counters and the peak of requests in flight are shared between parts.
 struct StepState {
   StepState(const llm::Target& t, const EndpointFactory& make_endpoint, const llm::Workload& w, const StepSpec& s,
-            Progress& p, StepWindow window)
+            Progress& p, StepWindow window, std::atomic<std::uint64_t>& peak)
       : endpoint(make_endpoint(io)),
         target(t),
         workload(w),
         spec(s),
         progress(p),
+        peak_total(peak),
         acc(window, s.goodput, s.exact_samples),
         dispatch_timer(io),
         drained(io),
@@ -62,8 +80,11 @@ struct StepState {
   const llm::Workload& workload;
   const StepSpec& spec;
   Progress& progress;
+  std::atomic<std::uint64_t>& peak_total;  // requests in flight over every part, at its highest
   StepAccumulator acc;
-  Schedule schedule;
+  SchedulePart share;            // rate mode: this part's requests
+  std::uint32_t cap = 0;         // rate mode: this part's share of the concurrency cap (0 = none)
+  std::uint64_t next_local = 0;  // closed loop: this part's requests begun
   SteadyClock::time_point t0;
   asio::steady_timer dispatch_timer, drained, monitor_timer;
   struct Waiting {
@@ -71,13 +92,13 @@ struct StepState {
     Nanos scheduled, dispatched;
   };
   std::deque<Waiting> capped;  // rate mode with a concurrency cap: dispatched, waiting for a slot
-  std::uint64_t in_flight = 0, peak_in_flight = 0, peak_connections = 0, next_index = 0;
+  std::uint64_t in_flight = 0, peak_in_flight = 0, peak_connections = 0;
   bool stopping = false;    // no more dispatch (end of schedule, drain, cancel)
   bool abandoning = false;  // the drain timeout passed: requests still running are incomplete
   bool cancelled = false;   // cancelled by the user
   SampleSet loop_delay_ms;
   std::vector<RequestRow> rows;
-  static constexpr std::size_t kMaxRowItlSamples = std::size_t{16} << 20;
+  static constexpr std::size_t kMaxRowItlSamples = std::size_t{16} << 20;  // over all parts
   std::size_t row_itl_samples = 0;
   bool itl_lists_cut = false;  // some rows carry no ITL list: the step kept its cap of them
   std::unordered_map<std::uint64_t, const RequestRecord*> live;  // spec.track_live: in flight
@@ -131,7 +152,7 @@ struct StepState {
     // past that, rows carry none and the summary says so (the step's ITL percentiles are
     // unaffected: they pool every gap).
     if (rec.outcome == Outcome::ok && rec.chunks.size() > 1) {
-      if (row_itl_samples < kMaxRowItlSamples) {
+      if (row_itl_samples < kMaxRowItlSamples / share.parts) {
         for_each_token_gap_ms(rec, [&row](double gap) { row.itl_ms.push_back(static_cast<float>(gap)); });
         row_itl_samples += row.itl_ms.size();
       } else {
@@ -143,10 +164,21 @@ struct StepState {
 
   Nanos now() const { return SteadyClock::now() - t0; }
 
-  void launch(std::uint64_t index, Nanos scheduled, Nanos dispatched) {
+  // The closed loop's next request index of this part: part, part + parts, part + 2 parts …
+  std::uint64_t next_index() const { return share.part + next_local * share.parts; }
+
+  // A request taken up: counted in flight here and over every part.
+  void enter() {
     ++in_flight;
     peak_in_flight = std::max(peak_in_flight, in_flight);
-    progress.in_flight.store(in_flight, std::memory_order_relaxed);
+    const std::uint64_t total = progress.in_flight.fetch_add(1, std::memory_order_relaxed) + 1;
+    std::uint64_t seen = peak_total.load(std::memory_order_relaxed);
+    while (total > seen && !peak_total.compare_exchange_weak(seen, total, std::memory_order_relaxed)) {
+    }
+  }
+
+  void launch(std::uint64_t index, Nanos scheduled, Nanos dispatched) {
+    enter();
     asio::co_spawn(io, one(index, scheduled, dispatched), log_exception);
   }
 
@@ -193,7 +225,7 @@ struct StepState {
     if (decider) consider_stopping(rec);
     (rec.outcome == Outcome::ok ? progress.done : progress.failed).fetch_add(1, std::memory_order_relaxed);
     --in_flight;
-    progress.in_flight.store(in_flight, std::memory_order_relaxed);
+    progress.in_flight.fetch_sub(1, std::memory_order_relaxed);
     // A slot freed: the oldest request waiting behind the concurrency cap goes now.
     if (!capped.empty() && !abandoning && !cancelled) {
       const Waiting w = capped.front();
@@ -204,9 +236,10 @@ struct StepState {
   }
 
   asio::awaitable<void> dispatch_rate() {
-    const auto& times = schedule.send_times;
-    for (std::uint64_t i = 0; i < times.size() && !stopping; ++i) {
-      const auto due = t0 + times[i];
+    const auto& times = share.send_times;
+    for (std::size_t k = 0; k < times.size() && !stopping; ++k) {
+      const std::uint64_t i = share.indices[k];
+      const auto due = t0 + times[k];
       if (SteadyClock::now() < due) {
         dispatch_timer.expires_at(due);
         co_await dispatch_timer.async_wait(use_tuple);
@@ -215,16 +248,16 @@ struct StepState {
       if (spec.stall_before && *spec.stall_before == i) std::this_thread::sleep_for(spec.stall);
       const Nanos dispatched = now();
       progress.scheduled.fetch_add(1, std::memory_order_relaxed);
-      if (spec.on_scheduled) spec.on_scheduled(times[i]);
-      if (times[i] >= spec.warmup) {
+      if (spec.on_scheduled) spec.on_scheduled(times[k]);
+      if (times[k] >= spec.warmup) {
         ++measured_pending;
         ++measured_dispatched;
-        if (dispatched - times[i] > spec.lag_bound) ++measured_lagging;
+        if (dispatched - times[k] > spec.lag_bound) ++measured_lagging;
       }
-      if (spec.concurrency > 0 && in_flight >= spec.concurrency) {
-        capped.push_back({i, times[i], dispatched});
+      if (cap > 0 && in_flight >= cap) {
+        capped.push_back({i, times[k], dispatched});
       } else {
-        launch(i, times[i], dispatched);
+        launch(i, times[k], dispatched);
       }
     }
   }
@@ -233,12 +266,12 @@ struct StepState {
   asio::awaitable<void> worker(Nanos end, std::uint32_t user) {
     Rng think_rng(spec.seed * 0x9E3779B97F4A7C15ULL + user + 1);
     asio::steady_timer think_timer(io);
-    while (!stopping && now() < end && (!spec.requests || next_index < *spec.requests)) {
-      const std::uint64_t i = next_index++;
+    while (!stopping && now() < end && (!spec.requests || next_index() < *spec.requests)) {
+      const std::uint64_t i = next_index();
+      ++next_local;
       const Nanos t = now();
       progress.scheduled.fetch_add(1, std::memory_order_relaxed);
-      ++in_flight;
-      peak_in_flight = std::max(peak_in_flight, in_flight);
+      enter();
       co_await one(i, t, t);
       if (spec.think_time_ms && !stopping) {
         // Waited in short slices, so that the step's end or a cancel is noticed at once.
@@ -262,7 +295,8 @@ struct StepState {
       const auto late = SteadyClock::now() - next;
       loop_delay_ms.add(std::chrono::duration<double, std::milli>(late).count());
       if (late > std::chrono::milliseconds(50)) next = SteadyClock::now();
-      if (++ticks % 50 == 0) progress.p95_ttft_ms.store(live_ttft_ms.percentile(95), std::memory_order_relaxed);
+      if (++ticks % 50 == 0 && share.part == 0)
+        progress.p95_ttft_ms.store(live_ttft_ms.percentile(95), std::memory_order_relaxed);
     }
   }
 
@@ -282,8 +316,10 @@ struct StepState {
       // Workers start at the origin, as a schedule's first request would.
       dispatch_timer.expires_at(t0);
       co_await dispatch_timer.async_wait(use_tuple);
-      for (std::uint32_t w = 0; w < spec.concurrency; ++w) asio::co_spawn(io, worker(end, w), log_exception);
-      while (!stopping && (spec.requests ? next_index < *spec.requests : now() < end)) {
+      // This part's users: u ≡ part (mod parts).
+      for (std::uint32_t w = share.part; w < spec.concurrency; w += share.parts)
+        asio::co_spawn(io, worker(end, w), log_exception);
+      while (!stopping && (spec.requests ? next_index() < *spec.requests : now() < end)) {
         dispatch_timer.expires_at(spec.requests ? SteadyClock::now() + std::chrono::milliseconds(5) : t0 + end);
         co_await dispatch_timer.async_wait(use_tuple);
       }
@@ -326,22 +362,20 @@ struct StepState {
     }
     monitor_timer.cancel();
   }
-  // Moves what the step measured into `result` once its io_context has stopped.
-  void take_result(StepResult& result) {
-    result.loop_delay_p99_ms = loop_delay_ms.percentile(99);
-    result.loop_delay_max_ms = loop_delay_ms.max();
-    result.peak_in_flight = peak_in_flight;
-    result.peak_connections = peak_connections;
-    result.itl_lists_cut = itl_lists_cut;
-    result.cancelled = cancelled;
+  // Moves what this part measured into `out` once its io_context has stopped.
+  void take_result(PartResult& out) {
+    out.loop_delay_ms = std::move(loop_delay_ms);
+    out.peak_connections = peak_connections;
+    out.itl_lists_cut = itl_lists_cut;
+    out.cancelled = cancelled;
     if (decider) {
-      result.decision = decision;
-      result.stopped_by = decision ? StopReason::decided : StopReason::max_length;
-      result.looks = decider->looks_taken();
-      result.look_confidence = decider->look_confidence();
+      out.decision = decision;
+      out.stopped_by = decision ? StopReason::decided : StopReason::max_length;
+      out.looks = decider->looks_taken();
+      out.look_confidence = decider->look_confidence();
     }
-    result.metrics = std::move(acc).finish();
-    result.requests = std::move(rows);
+    out.acc.emplace(std::move(acc));
+    out.rows = std::move(rows);
   }
 
   static constexpr Nanos kSettleBound = std::chrono::seconds(3);
@@ -377,7 +411,8 @@ StepRunner::~StepRunner() = default;
 void StepRunner::cancel() {
   cancel_requested_ = true;
   std::lock_guard lock(active_mutex_);
-  if (auto* s = static_cast<StepState*>(active_)) {
+  for (void* part : active_) {
+    auto* s = static_cast<StepState*>(part);
     asio::post(s->io, [s] { s->cancel(); });
   }
 }
@@ -389,7 +424,8 @@ std::vector<StepRunner::Live> StepRunner::live_requests() {
   auto future = answer->get_future();
   {
     std::lock_guard lock(active_mutex_);
-    auto* s = static_cast<StepState*>(active_);
+    // A step with track_live runs on one engine part (engine_parts).
+    auto* s = active_.size() == 1 ? static_cast<StepState*>(active_.front()) : nullptr;
     if (!s || !s->spec.track_live) return {};
     asio::post(s->io, [s, answer] {
       std::vector<Live> out;
@@ -476,56 +512,150 @@ void start_scraper(std::optional<observe::Scraper>& scraper, const StepSpec& spe
 
 }  // namespace
 
+namespace {
+
+// Runs one part on the calling thread (its generator thread) and takes what it measured; once
+// its io_context stopped, `detach` unregisters it from cancel(). The part's state is freed here, so that its memory
+// goes back to this thread's arena and the arena's top can be handed back at once.
+template <class Detach>
+void run_part(std::unique_ptr<StepState> state, PartResult& out, Detach detach) {
+  const double cpu0 = thread_cpu_seconds();
+  asio::co_spawn(state->io, state->main(), log_exception);
+  if (state->cancelled) asio::post(state->io, [s = state.get()] { s->cancel(); });
+  state->io.run();
+  out.cpu_s = thread_cpu_seconds() - cpu0;
+  detach(state.get());
+  state->take_result(out);
+  if (state->unsettled) {
+    // Coroutines still reference the state; leaking it is bounded, freeing it is not safe.
+    static_cast<void>(state.release());
+  }
+  state.reset();
+  trim_thread_arena();
+}
+
+// The parts' records merged into one step: the accumulators as one (exact: the same samples),
+// the rows in completion order, the generator's self-watch at its worst part.
+void merge_parts(std::vector<PartResult>& parts, double wall_s, StepResult& result) {
+  PartResult& first = parts.front();
+  for (std::size_t p = 1; p < parts.size(); ++p) {
+    PartResult& other = parts[p];
+    first.acc->merge(std::move(*other.acc));
+    first.loop_delay_ms.merge(other.loop_delay_ms);
+    first.rows.insert(first.rows.end(), std::make_move_iterator(other.rows.begin()),
+                      std::make_move_iterator(other.rows.end()));
+    first.peak_connections += other.peak_connections;
+    first.itl_lists_cut = first.itl_lists_cut || other.itl_lists_cut;
+    first.cancelled = first.cancelled || other.cancelled;
+    first.cpu_s = std::max(first.cpu_s, other.cpu_s);
+  }
+  if (parts.size() > 1) {
+    // Completion order over all parts; requests that never finished last, by index.
+    const auto key = [](const RequestRow& r) {
+      return std::isnan(r.finished_ms) ? std::numeric_limits<double>::infinity() : r.finished_ms;
+    };
+    std::stable_sort(first.rows.begin(), first.rows.end(), [&key](const RequestRow& a, const RequestRow& b) {
+      return key(a) < key(b) || (key(a) == key(b) && a.index < b.index);
+    });
+  }
+  result.loop_delay_p99_ms = first.loop_delay_ms.percentile(99);
+  result.loop_delay_max_ms = first.loop_delay_ms.max();
+  result.peak_connections = first.peak_connections;
+  result.itl_lists_cut = first.itl_lists_cut;
+  result.cancelled = first.cancelled;
+  result.stopped_by = first.stopped_by;
+  result.decision = first.decision;
+  result.looks = first.looks;
+  result.look_confidence = first.look_confidence;
+  result.generator_cpu = wall_s > 0 ? first.cpu_s / wall_s : 0;  // the busiest part's share of a core
+  result.metrics = std::move(*first.acc).finish();
+  result.requests = std::move(first.rows);
+}
+
+}  // namespace
+
+std::uint32_t engine_parts(const StepSpec& spec) {
+  const std::uint32_t most = std::max<std::uint32_t>(spec.engine_threads, 1);
+  // What sees every request as it happens (a decision, live views, callbacks) runs on one part.
+  if (most == 1 || spec.decide || spec.track_live || spec.on_scheduled || spec.on_ended) return 1;
+  double load = 0;  // requests per second, or in flight at once
+  if (spec.mode == Mode::concurrency) {
+    load = spec.concurrency;
+  } else if (spec.schedule) {
+    load = spec.schedule->spec.rate_rps;
+  } else if (spec.arrival.process == ArrivalProcess::all_at_once) {
+    load = static_cast<double>(spec.requests.value_or(0));
+  } else {
+    load = spec.arrival.rate_rps;
+  }
+  if (!(load > 0)) return 1;
+  auto parts = static_cast<std::uint32_t>(std::min<double>(most, std::ceil(load / kLoadPerEnginePart)));
+  if (spec.mode == Mode::concurrency) parts = std::min(parts, spec.concurrency);  // every part has a user
+  return std::max<std::uint32_t>(parts, 1);
+}
+
 Result<StepResult> StepRunner::run(const StepSpec& spec) {
   auto plan = plan_step(spec);
   if (!plan) return plan.error();
-  auto state = std::make_unique<StepState>(target_, endpoint_, *workload_, spec, progress_, plan->window);
-  state->schedule = std::move(plan->schedule);
-  state->drain_deadline = plan->drain_deadline;
+  const std::uint32_t parts = engine_parts(spec);
+  const std::uint64_t salt = spec.seed * 0x9E3779B97F4A7C15ULL ^ spec.request_index_base;
+  std::atomic<std::uint64_t> peak_in_flight{0};
+  std::vector<std::unique_ptr<StepState>> states;
+  for (std::uint32_t p = 0; p < parts; ++p) {
+    auto state =
+        std::make_unique<StepState>(target_, endpoint_, *workload_, spec, progress_, plan->window, peak_in_flight);
+    state->share = split_schedule(plan->schedule, p, parts, salt);
+    state->cap = spec.concurrency == 0 ? 0 : (spec.concurrency + parts - 1) / parts;
+    state->drain_deadline = plan->drain_deadline;
+    states.push_back(std::move(state));
+  }
+  // Every part must hold a share of one schedule: parts that disagree are not one step.
+  for (const auto& st : states) {
+    if (st->share.digest != states.front()->share.digest) {
+      return Error{errc::internal, "the engine parts disagree on the step's schedule digest", ""};
+    }
+  }
   if (spec.decide && spec.mode == Mode::rate && !spec.requests) {
-    state->decider.emplace(spec.decide->slo, spec.warmup, spec.decide->settings);
-    if (!state->decider->can_decide()) state->decider.reset();  // nothing to decide: the fixed length
+    auto& s0 = *states.front();
+    s0.decider.emplace(spec.decide->slo, spec.warmup, spec.decide->settings);
+    if (!s0.decider->can_decide()) s0.decider.reset();  // nothing to decide: the fixed length
   }
   progress_.scheduled = progress_.sent = progress_.done = progress_.failed = progress_.in_flight = 0;
   progress_.p95_ttft_ms = 0;
+  const bool cancelled_before = cancel_requested_.exchange(false);  // cancelled before it began
   {
     std::lock_guard lock(active_mutex_);
-    active_ = state.get();
+    for (const auto& st : states) {
+      active_.push_back(st.get());
+      if (cancelled_before) st->cancelled = true;
+    }
   }
-  if (cancel_requested_.exchange(false)) state->cancelled = true;  // cancelled before it began
 
   StepResult result;
+  result.engine_parts = parts;
+  result.schedule_digest = states.front()->share.digest;
+  result.concurrency_cap_per_part = states.front()->cap;
   const auto t0 = SteadyClock::now() + std::chrono::milliseconds(20);
-  state->t0 = t0;
+  for (const auto& st : states) st->t0 = t0;
   std::optional<observe::Scraper> scraper;
   start_scraper(scraper, spec, target_, t0);
   const auto wall_start = SteadyClock::now();
-  double cpu = 0;
-  std::thread generator([&] {
-    const double cpu0 = thread_cpu_seconds();
-    asio::co_spawn(state->io, state->main(), log_exception);
-    if (state->cancelled) asio::post(state->io, [s = state.get()] { s->cancel(); });
-    state->io.run();
-    cpu = thread_cpu_seconds() - cpu0;
-    {
-      std::lock_guard lock(active_mutex_);
-      active_ = nullptr;
-    }
-    // What the step measured is taken here, and the state freed on this thread, so that the
-    // step's memory goes back to this thread's arena and its top can be handed back at once.
-    state->take_result(result);
-    if (state->unsettled) {
-      // Coroutines still reference the state; leaking it is bounded, freeing it is not safe.
-      static_cast<void>(state.release());
-    }
-    state.reset();
-    trim_thread_arena();
-  });
-  generator.join();
+  std::vector<PartResult> measured(parts);
+  std::vector<std::thread> generators;
+  for (std::uint32_t p = 0; p < parts; ++p) {
+    generators.emplace_back([this, &measured, p, state = std::move(states[p])]() mutable {
+      run_part(std::move(state), measured[p], [this](StepState* s) {
+        std::lock_guard lock(active_mutex_);
+        std::erase(active_, static_cast<void*>(s));
+      });
+    });
+  }
+  for (auto& g : generators) g.join();
   const double wall = std::chrono::duration<double>(SteadyClock::now() - wall_start).count();
+  merge_parts(measured, wall, result);
+  result.peak_in_flight = peak_in_flight.load();
   if (scraper) result.server = scraper->stop();
   cancel_requested_ = false;
-  result.generator_cpu = wall > 0 ? cpu / wall : 0;
   result.backlog = client_backlog(result.requests, result.metrics);
   const double lag_p99_ms = result.metrics.schedule_lag_ms.percentile(99);
   result.generator_limited = lag_p99_ms > to_ms(spec.lag_bound) || result.generator_cpu > spec.cpu_saturation;

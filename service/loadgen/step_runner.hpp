@@ -74,6 +74,8 @@ struct StepSpec {
   std::optional<DecidedStop> decide;
   // Keep a registry of the requests in flight, for live_requests().
   bool track_live = false;
+  // The most engine threads (parts) the step may run on; engine_parts() says how many it does.
+  std::uint32_t engine_threads = 1;
   // Test hook: block the dispatcher (the whole generator thread) for `stall` before request
   // `stall_before`, as a generator starved of CPU would be.
   std::optional<std::uint64_t> stall_before;
@@ -100,7 +102,7 @@ struct StepResult {
   std::vector<RequestRow> requests;  // every request of the step, in completion order
   StepMetrics metrics;
   bool generator_limited = false;
-  double generator_cpu = 0;      // generator thread CPU time / wall time
+  double generator_cpu = 0;      // the busiest generator thread's CPU time / wall time
   double loop_delay_p99_ms = 0;  // event-loop delay of the generator
   double loop_delay_max_ms = 0;
   observe::ServerGauges server;
@@ -109,6 +111,13 @@ struct StepResult {
   std::uint64_t peak_in_flight = 0;
   std::uint64_t peak_connections = 0;
   bool itl_lists_cut = false;  // past 16 Mi ITL values kept, later rows carry no ITL list
+  // The engine parts (threads) the step ran on, each with the requests j ≡ part (mod parts);
+  // the digest of the whole schedule every part held; each part's share of the concurrency
+  // cap, ⌈cap / parts⌉ (0: none): with more than one part the cap holds per part, so the
+  // step's own is approximate.
+  std::uint32_t engine_parts = 1;
+  std::uint64_t schedule_digest = 0;
+  std::uint32_t concurrency_cap_per_part = 0;
   // What ended the step; with spec.decide, the decision (if one was reached), the looks taken
   // and the confidence of each.
   StopReason stopped_by = StopReason::fixed_length;
@@ -130,7 +139,7 @@ struct Progress {
   std::atomic<std::uint64_t> done{0};
   std::atomic<std::uint64_t> failed{0};
   std::atomic<std::uint64_t> in_flight{0};
-  std::atomic<double> p95_ttft_ms{0};  // over measured requests finished so far
+  std::atomic<double> p95_ttft_ms{0};  // over measured requests finished so far (engine part 0's)
 };
 
 // What the manager holds of a run in progress, whatever it runs: its progress and a cancel
@@ -141,6 +150,12 @@ class RunControl {
   virtual void cancel() = 0;
   virtual const Progress& progress() const noexcept = 0;
 };
+
+// A step is split over engine parts by load: one part per kLoadPerEnginePart requests per
+// second offered (rate mode), requests sent at once (all_at_once) or users (closed loop), up
+// to spec.engine_threads. A step with a decision to take, live views or callbacks runs on one.
+inline constexpr double kLoadPerEnginePart = 1000;
+std::uint32_t engine_parts(const StepSpec& spec);
 
 class StepRunner : public RunControl {
  public:
@@ -169,8 +184,8 @@ class StepRunner : public RunControl {
   EndpointFactory endpoint_;
   Progress progress_;
   std::atomic<bool> cancel_requested_{false};
-  std::mutex active_mutex_;  // guards active_ against the step's teardown
-  void* active_ = nullptr;   // the running step's state, for cancel()
+  std::mutex active_mutex_;    // guards active_ against the step's teardown
+  std::vector<void*> active_;  // the running step's parts, for cancel()
 };
 
 }  // namespace capsweep::loadgen

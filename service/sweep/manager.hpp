@@ -47,6 +47,8 @@ struct ManagerOptions {
   std::chrono::seconds max_total_sweep{6 * 3600};
   std::chrono::milliseconds poll{1000};  // re-check the queue at least this often
   std::uint32_t max_connections = 1024;  // cap on requests in flight per sweep (0: none)
+  // The most engine threads a load step may run on (loadgen::engine_parts picks by its load).
+  std::uint32_t engine_threads = 1;
   // Whether a host or address may be contacted (the service's allow-list); checked again
   // when a sweep is claimed and on every address the load engine connects to. Empty: any.
   std::function<bool(std::string_view host)> allow_host;

@@ -341,6 +341,7 @@ std::unique_ptr<StepExecutor> SweepManager::executor(const store::SweepRow& row,
   if (order.kind == StepKind::scenario) return scenario_executor(row, p, active, order, index, why);
   loadgen::StepSpec ss = step_spec(p.spec, order, index);
   cap_connections(ss, options_);
+  ss.engine_threads = options_.engine_threads;
   loadgen::StepRunner& runner = order.role == Role::candidate ? *p.candidate_runner : *p.runner;
   return std::make_unique<LoadStep>(p.spec, order, index, runner, std::move(ss), p.fixed_step_length);
 }

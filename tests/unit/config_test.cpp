@@ -93,3 +93,15 @@ TEST_CASE("config: errors name the field") {
   CHECK(parse_config({{"limits", {{"max_rate_rps", -1}}}}).error().field == "/limits/max_rate_rps");
   CHECK(parse_config({{"max_concurrent_sweeps", 0}}).error().field == "/max_concurrent_sweeps");
 }
+
+TEST_CASE("config: engine_threads is the cores it may use by default, a number when given, refused out of range") {
+  CHECK(default_config().engine_threads == usable_cores());
+  CHECK(usable_cores() >= 1);
+  CHECK(parse_config(json{{"engine_threads", 3}}).value().engine_threads == 3);
+  CHECK(parse_config(json{{"engine_threads", 0}}).value().engine_threads == usable_cores());
+  for (const json& bad : {json(-1), json(257), json(1.5), json("2")}) {
+    auto c = parse_config(json{{"engine_threads", bad}});
+    REQUIRE_FALSE(c.has_value());
+    CHECK(c.error().field == "/engine_threads");
+  }
+}

@@ -17,6 +17,26 @@ RequestRecord ok_request(Nanos scheduled, Nanos first, Nanos gap, int tokens) {
   return r;
 }
 
+// Two summaries equal, numbers within a relative 1e-9 (means combine in another order).
+void check_same(const nlohmann::json& a, const nlohmann::json& b, const std::string& at = "") {
+  INFO(at);
+  REQUIRE(a.type() == b.type());
+  if (a.is_object()) {
+    REQUIRE(a.size() == b.size());
+    for (auto it = a.begin(); it != a.end(); ++it) {
+      REQUIRE(b.contains(it.key()));
+      check_same(it.value(), b.at(it.key()), at + "/" + it.key());
+    }
+  } else if (a.is_array()) {
+    REQUIRE(a.size() == b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) check_same(a[i], b[i], at + "/" + std::to_string(i));
+  } else if (a.is_number_float()) {
+    CHECK(a.get<double>() == Approx(b.get<double>()).epsilon(1e-9).margin(1e-12));
+  } else {
+    CHECK(a == b);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("percentile keys are written as vLLM writes them") {
@@ -191,4 +211,37 @@ TEST_CASE("summary carries every vLLM key for each latency metric") {
     INFO(key);
     CHECK(s.contains(key));
   }
+}
+
+TEST_CASE("accumulators of a step's parts merged are the one accumulator of the whole step") {
+  const StepWindow window{1s, 5s, 8s, 100.0};
+  GoodputBounds bounds;
+  bounds.ttft = 150ms;
+  StepAccumulator whole(window, bounds), part0(window, bounds), part1(window, bounds);
+  for (int j = 0; j < 500; ++j) {
+    const Nanos scheduled = 10ms * j;
+    RequestRecord r = ok_request(scheduled, scheduled + 100ms + 1ms * (j % 90), 3ms, 2 + j % 5);
+    if (j % 17 == 0) r.outcome = Outcome::http_5xx, r.chunks.clear();
+    if (j % 29 == 0) r.outcome = Outcome::incomplete;
+    whole.add(r);
+    (j % 2 == 0 ? part0 : part1).add(r);
+  }
+  part0.merge(std::move(part1));
+  const auto a = std::move(part0).finish(), b = std::move(whole).finish();
+  check_same(a.summary(), b.summary());
+  CHECK(a.measured == b.measured);
+  CHECK(a.good == b.good);
+  CHECK(a.incomplete_elapsed_ms.size() == b.incomplete_elapsed_ms.size());
+  CHECK(a.window_end == b.window_end);
+}
+
+TEST_CASE("an open window merged over parts ends at the latest event of any part") {
+  const StepWindow window{0s, std::nullopt, 60s, 0};
+  StepAccumulator p0(window), p1(window);
+  p0.add(ok_request(0ms, 100ms, 10ms, 3));
+  p1.add(ok_request(0ms, 900ms, 10ms, 3));
+  p0.merge(std::move(p1));
+  const auto m = std::move(p0).finish();
+  CHECK(m.window_end == 920ms);
+  CHECK(m.completed == 2);
 }

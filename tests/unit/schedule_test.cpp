@@ -151,3 +151,71 @@ TEST_CASE("arrival process names parse and print") {
   CHECK_FALSE(parse_arrival_process("", "/a").has_value());
   CHECK_FALSE(parse_arrival_process("Poisson", "/a").has_value());
 }
+
+TEST_CASE("a schedule split by index: the union of the parts is the whole, bit for bit, for any number of parts") {
+  const ArrivalSpec spec{ArrivalProcess::gamma, 500.0, 0.25};  // very bursty
+  const auto whole = make_schedule(spec, {10s, std::nullopt}, 99).value();
+  REQUIRE(whole.send_times.size() > 4000);
+  const std::uint64_t digest = schedule_digest(whole, 5);
+  for (std::uint32_t parts : {1u, 2u, 3u, 4u, 7u, 32u}) {
+    std::vector<Nanos> merged(whole.send_times.size(), Nanos(-1));
+    std::size_t total = 0;
+    for (std::uint32_t p = 0; p < parts; ++p) {
+      const auto part = split_schedule(whole, p, parts, 5);
+      CHECK(part.digest == digest);
+      CHECK(part.part == p);
+      CHECK(part.parts == parts);
+      REQUIRE(part.indices.size() == part.send_times.size());
+      CHECK(part.indices.size() == part_count(whole.send_times.size(), p, parts));
+      for (std::size_t k = 0; k < part.indices.size(); ++k) {
+        const auto j = part.indices[k];
+        CHECK(j % parts == p);
+        REQUIRE(j < merged.size());
+        CHECK(merged[j] == Nanos(-1));  // no index in two parts
+        merged[j] = part.send_times[k];
+      }
+      CHECK(std::is_sorted(part.indices.begin(), part.indices.end()));
+      total += part.indices.size();
+    }
+    CHECK(total == whole.send_times.size());
+    CHECK(merged == whole.send_times);  // same times, exactly: the aggregate keeps gamma's bursts
+  }
+}
+
+TEST_CASE("split_schedule of an empty schedule and more parts than requests") {
+  Schedule empty{{ArrivalProcess::poisson, 1, 1}, {}};
+  const auto part = split_schedule(empty, 0, 4);
+  CHECK(part.indices.empty());
+  CHECK(part.digest == schedule_digest(empty));
+  auto tiny = make_schedule({ArrivalProcess::constant, 10, 1}, {std::nullopt, 3}, 1).value();
+  REQUIRE(tiny.send_times.size() == 3);
+  CHECK(split_schedule(tiny, 2, 5).indices == std::vector<std::uint64_t>{2});
+  CHECK(split_schedule(tiny, 4, 5).indices.empty());
+  CHECK(part_count(3, 4, 5) == 0);
+  CHECK(part_count(10, 0, 3) == 4);
+  CHECK(part_count(10, 1, 3) == 3);
+  CHECK(part_count(10, 2, 3) == 3);
+  CHECK(part_count(0, 0, 1) == 0);
+}
+
+TEST_CASE("the schedule digest changes with any send time, the process, the rate, the count or the salt") {
+  const ArrivalSpec spec{ArrivalProcess::poisson, 100.0, 1.0};
+  const auto a = make_schedule(spec, {2s, std::nullopt}, 1).value();
+  const auto d = schedule_digest(a);
+  CHECK(schedule_digest(a) == d);  // a pure function
+  CHECK(schedule_digest(make_schedule(spec, {2s, std::nullopt}, 1).value()) == d);
+  CHECK(schedule_digest(make_schedule(spec, {2s, std::nullopt}, 2).value()) != d);
+  CHECK(schedule_digest(a, 1) != d);
+  auto moved = a;
+  moved.send_times[moved.send_times.size() / 2] += Nanos(1);
+  CHECK(schedule_digest(moved) != d);
+  auto shorter = a;
+  shorter.send_times.pop_back();
+  CHECK(schedule_digest(shorter) != d);
+  auto other_rate = a;
+  other_rate.spec.rate_rps = 100.5;
+  CHECK(schedule_digest(other_rate) != d);
+  auto other_process = a;
+  other_process.spec.process = ArrivalProcess::gamma;
+  CHECK(schedule_digest(other_process) != d);
+}

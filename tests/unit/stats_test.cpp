@@ -132,3 +132,42 @@ TEST_CASE("an empty SampleSet reports zeros - and open intervals") {
   CHECK(std::isinf(ci.lower));
   CHECK(std::isinf(ci.upper));
 }
+
+TEST_CASE("merged sample sets are one set fed every sample: exact below capacity, the same buckets above") {
+  Rng rng(3);
+  for (const std::size_t capacity : {std::size_t{1000}, std::size_t{100}}) {
+    SampleSet whole(capacity), a(capacity), b(capacity), c(capacity);
+    for (int i = 0; i < 600; ++i) {
+      const double x = rng.exponential() * 40 + (i % 7 == 0 ? 0.0005 : 0.0);
+      whole.add(x);
+      (i % 3 == 0 ? a : i % 3 == 1 ? b : c).add(x);
+    }
+    a.merge(b);
+    a.merge(c);
+    a.merge(SampleSet(capacity));  // an empty part changes nothing
+    CHECK(a.count() == whole.count());
+    CHECK(a.exact() == whole.exact());
+    CHECK(a.exact() == (capacity == 1000));
+    CHECK(a.min() == whole.min());
+    CHECK(a.max() == whole.max());
+    CHECK(a.mean() == Approx(whole.mean()).epsilon(1e-12));
+    CHECK(a.stddev() == Approx(whole.stddev()).epsilon(1e-9));
+    for (double q : {0.0, 1.0, 50.0, 90.0, 95.0, 99.0, 99.9, 100.0}) {
+      CHECK(a.percentile(q) == whole.percentile(q));
+      const auto ia = a.percentile_interval(q, 0.95), iw = whole.percentile_interval(q, 0.95);
+      CHECK(ia.lower == iw.lower);
+      CHECK(ia.upper == iw.upper);
+    }
+  }
+}
+
+TEST_CASE("merging into an empty set copies the other") {
+  SampleSet empty, full;
+  for (double x : {3.0, 1.0, 2.0}) full.add(x);
+  empty.merge(full);
+  CHECK(empty.count() == 3);
+  CHECK(empty.min() == 1.0);
+  CHECK(empty.max() == 3.0);
+  CHECK(empty.percentile(50) == 2.0);
+  CHECK(empty.mean() == Approx(2.0));
+}

@@ -4,6 +4,7 @@
 
 #include "loadgen/step_runner.hpp"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <thread>
 
@@ -344,4 +345,152 @@ TEST_CASE("a step whose generator fell behind its schedule is not decided") {
   CHECK(r->looks >= 1);
   CHECK(r->requests.size() == 100);
   CHECK(r->generator_limited);
+}
+
+TEST_CASE("engine_parts takes one part per 1,000 req/s up to the threads allowed, one for what sees every request") {
+  auto s = rate_step(500, 1s);
+  s.engine_threads = 4;
+  CHECK(loadgen::engine_parts(s) == 1);
+  s.arrival.rate_rps = 2500;
+  CHECK(loadgen::engine_parts(s) == 3);
+  s.arrival.rate_rps = 100'000;
+  CHECK(loadgen::engine_parts(s) == 4);
+  s.engine_threads = 1;
+  CHECK(loadgen::engine_parts(s) == 1);
+  s.engine_threads = 0;  // treated as one
+  CHECK(loadgen::engine_parts(s) == 1);
+  s.engine_threads = 4;
+  s.track_live = true;
+  CHECK(loadgen::engine_parts(s) == 1);
+  s.track_live = false;
+  s.on_ended = [](const RequestRecord&) {};
+  CHECK(loadgen::engine_parts(s) == 1);
+  s.on_ended = nullptr;
+  s.decide = loadgen::DecidedStop{};
+  CHECK(loadgen::engine_parts(s) == 1);
+  s.decide.reset();
+  // Closed loop: by users, never more parts than users.
+  s.mode = loadgen::Mode::concurrency;
+  s.concurrency = 2;
+  CHECK(loadgen::engine_parts(s) == 1);
+  s.concurrency = 1500;
+  CHECK(loadgen::engine_parts(s) == 2);
+  s.engine_threads = 8;
+  s.concurrency = 5000;
+  CHECK(loadgen::engine_parts(s) == 5);
+}
+
+TEST_CASE("a step split over engine parts sends the one-part schedule exactly, once each, and merges its records") {
+  FakeModel m;
+  m.ttft = 5ms;
+  m.itl = 1ms;
+  m.tokens = 3;
+  auto spec = rate_step(3000, 1s);
+  spec.arrival = {ArrivalProcess::gamma, 3000, 0.5};  // bursty: the split must keep the bursts
+  spec.warmup = 200ms;
+  const auto whole = make_schedule(spec.arrival, {spec.duration, std::nullopt}, spec.seed).value();
+
+  Run one(m);
+  auto r1 = one.runner->run(spec);
+  REQUIRE(r1.has_value());
+  spec.engine_threads = 3;
+  Run three(m);
+  auto r3 = three.runner->run(spec);
+  REQUIRE(r3.has_value());
+  CHECK(r1->engine_parts == 1);
+  CHECK(r3->engine_parts == 3);
+  CHECK(r1->schedule_digest == r3->schedule_digest);
+  CHECK(r1->schedule_digest != 0);
+
+  // Every scheduled request went out once, at its own time: the rows' (index, scheduled)
+  // pairs are the whole schedule's.
+  REQUIRE(r3->requests.size() == whole.send_times.size());
+  CHECK(three.stats->requests == whole.send_times.size());
+  std::vector<std::pair<std::uint64_t, double>> sent;
+  for (const auto& row : r3->requests) sent.emplace_back(row.index, row.scheduled_ms);
+  std::sort(sent.begin(), sent.end());
+  for (std::size_t j = 0; j < sent.size(); ++j) {
+    CHECK(sent[j].first == j);
+    CHECK(sent[j].second == Approx(to_ms(whole.send_times[j])).margin(1e-9));
+  }
+  // Rows in completion order over all parts.
+  CHECK(std::is_sorted(r3->requests.begin(), r3->requests.end(),
+                       [](const auto& a, const auto& b) { return a.finished_ms < b.finished_ms; }));
+  // The merged counts are the one-part step's: the same requests measured, completed, tokens.
+  CHECK(r3->metrics.measured == r1->metrics.measured);
+  CHECK(r3->metrics.completed == r1->metrics.completed);
+  CHECK(r3->metrics.total_output_tokens == r1->metrics.total_output_tokens);
+  CHECK(r3->metrics.ttft_ms.count() == r1->metrics.ttft_ms.count());
+  CHECK(r3->metrics.itl_ms.count() == r1->metrics.itl_ms.count());
+  CHECK(r3->metrics.schedule_lag_ms.count() == r1->metrics.schedule_lag_ms.count());
+  CHECK(r3->metrics.ttft_ms.min() >= 5.0);
+  CHECK(three.runner->progress().in_flight == 0);
+  CHECK(three.runner->progress().done == whole.send_times.size());
+  const auto summary = r3->summary();
+  CHECK(summary.at("engine").at("parts") == 3);
+  CHECK(summary.at("engine").at("schedule_digest").get<std::string>().size() == 16);
+}
+
+TEST_CASE("a capped step split over parts caps each part at its share and says the cap is approximate") {
+  FakeModel m;
+  m.ttft = 50ms;
+  m.itl = 10ms;
+  m.tokens = 2;
+  auto spec = rate_step(2500, 400ms);
+  spec.concurrency = 10;
+  spec.engine_threads = 3;
+  Run run(m);
+  auto r = run.runner->run(spec);
+  REQUIRE(r.has_value());
+  CHECK(r->engine_parts == 3);
+  CHECK(r->concurrency_cap_per_part == 4);  // ⌈10 / 3⌉
+  CHECK(r->peak_in_flight <= 12);
+  CHECK(r->peak_in_flight >= 10);
+  CHECK(run.stats->max_concurrent <= 4);
+  const auto summary = r->summary();
+  CHECK(summary.at("engine").at("concurrency_cap_approximate") == true);
+  CHECK(r->requests.size() == 1000);  // capped requests still all accounted for
+}
+
+TEST_CASE("a counted closed-loop step split over parts sends each index once") {
+  FakeModel m;
+  m.ttft = 1ms;
+  m.itl = 1ms;
+  m.tokens = 2;
+  loadgen::StepSpec s;
+  s.mode = loadgen::Mode::concurrency;
+  s.concurrency = 2000;
+  s.requests = 5001;
+  s.duration = 30s;
+  s.drain_timeout = 10s;
+  s.engine_threads = 2;
+  Run run(m);
+  auto r = run.runner->run(s);
+  REQUIRE(r.has_value());
+  CHECK(r->engine_parts == 2);
+  REQUIRE(r->requests.size() == 5001);
+  std::vector<std::uint64_t> indices;
+  for (const auto& row : r->requests) indices.push_back(row.index);
+  std::sort(indices.begin(), indices.end());
+  for (std::size_t j = 0; j < indices.size(); ++j) CHECK(indices[j] == j);
+  CHECK(r->peak_in_flight <= 2000);
+}
+
+TEST_CASE("cancelling a split step stops every part") {
+  FakeModel m;
+  m.hang = true;
+  auto spec = rate_step(2000, 20s);
+  spec.engine_threads = 2;
+  Run run(m);
+  std::thread stop([&] {
+    std::this_thread::sleep_for(300ms);
+    run.runner->cancel();
+  });
+  auto r = run.runner->run(spec);
+  stop.join();
+  REQUIRE(r.has_value());
+  CHECK(r->cancelled);
+  CHECK(r->engine_parts == 2);
+  CHECK(run.runner->progress().in_flight == 0);
+  CHECK(r->requests.size() < 10000);
 }
