@@ -42,6 +42,11 @@ std::optional<double> value_ms(const RequestRecord& r, LatencyMetric m) {
       return to_ms(last - first) / static_cast<double>(r.output_tokens - 1);
     case LatencyMetric::itl:
       return std::nullopt;
+    case LatencyMetric::ttfo: {
+      const auto output = r.first_output_token();
+      if (!output) return std::nullopt;
+      return to_ms(*output - r.scheduled);
+    }
   }
   return std::nullopt;
 }

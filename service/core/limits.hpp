@@ -8,7 +8,7 @@
 namespace capsweep {
 
 struct ServiceLimits {
-  double max_rate_rps = 2000;
+  double max_rate_rps = 20000;
   double max_step_duration_s = 3600;  // warm-up + measured, per step
   double max_total_sweep_s = 21600;
   std::uint32_t max_connections_per_sweep = 1024;

@@ -80,6 +80,15 @@ nlohmann::json StepMetrics::summary(const std::vector<double>& percentiles) cons
   put("e2el", e2el_ms);
   put("ttft_sent", ttft_sent_ms);
   put("e2el_sent", e2el_sent_ms);
+  // Reasoning models: time to the first visible token, and the thinking apart from the answer.
+  put("ttfo", ttfo_ms);
+  j["total_reasoning_tokens"] = total_reasoning_tokens;
+  j["total_visible_tokens"] = total_output_tokens - std::min(total_output_tokens, total_reasoning_tokens);
+  j["requests_with_reasoning"] = requests_with_reasoning;
+  if (requests_with_reasoning > 0) {
+    put("itl_reasoning", itl_reasoning_ms);
+    put("itl_output", itl_output_ms);
+  }
   // Each latency's distribution at a fixed grid of percentiles, as [q, value] pairs, for the
   // CDFs of a check's report (empty when the metric has no sample).
   auto distribution = [](const SampleSet& s) {
@@ -106,7 +115,9 @@ void StepMetrics::merge(const StepMetrics& o) {
   for (auto [mine, theirs] :
        {std::pair{&ttft_ms, &o.ttft_ms}, std::pair{&ttft_sent_ms, &o.ttft_sent_ms}, std::pair{&e2el_ms, &o.e2el_ms},
         std::pair{&e2el_sent_ms, &o.e2el_sent_ms}, std::pair{&tpot_ms, &o.tpot_ms}, std::pair{&itl_ms, &o.itl_ms},
-        std::pair{&schedule_lag_ms, &o.schedule_lag_ms}, std::pair{&client_queue_ms, &o.client_queue_ms}}) {
+        std::pair{&schedule_lag_ms, &o.schedule_lag_ms}, std::pair{&client_queue_ms, &o.client_queue_ms},
+        std::pair{&ttfo_ms, &o.ttfo_ms}, std::pair{&itl_reasoning_ms, &o.itl_reasoning_ms},
+        std::pair{&itl_output_ms, &o.itl_output_ms}}) {
     mine->merge(*theirs);
   }
   incomplete_without_first_token_ms.insert(incomplete_without_first_token_ms.end(),
@@ -114,6 +125,11 @@ void StepMetrics::merge(const StepMetrics& o) {
                                            o.incomplete_without_first_token_ms.end());
   incomplete_elapsed_ms.insert(incomplete_elapsed_ms.end(), o.incomplete_elapsed_ms.begin(),
                                o.incomplete_elapsed_ms.end());
+  incomplete_without_first_output_ms.insert(incomplete_without_first_output_ms.end(),
+                                            o.incomplete_without_first_output_ms.begin(),
+                                            o.incomplete_without_first_output_ms.end());
+  total_reasoning_tokens += o.total_reasoning_tokens;
+  requests_with_reasoning += o.requests_with_reasoning;
   measured += o.measured;
   completed += o.completed;
   good += o.good;
@@ -184,6 +200,7 @@ void StepAccumulator::add(const RequestRecord& r) {
     const double elapsed = to_ms(window_.drain_end - r.scheduled);
     m_.incomplete_elapsed_ms.push_back(elapsed);
     if (r.chunks.empty()) m_.incomplete_without_first_token_ms.push_back(elapsed);
+    if (!r.first_output_token()) m_.incomplete_without_first_output_ms.push_back(elapsed);
   }
   if (!ok) return;
 
@@ -202,6 +219,13 @@ void StepAccumulator::add(const RequestRecord& r) {
     m_.tpot_ms.add(to_ms(last - first) / static_cast<double>(r.output_tokens - 1));
   }
   for_each_token_gap_ms(r, [this](double gap) { m_.itl_ms.add(gap); });
+  if (const auto first_output = r.first_output_token()) m_.ttfo_ms.add(to_ms(*first_output - r.scheduled));
+  if (r.reasoning_tokens > 0) {
+    ++m_.requests_with_reasoning;
+    m_.total_reasoning_tokens += r.reasoning_tokens;
+    for_each_phase_gap_ms(
+        r, [this](double gap, bool reasoning) { (reasoning ? m_.itl_reasoning_ms : m_.itl_output_ms).add(gap); });
+  }
 }
 
 void StepAccumulator::merge(StepAccumulator&& other) {

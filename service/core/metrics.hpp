@@ -56,6 +56,9 @@ struct StepMetrics {
         e2el_sent_ms(exact_samples),
         tpot_ms(exact_samples),
         itl_ms(exact_samples),
+        ttfo_ms(exact_samples),
+        itl_reasoning_ms(exact_samples),
+        itl_output_ms(exact_samples),
         schedule_lag_ms(exact_samples),
         client_queue_ms(exact_samples) {}
 
@@ -66,12 +69,19 @@ struct StepMetrics {
   SampleSet e2el_sent_ms;  // last token - sent
   SampleSet tpot_ms;       // (last - first) / (output tokens - 1), requests with >= 2 tokens
   SampleSet itl_ms;        // one sample per token gap, pooled over the step
+  // Reasoning models: the first visible (not reasoning) token - scheduled, over requests that
+  // sent one (= TTFT where nothing reasons); the ITL within reasoning and within the visible
+  // answer (for_each_phase_gap_ms).
+  SampleSet ttfo_ms;
+  SampleSet itl_reasoning_ms;
+  SampleSet itl_output_ms;
   // Over every measured request the generator took up (all outcomes but `cancelled`).
   SampleSet schedule_lag_ms;  // dispatched - scheduled
   SampleSet client_queue_ms;  // sent - dispatched (concurrency cap waits)
   // Incomplete requests: elapsed time since scheduled at drain end (lower bounds).
-  std::vector<double> incomplete_without_first_token_ms;  // no first token: TTFT censored here
-  std::vector<double> incomplete_elapsed_ms;              // every incomplete: E2EL censored
+  std::vector<double> incomplete_without_first_token_ms;   // no first token: TTFT censored here
+  std::vector<double> incomplete_elapsed_ms;               // every incomplete: E2EL censored
+  std::vector<double> incomplete_without_first_output_ms;  // no visible token: TTFO censored here
 
   std::uint64_t measured = 0;                           // requests scheduled inside the window
   std::uint64_t completed = 0;                          // measured requests that succeeded
@@ -80,6 +90,8 @@ struct StepMetrics {
   std::uint64_t output_tokens_estimated = 0;            // completed requests without server usage
   std::uint64_t total_input_tokens = 0;                 // over completed measured requests
   std::uint64_t total_output_tokens = 0;                // over completed measured requests
+  std::uint64_t total_reasoning_tokens = 0;             // of those, reasoning (record.reasoning_tokens)
+  std::uint64_t requests_with_reasoning = 0;            // completed measured requests that reasoned
 
   // Counted by time of occurrence inside the window, whichever request it belongs to:
   std::uint64_t completions_in_window = 0;    // successful last tokens

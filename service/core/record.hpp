@@ -30,10 +30,12 @@ inline constexpr std::size_t kOutcomeCount = 11;
 
 std::string_view to_string(Outcome o) noexcept;
 
-// One content chunk: when it arrived and how many tokens it carried (>= 1).
+// One content chunk: when it arrived, how many tokens it carried (>= 1), and whether they were
+// reasoning (a reasoning model's hidden thinking, before its visible answer).
 struct Chunk {
   Nanos arrival{0};
   std::uint32_t tokens = 1;
+  bool reasoning = false;
 };
 
 struct RequestRecord {
@@ -45,6 +47,9 @@ struct RequestRecord {
   std::uint32_t input_tokens = 0;
   std::uint32_t output_tokens = 0;  // from the server's usage, else counted
   bool output_tokens_estimated = false;
+  // Of output_tokens, the reasoning ones: usage's completion_tokens_details.reasoning_tokens
+  // when the server sent it, else the reasoning chunks' tokens counted.
+  std::uint32_t reasoning_tokens = 0;
   Outcome outcome = Outcome::ok;
   // When set (quality requests, never a timed step's): every SSE data payload of the answer,
   // or the whole body of a non-streamed one, is appended here as it arrives.
@@ -58,6 +63,13 @@ struct RequestRecord {
     if (chunks.empty()) return std::nullopt;
     return chunks.back().arrival;
   }
+  // The first token the user sees (not reasoning): a reasoning model's time to first output.
+  std::optional<Nanos> first_output_token() const {
+    for (const Chunk& c : chunks) {
+      if (!c.reasoning) return c.arrival;
+    }
+    return std::nullopt;
+  }
 };
 
 // Calls f(gap_ms) once per generated token gap of a request: a chunk of k tokens after a gap g
@@ -69,6 +81,20 @@ void for_each_token_gap_ms(const RequestRecord& r, F&& f) {
     const std::uint32_t k = r.chunks[i].tokens > 0 ? r.chunks[i].tokens : 1;
     const double gap = to_ms(r.chunks[i].arrival - r.chunks[i - 1].arrival) / k;
     for (std::uint32_t t = 0; t < k; ++t) f(gap);
+  }
+}
+
+// Calls f(gap_ms, reasoning) once per token gap between two chunks of the same kind (reasoning
+// after reasoning, visible after visible), split as for_each_token_gap_ms splits them: the ITL
+// of a reasoning model's thinking and of its answer, each over its own gaps. The gap from the
+// last reasoning chunk to the first visible one is neither's (it is TTFO − the last thought).
+template <class F>
+void for_each_phase_gap_ms(const RequestRecord& r, F&& f) {
+  for (std::size_t i = 1; i < r.chunks.size(); ++i) {
+    if (r.chunks[i].reasoning != r.chunks[i - 1].reasoning) continue;
+    const std::uint32_t k = r.chunks[i].tokens > 0 ? r.chunks[i].tokens : 1;
+    const double gap = to_ms(r.chunks[i].arrival - r.chunks[i - 1].arrival) / k;
+    for (std::uint32_t t = 0; t < k; ++t) f(gap, r.chunks[i].reasoning);
   }
 }
 

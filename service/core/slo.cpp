@@ -16,7 +16,8 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr LatencyMetric kMetrics[] = {LatencyMetric::ttft, LatencyMetric::tpot,      LatencyMetric::itl,
-                                      LatencyMetric::e2el, LatencyMetric::ttft_sent, LatencyMetric::e2el_sent};
+                                      LatencyMetric::e2el, LatencyMetric::ttft_sent, LatencyMetric::e2el_sent,
+                                      LatencyMetric::ttfo};
 
 const SampleSet& samples_of(const StepMetrics& m, LatencyMetric metric) {
   switch (metric) {
@@ -32,6 +33,8 @@ const SampleSet& samples_of(const StepMetrics& m, LatencyMetric metric) {
       return m.ttft_sent_ms;
     case LatencyMetric::e2el_sent:
       return m.e2el_sent_ms;
+    case LatencyMetric::ttfo:
+      return m.ttfo_ms;
   }
   return m.ttft_ms;
 }
@@ -41,6 +44,7 @@ std::uint64_t censored_above(const StepMetrics& m, LatencyMetric metric, double 
   const std::vector<double>* elapsed = nullptr;
   if (metric == LatencyMetric::ttft) elapsed = &m.incomplete_without_first_token_ms;
   if (metric == LatencyMetric::e2el) elapsed = &m.incomplete_elapsed_ms;
+  if (metric == LatencyMetric::ttfo) elapsed = &m.incomplete_without_first_output_ms;
   if (!elapsed) return 0;
   return static_cast<std::uint64_t>(
       std::count_if(elapsed->begin(), elapsed->end(), [&](double e) { return e > bound_ms; }));
@@ -100,6 +104,8 @@ std::string_view to_string(LatencyMetric m) noexcept {
       return "ttft_sent_ms";
     case LatencyMetric::e2el_sent:
       return "e2el_sent_ms";
+    case LatencyMetric::ttfo:
+      return "ttfo_ms";
   }
   return "unknown";
 }
@@ -184,7 +190,7 @@ Result<SloSpec> parse_slo(const nlohmann::json& j, const std::string& field) {
     } else {
       return invalid(f,
                      "unknown SLO field (expected ttft_ms, tpot_ms, itl_ms, e2el_ms, "
-                     "ttft_sent_ms, e2el_sent_ms, max_error_rate, min_goodput_rps, goodput "
+                     "ttft_sent_ms, e2el_sent_ms, ttfo_ms, max_error_rate, min_goodput_rps, goodput "
                      "or confidence)");
     }
   }
@@ -352,7 +358,7 @@ std::string describe_slo(const nlohmann::json& slo) {
   std::string out;
   auto add = [&out](const std::string& part) { out += (out.empty() ? "" : ", ") + part; };
   // First token, then per token, then whole request; "e2el_sent_ms" reads "E2EL (sent)".
-  for (const char* key : {"ttft_ms", "ttft_sent_ms", "tpot_ms", "itl_ms", "e2el_ms", "e2el_sent_ms"}) {
+  for (const char* key : {"ttft_ms", "ttft_sent_ms", "ttfo_ms", "tpot_ms", "itl_ms", "e2el_ms", "e2el_sent_ms"}) {
     auto bound = slo.find(key);
     if (bound == slo.end() || !bound->is_object()) continue;
     std::string name(key, std::string_view(key).find('_'));

@@ -22,7 +22,7 @@ enum class Verdict { pass, fail, inconclusive };
 std::string_view to_string(Verdict v) noexcept;
 
 // Latency metrics an SLO can bound (keys of the "slo" object).
-enum class LatencyMetric { ttft, tpot, itl, e2el, ttft_sent, e2el_sent };
+enum class LatencyMetric { ttft, tpot, itl, e2el, ttft_sent, e2el_sent, ttfo };
 std::string_view to_string(LatencyMetric m) noexcept;  // "ttft_ms", ...
 
 // "ttft_ms": {"p95": 800} or {"mean": 300}.

@@ -55,7 +55,7 @@ bool is_timeout(const beast::error_code& ec) {
 // end marker, a failure (an error event, a malformed one), and the server's usage figures.
 struct StreamTally {
   std::uint64_t last_completion_tokens = 0;
-  std::optional<std::uint64_t> usage_completion, usage_prompt;
+  std::optional<std::uint64_t> usage_completion, usage_prompt, usage_reasoning;
   bool saw_done = false, failed = false;
 
   // One SSE data payload that arrived at `now`.
@@ -72,7 +72,7 @@ struct StreamTally {
               UINT32_MAX));
           last_completion_tokens = *sc.completion_tokens;
         }
-        rec.chunks.push_back({now, tokens});
+        rec.chunks.push_back({now, tokens, sc.reasoning});
         break;
       }
       case StreamChunk::Kind::done:
@@ -87,6 +87,7 @@ struct StreamTally {
     }
     if (sc.completion_tokens) usage_completion = sc.completion_tokens;
     if (sc.prompt_tokens) usage_prompt = sc.prompt_tokens;
+    if (sc.reasoning_tokens) usage_reasoning = sc.reasoning_tokens;
   }
 
   // The record's outcome and token counts once a 2xx answer's body has ended: the server's
@@ -106,6 +107,13 @@ struct StreamTally {
       for (const auto& ch : rec.chunks) counted += ch.tokens;
       rec.output_tokens = static_cast<std::uint32_t>(counted);
       rec.output_tokens_estimated = true;
+    }
+    if (usage_reasoning) {
+      rec.reasoning_tokens = static_cast<std::uint32_t>(std::min<std::uint64_t>(*usage_reasoning, rec.output_tokens));
+    } else {
+      std::uint64_t counted = 0;
+      for (const auto& ch : rec.chunks) counted += ch.reasoning ? ch.tokens : 0;
+      rec.reasoning_tokens = static_cast<std::uint32_t>(std::min<std::uint64_t>(counted, rec.output_tokens));
     }
     rec.outcome = rec.chunks.empty() ? Outcome::empty_stream : Outcome::ok;
   }

@@ -7,7 +7,7 @@ namespace capsweep::llm {
 namespace {
 
 // Where in the document the scanner is; only these places matter.
-enum class Ctx { root, choices, choice0, delta, usage, error, other };
+enum class Ctx { root, choices, choice0, delta, usage, usage_details, error, other };
 
 class Scanner {
  public:
@@ -23,7 +23,7 @@ class Scanner {
   }
 
   bool saw_choices = false, choices_empty = true, saw_usage = false, saw_error = false;
-  bool has_text = false, has_role = false, object_is_error = false;
+  bool has_text = false, has_visible = false, has_role = false, object_is_error = false;
 
  private:
   static constexpr int kMaxDepth = 64;
@@ -110,14 +110,16 @@ class Scanner {
         std::optional<std::uint64_t>* capture = nullptr;
         if (parent == Ctx::usage && key == "completion_tokens") capture = &out_->completion_tokens;
         if (parent == Ctx::usage && key == "prompt_tokens") capture = &out_->prompt_tokens;
+        if (parent == Ctx::usage_details && key == "reasoning_tokens") capture = &out_->reasoning_tokens;
         return number(capture);
       }
     }
   }
 
   void on_string(Ctx ctx, std::string_view key, std::string_view raw) {
-    if ((ctx == Ctx::choice0 && key == "text") ||
-        (ctx == Ctx::delta && (key == "content" || key == "reasoning_content" || key == "reasoning"))) {
+    if ((ctx == Ctx::choice0 && key == "text") || (ctx == Ctx::delta && key == "content")) {
+      if (!raw.empty()) has_text = has_visible = true;
+    } else if (ctx == Ctx::delta && (key == "reasoning_content" || key == "reasoning")) {
       if (!raw.empty()) has_text = true;
     } else if (ctx == Ctx::delta && key == "role") {
       has_role = true;
@@ -141,6 +143,8 @@ class Scanner {
         return Ctx::other;
       case Ctx::choice0:
         return key == "delta" ? Ctx::delta : Ctx::other;
+      case Ctx::usage:
+        return key == "completion_tokens_details" ? Ctx::usage_details : Ctx::other;
       default:
         return Ctx::other;
     }
@@ -234,6 +238,7 @@ StreamChunk interpret_chunk(std::string_view data) {
     if (out.error_message.empty()) out.error_message = "error event";
   } else if (sc.has_text) {
     out.kind = StreamChunk::Kind::content;
+    out.reasoning = !sc.has_visible;
   } else if (sc.saw_choices && sc.choices_empty && sc.saw_usage) {
     out.kind = StreamChunk::Kind::usage_only;
   } else if (sc.has_role) {

@@ -24,8 +24,13 @@ struct StreamChunk {
   Kind kind = Kind::malformed;
   std::optional<std::uint64_t> completion_tokens;  // usage.completion_tokens (cumulative)
   std::optional<std::uint64_t> prompt_tokens;      // usage.prompt_tokens
-  bool finished = false;                           // a non-null finish_reason
-  std::string error_message;                       // for Kind::error (at most 200 bytes)
+  // usage.completion_tokens_details.reasoning_tokens (cumulative), where the server says it.
+  std::optional<std::uint64_t> reasoning_tokens;
+  // A content chunk whose text is reasoning only (delta.reasoning_content or delta.reasoning,
+  // no visible delta.content): a token, but not one the user sees.
+  bool reasoning = false;
+  bool finished = false;      // a non-null finish_reason
+  std::string error_message;  // for Kind::error (at most 200 bytes)
 };
 
 StreamChunk interpret_chunk(std::string_view data);

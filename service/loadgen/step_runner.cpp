@@ -538,6 +538,7 @@ void run_part(std::unique_ptr<StepState> state, PartResult& out, Detach detach) 
 // the rows in completion order, the generator's self-watch at its worst part.
 void merge_parts(std::vector<PartResult>& parts, double wall_s, StepResult& result) {
   PartResult& first = parts.front();
+  for (const PartResult& part : parts) result.generator_cpu_s += part.cpu_s;
   for (std::size_t p = 1; p < parts.size(); ++p) {
     PartResult& other = parts[p];
     first.acc->merge(std::move(*other.acc));

@@ -103,6 +103,7 @@ struct StepResult {
   StepMetrics metrics;
   bool generator_limited = false;
   double generator_cpu = 0;      // the busiest generator thread's CPU time / wall time
+  double generator_cpu_s = 0;    // CPU seconds of every generator thread together
   double loop_delay_p99_ms = 0;  // event-loop delay of the generator
   double loop_delay_max_ms = 0;
   observe::ServerGauges server;

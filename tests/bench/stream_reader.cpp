@@ -24,6 +24,14 @@ void pin_to_cpu(int cpu) {
   pthread_setaffinity_np(pthread_self(), sizeof set, &set);
 }
 
+void unpin() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  for (long c = 0; c < n && c < CPU_SETSIZE; ++c) CPU_SET(static_cast<int>(c), &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
 void raise_fd_limit() {
   rlimit lim{};
   if (getrlimit(RLIMIT_NOFILE, &lim) == 0) {

@@ -11,6 +11,8 @@ namespace capsweep::bench {
 
 // Pins the calling thread to one CPU (no-op when the CPU does not exist).
 void pin_to_cpu(int cpu);
+// Lets the calling thread (and the threads it starts) run on every online CPU again.
+void unpin();
 // Raises the open-file limit to its hard maximum.
 void raise_fd_limit();
 

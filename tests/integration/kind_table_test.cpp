@@ -156,7 +156,7 @@ TEST_CASE("kinds: a fifth kind registered from one file runs through the API to 
   auto r = testing::http_request(s.endpoint, "POST", "/v1/sweeps", unknown_key.dump());
   CHECK(r.status == 400);
   CHECK(json::parse(r.body)["error"].value("field", "") == "/twice/rate");
-  r = testing::http_request(s.endpoint, "POST", "/v1/sweeps", twice_job(1500).dump());
+  r = testing::http_request(s.endpoint, "POST", "/v1/sweeps", twice_job(15000).dump());
   CHECK(r.status == 400);
   CHECK(json::parse(r.body)["error"].value("field", "") == "/twice/rate_rps");
   // Another kind's block in it is refused, and its block in another kind's spec too.

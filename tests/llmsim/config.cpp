@@ -51,6 +51,7 @@ Result<SimConfig> apply_json(SimConfig cfg, const nlohmann::json& j) {
     CAPSWEEP_SIM_KEY("prefill_ms_per_token", cfg.engine.prefill_ms_per_token, double)
     CAPSWEEP_SIM_KEY("tokens_per_chunk", cfg.tokens_per_chunk, std::uint64_t)
     CAPSWEEP_SIM_KEY("events_per_write", cfg.events_per_write, std::uint64_t)
+    CAPSWEEP_SIM_KEY("reasoning_tokens", cfg.reasoning_tokens, std::uint64_t)
     CAPSWEEP_SIM_KEY("load_time_s", cfg.load_time_s, double)
     CAPSWEEP_SIM_KEY("ready_lies", cfg.ready_lies, bool)
     CAPSWEEP_SIM_KEY("error_rate", cfg.error_rate, double)
@@ -87,6 +88,9 @@ Result<SimConfig> validate(const SimConfig& cfg) {
   if (auto e = validate(cfg.engine); !e) return e.error();
   if (cfg.model.empty()) return invalid("/model", "must not be empty");
   if (cfg.tokens_per_chunk < 1) return invalid("/tokens_per_chunk", "must be >= 1");
+  if (cfg.reasoning_tokens > cfg.engine.max_model_len) {
+    return invalid("/reasoning_tokens", "must be at most max_model_len");
+  }
   if (cfg.events_per_write < 1 || cfg.events_per_write > 4096) {
     return invalid("/events_per_write", "must be in [1, 4096]");
   }

@@ -20,7 +20,11 @@ struct SimConfig {
   EngineParams engine;
   std::uint32_t tokens_per_chunk = 1;  // tokens per SSE content chunk (first chunk: 1)
   std::uint32_t events_per_write = 1;  // SSE events grouped into one socket write
-  double load_time_s = 0;              // cold start: model loading time
+  // A reasoning model: the first N tokens of a chat answer are reasoning (delta
+  // "reasoning_content", counted in usage's completion_tokens_details.reasoning_tokens) before
+  // the visible content; max_tokens bounds both together, as vLLM's does.
+  std::uint32_t reasoning_tokens = 0;
+  double load_time_s = 0;  // cold start: model loading time
   ColdStartMode cold_start_mode = ColdStartMode::refuse;
   bool ready_lies = false;     // /health says 200 while loading
   double error_rate = 0;       // probability of an HTTP 500

@@ -212,6 +212,11 @@ void ChunkFormatter::append_usage_object(std::string& out, std::uint32_t complet
   append_uint(out, std::uint64_t{req_.prompt_tokens} + completion_tokens);
   out += R"(,"completion_tokens":)";
   append_uint(out, completion_tokens);
+  if (req_.reasoning_tokens > 0) {
+    out += R"(,"completion_tokens_details":{"reasoning_tokens":)";
+    append_uint(out, std::min(req_.reasoning_tokens, completion_tokens));
+    out += '}';
+  }
   out += '}';
 }
 
@@ -241,6 +246,8 @@ void ChunkFormatter::append_tokens(std::string& out, std::uint32_t first, std::u
     } else {
       out += R"("function":{"arguments":")";
     }
+  } else if (req_.api == Api::chat && first < req_.reasoning_tokens) {
+    out += R"({"index":0,"delta":{"reasoning_content":")";  // the caller never lets a chunk straddle
   } else {
     out += req_.api == Api::chat ? R"({"index":0,"delta":{"content":")" : R"({"index":0,"text":")";
   }
@@ -282,8 +289,8 @@ void ChunkFormatter::append_done(std::string& out) {
 }
 
 std::string ChunkFormatter::full_response(std::uint32_t completion_tokens) const {
-  std::string text;
-  for (std::uint32_t i = 0; i < completion_tokens; ++i) text += piece(i);
+  std::string text, reasoning;
+  for (std::uint32_t i = 0; i < completion_tokens; ++i) (i < req_.reasoning_tokens ? reasoning : text) += piece(i);
   json j;
   j["id"] = id_;
   j["created"] = created_;
@@ -292,6 +299,7 @@ std::string ChunkFormatter::full_response(std::uint32_t completion_tokens) const
   const std::string finish(finish_reason(completion_tokens));
   if (req_.api == Api::chat) {
     json message{{"role", "assistant"}, {"content", text}};
+    if (req_.reasoning_tokens > 0) message["reasoning_content"] = reasoning;
     if (req_.script.tool_call) {
       message["content"] = nullptr;
       message["tool_calls"] = json::array({{{"id", "call_" + id_},
@@ -305,6 +313,10 @@ std::string ChunkFormatter::full_response(std::uint32_t completion_tokens) const
   j["usage"] = {{"prompt_tokens", req_.prompt_tokens},
                 {"completion_tokens", completion_tokens},
                 {"total_tokens", req_.prompt_tokens + completion_tokens}};
+  if (req_.reasoning_tokens > 0) {
+    j["usage"]["completion_tokens_details"] = {
+        {"reasoning_tokens", std::min(req_.reasoning_tokens, completion_tokens)}};
+  }
   return j.dump();
 }
 

@@ -40,6 +40,8 @@ struct CompletionRequest {
     std::string finish_reason = "stop";  // once every piece was generated ("tool_calls" for a call)
   } script;
   std::uint32_t reported_tokens_extra = 0;  // the overrun fault: tokens generated past max_tokens
+  // Chat word-stream answers of a reasoning model: the first tokens are reasoning, not content.
+  std::uint32_t reasoning_tokens = 0;
 };
 
 // An OpenAI-style error: HTTP status and the body's message / type / param.

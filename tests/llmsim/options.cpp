@@ -58,6 +58,9 @@ void add_engine_options(CLI::App& app, SimConfig& cfg) {
       ->capture_default_str();
   app.add_option("--events-per-write", cfg.events_per_write, "SSE events grouped into one socket write")
       ->capture_default_str();
+  app.add_option("--reasoning-tokens", cfg.reasoning_tokens,
+                 "chat answers: the first N tokens are reasoning_content, before the visible content")
+      ->capture_default_str();
   app.add_option("--seed", cfg.seed, "seed of the generated text and the faults")->capture_default_str();
   app.add_option("--drain-s", cfg.drain_s, "on SIGTERM, seconds running streams may take to finish")
       ->capture_default_str();

@@ -157,7 +157,10 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
         return;
       }
       const std::uint32_t unformatted = emitted - formatted;
-      if (e.index == 0 || unformatted >= sim.cfg.tokens_per_chunk || finished || e.index >= disconnect_at) {
+      // A chunk never holds both reasoning and content: the last reasoning token ends one.
+      const bool reasoning_ends = req.reasoning_tokens > 0 && emitted == req.reasoning_tokens;
+      if (e.index == 0 || unformatted >= sim.cfg.tokens_per_chunk || finished || e.index >= disconnect_at ||
+          reasoning_ends) {
         formatter.append_tokens(pending, formatted, unformatted, emitted, finished);
         formatted = emitted;
         ++pending_events;
@@ -388,6 +391,7 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
     auto parsed = parse_completion_request(req.body(), api, cfg.model, cfg.seed, error);
     if (!parsed) co_return error_reply(req, error);
     script_answer(*parsed, cfg, rng);
+    if (api == Api::chat && parsed->script.pieces.empty()) parsed->reasoning_tokens = cfg.reasoning_tokens;
     if (cfg.error_rate > 0 && rng.uniform01() < cfg.error_rate) {
       co_return error_reply(req, {500, "injected server error", "InternalServerError", ""});
     }

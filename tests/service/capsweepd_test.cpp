@@ -363,7 +363,7 @@ TEST_CASE("capsweepd: malformed specs get a 4xx naming the field - nothing is st
       {with("/sweep/steps", 0), 400, "/sweep/steps"},
       {with("/sweep/step_duration_s", -5), 400, "/sweep/step_duration_s"},   // negative
       {with("/sweep/warmup_s", 10), 400, "/sweep/warmup_s"},                 // not shorter than the step
-      {with("/sweep/max_rate_rps", 5000), 400, "/sweep/max_rate_rps"},       // over the service's limit
+      {with("/sweep/max_rate_rps", 50000), 400, "/sweep/max_rate_rps"},      // over the service's limit
       {with("/slo/ttft_ms", json{{"p95", -800}}), 400, "/slo/ttft_ms/p95"},  // negative bound
       {with("/slo/itl_ms", json{{"p100", 50}}), 400, "/slo/itl_ms/p100"},    // percentile outside (0, 100)
       {with("/arrival/process", "bursty"), 400, "/arrival/process"},

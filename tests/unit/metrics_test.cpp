@@ -245,3 +245,57 @@ TEST_CASE("an open window merged over parts ends at the latest event of any part
   CHECK(m.window_end == 920ms);
   CHECK(m.completed == 2);
 }
+
+TEST_CASE("a reasoning request: TTFO at its first visible token, reasoning counted, ITL within each phase") {
+  StepAccumulator acc({0s, 10s, 12s, 1.0});
+  RequestRecord r;
+  r.scheduled = r.dispatched = r.sent = 0ms;
+  // 3 reasoning chunks every 10 ms from 100 ms, then 2 visible chunks every 20 ms from 150 ms.
+  for (int i = 0; i < 3; ++i) r.chunks.push_back({100ms + 10ms * i, 1, true});
+  for (int i = 0; i < 2; ++i) r.chunks.push_back({150ms + 20ms * i, 1, false});
+  r.output_tokens = 5;
+  r.reasoning_tokens = 3;
+  acc.add(r);
+  acc.add(ok_request(0ms, 50ms, 10ms, 3));  // a plain request: TTFO = TTFT
+  const auto m = std::move(acc).finish();
+  REQUIRE(m.ttfo_ms.count() == 2);
+  CHECK(m.ttfo_ms.max() == Approx(150));
+  CHECK(m.ttfo_ms.min() == Approx(50));
+  CHECK(m.ttft_ms.max() == Approx(100));
+  CHECK(m.requests_with_reasoning == 1);
+  CHECK(m.total_reasoning_tokens == 3);
+  REQUIRE(m.itl_reasoning_ms.count() == 2);
+  CHECK(m.itl_reasoning_ms.mean() == Approx(10));
+  REQUIRE(m.itl_output_ms.count() == 1);  // 150 -> 170; the 120 -> 150 hand-over is neither's
+  CHECK(m.itl_output_ms.mean() == Approx(20));
+  CHECK(m.itl_ms.count() == 4 + 2);  // the pooled ITL keeps every gap
+  const auto j = m.summary();
+  CHECK(j.at("total_reasoning_tokens") == 3);
+  CHECK(j.at("total_visible_tokens") == 5);  // 2 of the reasoning request + 3 of the plain one
+  CHECK(j.at("p50_ttfo_ms").get<double>() == Approx(100));
+  CHECK(j.contains("p95_itl_reasoning_ms"));
+  CHECK(j.contains("p95_itl_output_ms"));
+}
+
+TEST_CASE("a summary without reasoning states zero reasoning and TTFO equal to TTFT") {
+  StepAccumulator acc({0s, 10s, 12s, 1.0});
+  acc.add(ok_request(0ms, 80ms, 10ms, 3));
+  const auto j = std::move(acc).finish().summary();
+  CHECK(j.at("requests_with_reasoning") == 0);
+  CHECK(j.at("total_reasoning_tokens") == 0);
+  CHECK(j.at("p95_ttfo_ms").get<double>() == Approx(j.at("p95_ttft_ms").get<double>()));
+  CHECK_FALSE(j.contains("p95_itl_reasoning_ms"));
+}
+
+TEST_CASE("an incomplete request that only reasoned is censored for TTFO, not for TTFT") {
+  StepAccumulator acc({0s, 10s, 12s, 1.0});
+  RequestRecord r;
+  r.scheduled = r.dispatched = r.sent = 1s;
+  r.chunks.push_back({1100ms, 1, true});
+  r.outcome = Outcome::incomplete;
+  acc.add(r);
+  const auto m = std::move(acc).finish();
+  CHECK(m.incomplete_without_first_token_ms.empty());
+  REQUIRE(m.incomplete_without_first_output_ms.size() == 1);
+  CHECK(m.incomplete_without_first_output_ms[0] == Approx(11000));
+}

@@ -69,3 +69,35 @@ TEST_CASE("openai stream: malformed payloads are reported, never crash") {
   std::string deep(100, '[');
   CHECK(interpret_chunk("{\"a\":" + deep + "}").kind == Kind::malformed);
 }
+
+TEST_CASE("openai stream: reasoning deltas are tokens the user does not see; usage's reasoning tokens are read") {
+  auto think = interpret_chunk(R"({"choices":[{"index":0,"delta":{"reasoning_content":"hmm"}}]})");
+  CHECK(think.kind == Kind::content);
+  CHECK(think.reasoning);
+  auto think2 = interpret_chunk(R"({"choices":[{"index":0,"delta":{"reasoning":"so","content":null}}]})");
+  CHECK(think2.kind == Kind::content);
+  CHECK(think2.reasoning);
+  auto visible = interpret_chunk(R"({"choices":[{"index":0,"delta":{"content":"Hi"}}]})");
+  CHECK(visible.kind == Kind::content);
+  CHECK_FALSE(visible.reasoning);
+  // Both in one delta: the user sees a token.
+  auto both = interpret_chunk(R"({"choices":[{"index":0,"delta":{"reasoning_content":"x","content":"y"}}]})");
+  CHECK_FALSE(both.reasoning);
+  // Empty reasoning text is no token.
+  CHECK(interpret_chunk(R"({"choices":[{"index":0,"delta":{"reasoning_content":""}}]})").kind == Kind::empty);
+  auto usage = interpret_chunk(
+      R"({"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":30,"completion_tokens_details":{"reasoning_tokens":12}}})");
+  CHECK(usage.kind == Kind::usage_only);
+  CHECK(usage.completion_tokens == 30u);
+  CHECK(usage.reasoning_tokens == 12u);
+  // reasoning_tokens elsewhere is not usage's.
+  auto elsewhere = interpret_chunk(R"({"choices":[],"usage":{"completion_tokens":3},"reasoning_tokens":9})");
+  CHECK_FALSE(elsewhere.reasoning_tokens.has_value());
+  auto null_details =
+      interpret_chunk(R"({"choices":[],"usage":{"completion_tokens":3,"completion_tokens_details":null}})");
+  CHECK(null_details.kind == Kind::usage_only);
+  CHECK_FALSE(null_details.reasoning_tokens.has_value());
+  // A malformed details object is a malformed chunk, as any other.
+  CHECK(interpret_chunk(R"({"choices":[],"usage":{"completion_tokens_details":{"reasoning_tokens":}}})").kind ==
+        Kind::malformed);
+}

@@ -1,5 +1,6 @@
 #include "core/slo.hpp"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -235,4 +236,33 @@ TEST_CASE("slo: samples_needed agrees with the interval the verdict uses") {
   p99.latency.push_back({LatencyMetric::ttft, 99.0, 800});
   CHECK(samples_needed(p99).sized > need.sized);
   CHECK(samples_needed(p99).percentile_name == "p99_ttft_ms");
+}
+
+TEST_CASE("ttfo_ms bounds the first visible token: parsed, judged apart from TTFT, described") {
+  auto slo = parse_slo(json{{"ttfo_ms", {{"p95", 900}}}, {"ttft_ms", {{"p95", 800}}}}, "/slo").value();
+  REQUIRE(slo.latency.size() == 2);
+  const bool has_ttfo = std::any_of(slo.latency.begin(), slo.latency.end(),
+                                    [](const LatencyBound& b) { return b.metric == LatencyMetric::ttfo; });
+  CHECK(has_ttfo);
+  CHECK(to_string(LatencyMetric::ttfo) == "ttfo_ms");
+  // 1000 requests whose first token comes after 100..599 ms and whose first visible token
+  // 600 ms later (reasoning): TTFT passes, TTFO fails and limits.
+  StepWindow w{0s, 100s, 100s, 10};
+  StepAccumulator acc(w);
+  for (int i = 0; i < 1000; ++i) {
+    RequestRecord r;
+    r.scheduled = r.dispatched = r.sent = 50ms * i;
+    const Nanos first = r.scheduled + 1ms * (100 + i % 500);
+    r.chunks = {{first, 1, true}, {first + 600ms, 1, false}, {first + 620ms, 1, false}};
+    r.output_tokens = 3;
+    r.reasoning_tokens = 1;
+    acc.add(r);
+  }
+  const auto e = evaluate_slo(slo, std::move(acc).finish());
+  CHECK(e.verdict == Verdict::fail);
+  CHECK(e.limiting()->name == "p95_ttfo_ms");
+  CHECK(describe_slo(json{{"ttfo_ms", {{"p95", 900}}}}) == "TTFO p95 \u2264 900 ms");
+  // Its error paths are every latency bound's.
+  CHECK(parse_slo(json{{"ttfo_ms", {{"p95", -1}}}}, "/slo").error().field == "/slo/ttfo_ms/p95");
+  CHECK(parse_slo(json{{"ttfo_ms", 5}}, "/slo").error().field == "/slo/ttfo_ms");
 }

@@ -22,11 +22,9 @@ TEST_CASE("llmsim config: JSON keys apply onto the defaults") {
 
 TEST_CASE("llmsim config: bad settings name the key") {
   const std::vector<std::pair<std::string, std::string>> cases{
-      {R"({"max_num_seqs": -1})", "/max_num_seqs"},
-      {R"({"decode_base_ms": "8"})", "/decode_base_ms"},
-      {R"({"cold_start_mode": "slow"})", "/cold_start_mode"},
-      {R"({"ready_lies": 1})", "/ready_lies"},
-      {R"({"mystery": 1})", "/mystery"},
+      {R"({"max_num_seqs": -1})", "/max_num_seqs"},           {R"({"decode_base_ms": "8"})", "/decode_base_ms"},
+      {R"({"cold_start_mode": "slow"})", "/cold_start_mode"}, {R"({"ready_lies": 1})", "/ready_lies"},
+      {R"({"reasoning_tokens": "8"})", "/reasoning_tokens"},  {R"({"mystery": 1})", "/mystery"},
   };
   for (const auto& [text, field] : cases) {
     INFO(text);
@@ -40,6 +38,7 @@ TEST_CASE("llmsim config: bad settings name the key") {
       {R"({"disconnect_rate": -0.1})", "/disconnect_rate"},
       {R"({"events_per_write": 0})", "/events_per_write"},
       {R"({"tokens_per_chunk": 0})", "/tokens_per_chunk"},
+      {R"({"reasoning_tokens": 99999999})", "/reasoning_tokens"},
       {R"({"max_num_seqs": 0})", "/max_num_seqs"},
       {R"({"stall_ms": -5})", "/stall_ms"},
       {R"({"json_corrupt_rate": 2})", "/json_corrupt_rate"},

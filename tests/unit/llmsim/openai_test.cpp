@@ -150,3 +150,33 @@ TEST_CASE("llmsim openai: chat chunks use deltas and a role-only first chunk") {
   CHECK(full.at("usage").at("completion_tokens") == 4);
   CHECK(count_words(full.at("choices")[0].at("message").at("content").get<std::string>()) == 4);
 }
+
+TEST_CASE("llmsim openai: a reasoning model's first tokens are reasoning_content, counted in usage's details") {
+  auto r = parse_ok(R"({"model": "sim-8b", "messages": [{"role": "user", "content": "hi"}], "stream": true,
+      "stream_options": {"include_usage": true}})",
+                    Api::chat);
+  r.reasoning_tokens = 2;
+  ChunkFormatter f(r, "chatcmpl-2", 1);
+  std::string sse;
+  f.append_tokens(sse, 0, 1, 1, false);
+  f.append_tokens(sse, 1, 1, 2, false);
+  f.append_tokens(sse, 2, 2, 4, true);
+  f.append_usage(sse, 4);
+  auto ev = events(sse);
+  REQUIRE(ev.size() == 4);
+  CHECK(ev[0].at("choices")[0].at("delta").at("reasoning_content") == std::string(token_text(r.text_seed, 0)));
+  CHECK_FALSE(ev[0].at("choices")[0].at("delta").contains("content"));
+  CHECK(ev[1].at("choices")[0].at("delta").contains("reasoning_content"));
+  CHECK(ev[2].at("choices")[0].at("delta").at("content") ==
+        std::string(token_text(r.text_seed, 2)) + std::string(token_text(r.text_seed, 3)));
+  CHECK(ev[3].at("usage").at("completion_tokens") == 4);
+  CHECK(ev[3].at("usage").at("completion_tokens_details").at("reasoning_tokens") == 2);
+  // Not streamed: the reasoning apart from the content, and the same usage.
+  auto full = json::parse(f.full_response(5));
+  const auto& message = full.at("choices")[0].at("message");
+  CHECK(count_words(message.at("reasoning_content").get<std::string>()) == 2);
+  CHECK(count_words(message.at("content").get<std::string>()) == 3);
+  CHECK(full.at("usage").at("completion_tokens_details").at("reasoning_tokens") == 2);
+  // Fewer tokens than the reasoning: all of them reasoning.
+  CHECK(json::parse(f.full_response(1)).at("usage").at("completion_tokens_details").at("reasoning_tokens") == 1);
+}
