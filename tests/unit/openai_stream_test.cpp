@@ -70,7 +70,7 @@ TEST_CASE("openai stream: malformed payloads are reported, never crash") {
   CHECK(interpret_chunk("{\"a\":" + deep + "}").kind == Kind::malformed);
 }
 
-TEST_CASE("openai stream: reasoning deltas are tokens the user does not see; usage's reasoning tokens are read") {
+TEST_CASE("openai stream: reasoning deltas are tokens the user does not see, and usage reasoning tokens are read") {
   auto think = interpret_chunk(R"({"choices":[{"index":0,"delta":{"reasoning_content":"hmm"}}]})");
   CHECK(think.kind == Kind::content);
   CHECK(think.reasoning);
