@@ -81,8 +81,19 @@ void StepDecider::add(const RequestRecord& r) {
   ++ended_;
   const bool ok = r.outcome == Outcome::ok && !r.chunks.empty();
   if (!ok) {
-    // Failed requests give no latency (as in the step's metrics); cancelled ones are not the target's.
-    if (r.outcome != Outcome::cancelled) ++failed_;
+    // Failed requests give no latency (as in the step's metrics); cancelled ones are not the
+    // target's, nor abandoned ones, whose wait so far counts above any bound it exceeded.
+    if (r.outcome == Outcome::abandoned) {
+      const double elapsed = to_ms(r.finished - r.scheduled);
+      for (Bound& b : bounds_) {
+        const bool censored = b.metric == LatencyMetric::e2el ||
+                              (b.metric == LatencyMetric::ttft && r.chunks.empty()) ||
+                              (b.metric == LatencyMetric::ttfo && !r.first_output_token());
+        if (censored && elapsed > b.bound_ms) ++b.n;
+      }
+    } else if (r.outcome != Outcome::cancelled) {
+      ++failed_;
+    }
     return;
   }
   if (StepAccumulator::is_good(r, goodput_)) ++good_;

@@ -63,9 +63,12 @@ nlohmann::json StepMetrics::summary(const std::vector<double>& percentiles) cons
   j["achieved_rate_rps"] = achieved_rate_rps();
   nlohmann::json errors = nlohmann::json::object();
   for (std::size_t i = 1; i < kOutcomeCount; ++i) {
-    if (outcomes[i]) errors[std::string(to_string(static_cast<Outcome>(i)))] = outcomes[i];
+    if (outcomes[i] && static_cast<Outcome>(i) != Outcome::abandoned) {
+      errors[std::string(to_string(static_cast<Outcome>(i)))] = outcomes[i];
+    }
   }
   j["errors"] = std::move(errors);
+  j["abandoned"] = abandoned();
   j["incomplete"] = outcomes[static_cast<std::size_t>(Outcome::incomplete)];
 
   auto put = [&](const char* name, const SampleSet& s) {
@@ -195,6 +198,14 @@ void StepAccumulator::add(const RequestRecord& r) {
     if (in_window(r.sent)) ++m_.sent_in_window;
     m_.schedule_lag_ms.add(to_ms(r.dispatched - r.scheduled));
     m_.client_queue_ms.add(to_ms(r.sent - r.dispatched));
+  }
+  if (r.outcome == Outcome::abandoned) {
+    // What the user had waited when giving up: E2EL (and TTFT, TTFO when none came yet) is at
+    // least this. Not a latency sample, but a bound exceeded counts against it.
+    const double elapsed = to_ms(r.finished - r.scheduled);
+    m_.incomplete_elapsed_ms.push_back(elapsed);
+    if (r.chunks.empty()) m_.incomplete_without_first_token_ms.push_back(elapsed);
+    if (!r.first_output_token()) m_.incomplete_without_first_output_ms.push_back(elapsed);
   }
   if (r.outcome == Outcome::incomplete) {
     const double elapsed = to_ms(window_.drain_end - r.scheduled);

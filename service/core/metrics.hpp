@@ -78,7 +78,8 @@ struct StepMetrics {
   // Over every measured request the generator took up (all outcomes but `cancelled`).
   SampleSet schedule_lag_ms;  // dispatched - scheduled
   SampleSet client_queue_ms;  // sent - dispatched (concurrency cap waits)
-  // Incomplete requests: elapsed time since scheduled at drain end (lower bounds).
+  // Incomplete requests: elapsed time since scheduled at drain end; abandoned ones: at the
+  // moment their user gave up (lower bounds, for the SLO's censoring).
   std::vector<double> incomplete_without_first_token_ms;   // no first token: TTFT censored here
   std::vector<double> incomplete_elapsed_ms;               // every incomplete: E2EL censored
   std::vector<double> incomplete_without_first_output_ms;  // no visible token: TTFO censored here
@@ -106,7 +107,9 @@ struct StepMetrics {
   double offered_rate_rps = 0;
 
   double duration_s() const noexcept { return to_s(window_end - window_start); }
-  std::uint64_t failed() const noexcept { return measured - completed; }
+  // Measured requests whose user gave up (workload.abandon): neither completed nor failed.
+  std::uint64_t abandoned() const noexcept { return outcomes[static_cast<std::size_t>(Outcome::abandoned)]; }
+  std::uint64_t failed() const noexcept { return measured - completed - abandoned(); }
   // Failed or incomplete measured requests over measured requests (0 when none measured).
   double error_rate() const noexcept;
   double request_throughput() const noexcept;  // successful completions in window per second

@@ -26,6 +26,8 @@ std::string_view to_string(Outcome o) noexcept {
       return "incomplete";
     case Outcome::client_error:
       return "client_error";
+    case Outcome::abandoned:
+      return "abandoned";
   }
   return "unknown";
 }

@@ -25,8 +25,9 @@ enum class Outcome : std::uint8_t {
   cancelled,     // the step was cancelled while the request ran
   incomplete,    // still running when the drain timeout ended
   client_error,  // the load generator itself failed on this request (e.g. out of memory)
+  abandoned,     // the user gave up (workload.abandon): closed before the end, not an error
 };
-inline constexpr std::size_t kOutcomeCount = 11;
+inline constexpr std::size_t kOutcomeCount = 12;
 
 std::string_view to_string(Outcome o) noexcept;
 
@@ -51,6 +52,11 @@ struct RequestRecord {
   // when the server sent it, else the reasoning chunks' tokens counted.
   std::uint32_t reasoning_tokens = 0;
   Outcome outcome = Outcome::ok;
+  // A user who gives up (workload.abandon): with no first token by abandon_at (from the step's
+  // origin), or after abandon_after_tokens tokens (0: never), the client closes the stream
+  // and the request ends `abandoned`.
+  std::optional<Nanos> abandon_at;
+  std::uint32_t abandon_after_tokens = 0;
   // When set (quality requests, never a timed step's): every SSE data payload of the answer,
   // or the whole body of a non-streamed one, is appended here as it arrives.
   std::vector<std::string>* events = nullptr;

@@ -13,7 +13,7 @@ std::optional<double> pct(const std::vector<double>& sorted, double q) {
 }
 
 bool is_failure(Outcome o) {
-  return o != Outcome::ok && o != Outcome::cancelled;
+  return o != Outcome::ok && o != Outcome::cancelled && o != Outcome::abandoned;
 }
 
 constexpr double kBucketRatio = 1.01;

@@ -55,6 +55,7 @@ bool is_timeout(const beast::error_code& ec) {
 // end marker, a failure (an error event, a malformed one), and the server's usage figures.
 struct StreamTally {
   std::uint64_t last_completion_tokens = 0;
+  std::uint64_t tokens_seen = 0;  // content tokens so far
   std::optional<std::uint64_t> usage_completion, usage_prompt, usage_reasoning;
   bool saw_done = false, failed = false;
 
@@ -73,6 +74,7 @@ struct StreamTally {
           last_completion_tokens = *sc.completion_tokens;
         }
         rec.chunks.push_back({now, tokens, sc.reasoning});
+        tokens_seen += tokens;
         break;
       }
       case StreamChunk::Kind::done:
@@ -256,6 +258,26 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
     c.lowest().expires_at(std::min(SteadyClock::now() + target.read_timeout, deadline));
   }
 
+  // The deadline of the next read: the request's, or sooner while its user waits for a first
+  // token and would give up (rec.abandon_at).
+  static SteadyClock::time_point read_deadline(const RequestRecord& rec, SteadyClock::time_point origin,
+                                               SteadyClock::time_point deadline) {
+    if (rec.abandon_at && rec.chunks.empty()) return std::min(deadline, origin + *rec.abandon_at);
+    return deadline;
+  }
+
+  // Whether a read that failed with `ec` was the user giving up: the wait for a first token
+  // outlasted its patience, and nothing else ended it.
+  bool gave_up(const beast::error_code& ec, const RequestRecord& rec, SteadyClock::time_point origin) const {
+    return !cancelled && is_timeout(ec) && rec.abandon_at && rec.chunks.empty() &&
+           SteadyClock::now() >= origin + *rec.abandon_at;
+  }
+
+  // Whether the user reads no further: the stream reached the tokens it would read.
+  static bool read_enough(const RequestRecord& rec, const StreamTally& tally) {
+    return rec.abandon_after_tokens > 0 && tally.tokens_seen >= rec.abandon_after_tokens;
+  }
+
   // Writes the request, stamping rec.sent; false (with rec.outcome set) when it fails.
   template <class Stream>
   asio::awaitable<bool> write_request(Stream& stream, Connection& c, bhttp::request<bhttp::string_body>& req,
@@ -275,10 +297,10 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
     if (!co_await write_request(stream, c, req, rec, origin, deadline)) co_return;
     bhttp::response_parser<bhttp::buffer_body> parser;
     parser.body_limit(boost::none);
-    arm(c, deadline);
+    arm(c, read_deadline(rec, origin, deadline));
     auto [hec, hn] = co_await bhttp::async_read_header(stream, c.buffer, parser, use_tuple);
     if (hec) {
-      rec.outcome = io_failure(hec);
+      rec.outcome = gave_up(hec, rec, origin) ? Outcome::abandoned : io_failure(hec);
       co_return;
     }
     const unsigned status = parser.get().result_int();
@@ -292,7 +314,7 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
     while (!parser.is_done()) {
       parser.get().body().data = chunk;
       parser.get().body().size = sizeof chunk;
-      arm(c, deadline);
+      arm(c, read_deadline(rec, origin, deadline));
       auto [rec_ec, n] = co_await bhttp::async_read_some(stream, c.buffer, parser, use_tuple);
       const std::size_t got = sizeof chunk - parser.get().body().size;
       const Nanos now = SteadyClock::now() - origin;  // arrival of this piece
@@ -311,10 +333,17 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
         }
       }
       if (rec_ec) {
-        rec.outcome = io_failure(rec_ec, ok_status ? Outcome::stream_error : status_outcome(status));
+        rec.outcome = ok_status && gave_up(rec_ec, rec, origin)
+                          ? Outcome::abandoned
+                          : io_failure(rec_ec, ok_status ? Outcome::stream_error : status_outcome(status));
         co_return;
       }
       if (tally.failed) break;
+      if (ok_status && read_enough(rec, tally) && !parser.is_done()) {
+        // The user stops reading: the connection is closed, so the server sees it go.
+        rec.outcome = Outcome::abandoned;
+        co_return;
+      }
     }
     if (!ok_status) {
       rec.outcome = status_outcome(status);

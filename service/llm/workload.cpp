@@ -108,6 +108,39 @@ std::string PromptSynth::calibration_text(std::uint32_t words) {
   return out;
 }
 
+Result<AbandonSpec> parse_abandon(const nlohmann::json& j, const std::string& field) {
+  if (!j.is_object()) return invalid(field, "must be an object such as {\"no_first_token_s\": 10}");
+  AbandonSpec a;
+  bool fraction_given = false;
+  for (const auto& [key, value] : j.items()) {
+    const std::string f = field + "/" + key;
+    if (key == "no_first_token_s") {
+      if (!value.is_number() || !(value.get<double>() > 0) || value.get<double>() > 3600) {
+        return invalid(f, "must be a number of seconds in (0, 3600]");
+      }
+      a.no_first_token = Nanos(static_cast<Nanos::rep>(std::llround(value.get<double>() * 1e9)));
+    } else if (key == "after_tokens") {
+      if (!value.is_number_integer() || value.get<std::int64_t>() < 1 || value.get<std::int64_t>() > 1'000'000) {
+        return invalid(f, "must be an integer number of tokens in [1, 1000000]");
+      }
+      a.after_tokens = value.get<std::uint32_t>();
+    } else if (key == "fraction") {
+      if (!value.is_number() || !(value.get<double>() > 0) || value.get<double>() > 1) {
+        return invalid(f, "must be a share of the streams in (0, 1]");
+      }
+      a.fraction = value.get<double>();
+      fraction_given = true;
+    } else {
+      return invalid(f, "unknown abandon field (expected no_first_token_s, after_tokens or fraction)");
+    }
+  }
+  if (!a.no_first_token && a.after_tokens == 0) {
+    return invalid(field, "give no_first_token_s, after_tokens or both");
+  }
+  if (fraction_given && a.after_tokens == 0) return invalid(field + "/fraction", "fraction needs after_tokens");
+  return a;
+}
+
 Result<WorkloadSpec> parse_workload(const nlohmann::json& j, const std::string& field) {
   if (!j.is_object()) return invalid(field, "must be an object");
   WorkloadSpec w;
@@ -128,10 +161,14 @@ Result<WorkloadSpec> parse_workload(const nlohmann::json& j, const std::string& 
       auto d = parse_dataset_ref(value, f);
       if (!d) return d.error();
       w.dataset = std::move(*d);
+    } else if (key == "abandon") {
+      auto a = parse_abandon(value, f);
+      if (!a) return a.error();
+      w.abandon = *a;
     } else {
       return invalid(f,
                      "unknown workload field (expected prompt_tokens, output_tokens, seed, "
-                     "shared_prefix_tokens or dataset)");
+                     "shared_prefix_tokens, dataset or abandon)");
     }
   }
   if (w.dataset) {
@@ -173,6 +210,14 @@ std::size_t Workload::entry_of(std::uint64_t index) const {
 WorkItem Workload::item(std::uint64_t index) const {
   Rng rng(mix(spec_.seed ^ mix(index ^ 0xabcdef)));
   WorkItem w;
+  if (spec_.abandon) {
+    // A draw of its own, so that the prompts and lengths do not change with abandonment.
+    Rng abandon_rng(mix(spec_.seed ^ mix(index ^ 0xa8a4d0a)));
+    w.abandon_without_first_token = spec_.abandon->no_first_token;
+    if (spec_.abandon->after_tokens > 0 && abandon_rng.uniform01() < spec_.abandon->fraction) {
+      w.abandon_after_tokens = spec_.abandon->after_tokens;
+    }
+  }
   if (!dataset_.empty()) {
     const auto& d = dataset_[entry_of(index)];
     w.prompt = d.prompt;

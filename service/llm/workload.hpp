@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "core/lengths.hpp"
 #include "core/random.hpp"
+#include "core/time.hpp"
 #include "llm/dataset.hpp"
 
 namespace capsweep::llm {
@@ -23,6 +24,9 @@ struct WorkItem {
   std::string messages;            // a dataset's chat messages (JSON array text); "" = one user turn of `prompt`
   std::uint32_t input_tokens = 0;  // expected (synthesised: the target; dataset: estimated)
   std::uint32_t max_tokens = 1;
+  // How this request's user gives up (workload.abandon), drawn from the seed and the index.
+  std::optional<Nanos> abandon_without_first_token;  // from its scheduled time
+  std::uint32_t abandon_after_tokens = 0;            // 0: reads to the end
 };
 
 // Builds prompts of a requested token count from a fixed word list, knowing how many tokens
@@ -59,13 +63,25 @@ struct DatasetRef {
 
 // The workload part of a job spec: {"prompt_tokens": dist, "output_tokens": dist, "seed",
 // "shared_prefix_tokens", "dataset"}.
+// Users who give up as real ones do: after `no_first_token` without a first token, and a
+// `fraction` of the streams after `after_tokens` tokens (each request drawn from the seed).
+struct AbandonSpec {
+  std::optional<Nanos> no_first_token;
+  std::uint32_t after_tokens = 0;  // 0: no stream is cut after a number of tokens
+  double fraction = 1.0;
+};
+
 struct WorkloadSpec {
   LengthDist prompt_tokens = LengthDist::fixed(200);
   LengthDist output_tokens = LengthDist::fixed(64);
   std::uint64_t seed = 0;
   std::uint32_t shared_prefix_tokens = 0;
   std::optional<DatasetRef> dataset;
+  std::optional<AbandonSpec> abandon;
 };
+// {"no_first_token_s": T, "after_tokens": k, "fraction": f}: at least one of the first two;
+// fraction (0, 1], default 1, only with after_tokens. Errors name the field.
+Result<AbandonSpec> parse_abandon(const nlohmann::json& j, const std::string& field);
 Result<WorkloadSpec> parse_workload(const nlohmann::json& j, const std::string& field = "/workload");
 // What a workload object as the caller wrote it (before defaults are filled in) may not
 // combine with a dataset: prompt lengths or a shared prefix (the dataset gives the prompts),

@@ -193,6 +193,8 @@ struct StepState {
     try {
       const llm::WorkItem item = workload.item(spec.request_index_base + index);
       rec.input_tokens = item.input_tokens;
+      if (item.abandon_without_first_token) rec.abandon_at = scheduled + *item.abandon_without_first_token;
+      rec.abandon_after_tokens = item.abandon_after_tokens;
       rec.chunks.reserve(std::min<std::uint32_t>(item.max_tokens, 4096));  // no regrowth on typical answers
       std::string body = llm::completion_body(target, item.prompt, item.max_tokens, item.messages);
       progress.sent.fetch_add(1, std::memory_order_relaxed);

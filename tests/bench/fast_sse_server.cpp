@@ -25,8 +25,10 @@ std::string sse_response() {
   std::string events;
   const char* words[] = {" a", " b", " c", " d"};
   for (int i = 0; i < 4; ++i) {
-    events += std::string(R"(data: {"id":"cmpl-1","object":"text_completion","model":"sim-8b","choices":[{"index":0,"text":")") +
-              words[i] + R"(","finish_reason":)" + (i == 3 ? "\"length\"" : "null") + "}]}\n\n";
+    events +=
+        std::string(
+            R"(data: {"id":"cmpl-1","object":"text_completion","model":"sim-8b","choices":[{"index":0,"text":")") +
+        words[i] + R"(","finish_reason":)" + (i == 3 ? "\"length\"" : "null") + "}]}\n\n";
   }
   events += R"(data: {"id":"cmpl-1","object":"text_completion","model":"sim-8b","choices":[],)"
             R"("usage":{"prompt_tokens":16,"total_tokens":20,"completion_tokens":4}})"

@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
 
 #include "integration/llmsim_fixture.hpp"
 #include "service/daemon_fixture.hpp"
@@ -21,6 +23,58 @@ bool ended(const json& v) {
   return s == "succeeded" || s == "failed" || s == "cancelled";
 }
 
+// llmsim's count of streams that ended before their last token (its client went away).
+double sim_aborted(const SimFixture& sim) {
+  const auto r = http_request(sim.endpoint(), "GET", "/metrics");
+  std::istringstream lines(r.body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("llmsim:request_aborted_total", 0) == 0) return std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return -1;
+}
+
+// A check job of `rate` req/s for `duration_s` against the simulator, giving up as `abandon` says.
+json abandon_check(const SimFixture& sim, double rate, double duration_s, const json& abandon) {
+  const std::string url = "http://127.0.0.1:" + std::to_string(sim.endpoint().port());
+  return {{"name", "impatient users"},
+          {"kind", "check"},
+          {"target", {{"base_url", url}, {"api", "completions"}, {"model", "sim-8b"}}},
+          {"workload",
+           {{"prompt_tokens", {{"dist", "fixed"}, {"value", 200}}},
+            {"output_tokens", {{"dist", "fixed"}, {"value", 64}}},
+            {"seed", 5},
+            {"abandon", abandon}}},
+          {"arrival", {{"process", "poisson"}}},
+          {"check", {{"rate_rps", rate}, {"duration_s", duration_s}, {"warmup_s", 1}}},
+          {"slo", {{"ttft_ms", {{"p95", 2000}}}, {"max_error_rate", 0.01}}}};
+}
+
+// The rows of a job's requests.csv whose outcome is `outcome`.
+std::size_t rows_with(const Daemon& d, const std::string& id, const std::string& outcome) {
+  const auto csv = d.get("/v1/sweeps/" + id + "/requests.csv");
+  std::istringstream lines(csv.body);
+  std::string line;
+  std::getline(lines, line);  // header
+  std::size_t n = 0;
+  while (std::getline(lines, line)) {
+    std::vector<std::string> cells;
+    std::istringstream cs(line);
+    for (std::string cell; std::getline(cs, cell, ',');) cells.push_back(cell);
+    if (cells.size() > 11 && cells[11] == outcome) ++n;
+  }
+  return n;
+}
+
+// Waits (bounded) until the simulator has noticed `expected` aborted streams; its last count.
+double await_aborted(const SimFixture& sim, double expected) {
+  double seen = sim_aborted(sim);
+  for (int i = 0; i < 100 && seen < expected; ++i) {
+    std::this_thread::sleep_for(100ms);
+    seen = sim_aborted(sim);
+  }
+  return seen;
+}
+
 }  // namespace
 
 TEST_CASE("traffic: a reasoning model's TTFO - TTFT is its reasoning tokens x the iteration time") {
@@ -33,18 +87,17 @@ TEST_CASE("traffic: a reasoning model's TTFO - TTFT is its reasoning tokens x th
   TempDir dir;
   Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
   const std::string url = "http://127.0.0.1:" + std::to_string(sim.endpoint().port());
-  const json spec = {
-      {"name", "reasoning check"},
-      {"kind", "check"},
-      {"target", {{"base_url", url}, {"api", "chat"}, {"model", "sim-8b"}}},
-      {"workload",
-       {{"prompt_tokens", {{"dist", "fixed"}, {"value", 50}}},
-        {"output_tokens", {{"dist", "fixed"}, {"value", 64}}},
-        {"seed", 3}}},
-      {"arrival", {{"process", "poisson"}}},
-      {"check", {{"rate_rps", 10}, {"duration_s", 9}, {"warmup_s", 1}}},
-      // TTFT easily met; the first visible token 200 ms later cannot meet 100 ms.
-      {"slo", {{"ttft_ms", {{"p95", 150}}}, {"ttfo_ms", {{"p95", 100}}}, {"max_error_rate", 0.01}}}};
+  const json spec = {{"name", "reasoning check"},
+                     {"kind", "check"},
+                     {"target", {{"base_url", url}, {"api", "chat"}, {"model", "sim-8b"}}},
+                     {"workload",
+                      {{"prompt_tokens", {{"dist", "fixed"}, {"value", 50}}},
+                       {"output_tokens", {{"dist", "fixed"}, {"value", 64}}},
+                       {"seed", 3}}},
+                     {"arrival", {{"process", "poisson"}}},
+                     {"check", {{"rate_rps", 10}, {"duration_s", 9}, {"warmup_s", 1}}},
+                     // TTFT easily met; the first visible token 200 ms later cannot meet 100 ms.
+                     {"slo", {{"ttft_ms", {{"p95", 150}}}, {"ttfo_ms", {{"p95", 100}}}, {"max_error_rate", 0.01}}}};
   auto r = d.post("/v1/sweeps", spec.dump());
   INFO(r.body);
   REQUIRE(r.status == 201);
@@ -59,8 +112,8 @@ TEST_CASE("traffic: a reasoning model's TTFO - TTFT is its reasoning tokens x th
   const auto completed = s["completed"].get<std::uint64_t>();
   REQUIRE(completed > 50);
   CHECK(s["requests_with_reasoning"] == completed);
-  CHECK(s["total_reasoning_tokens"] == 20 * completed);     // usage's completion_tokens_details
-  CHECK(s["total_visible_tokens"] == 44 * completed);       // max_tokens bounds both
+  CHECK(s["total_reasoning_tokens"] == 20 * completed);  // usage's completion_tokens_details
+  CHECK(s["total_visible_tokens"] == 44 * completed);    // max_tokens bounds both
   CHECK(s["total_output_tokens"] == 64 * completed);
   // The model's prediction: 20 iterations of 10 ms (timer slack on a loaded machine is the
   // only error, and it applies to both ends alike).
@@ -98,4 +151,60 @@ TEST_CASE("traffic: a spec's ttfo_ms bound is checked like every latency bound")
   CHECK(r.status == 400);
   CHECK(json::parse(r.body)["error"].value("field", "").rfind("/slo/ttfo_ms", 0) == 0);
   CHECK(d.get_json("/v1/sweeps")["sweeps"].empty());  // nothing stored
+}
+
+TEST_CASE("traffic: users who wait too long for a first token give up, and the server sees every one go") {
+  llmsim::SimConfig cfg;
+  cfg.engine.decode_base_ms = 10;
+  cfg.engine.decode_per_seq_ms = 0;
+  // 200 prompt tokens: the first token after ~300 ms; prefill alone holds ~3.3 req/s, so 1.5
+  // req/s leaves the server no backlog at the end (it sees every disconnect within seconds).
+  cfg.engine.prefill_ms_per_token = 1.5;
+  SimFixture sim(cfg);
+  TempDir dir;
+  Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
+  auto r = d.post("/v1/sweeps", abandon_check(sim, 1.5, 8, {{"no_first_token_s", 0.1}}).dump());
+  INFO(r.body);
+  REQUIRE(r.status == 201);
+  const std::string id = json::parse(r.body)["id"].get<std::string>();
+  const json view = d.wait_for(id, ended, 60s);
+  INFO(view.dump(1));
+  REQUIRE(view["status"] == "succeeded");
+  const json s = d.get_json("/v1/sweeps/" + id + "/steps")["steps"][0]["summary"];
+  const auto measured = s["measured"].get<std::uint64_t>();
+  CHECK(measured > 5);
+  CHECK(s["abandoned"] == measured);  // nobody waits 300 ms when patient for 100
+  CHECK(s["completed"] == 0);
+  CHECK(s["error_rate"] == 0.0);  // giving up is not an error
+  CHECK(s["errors"].empty());
+  // Waits of 100 ms say nothing against a 2-s TTFT bound, and no request completed: the
+  // verdict cannot be a pass.
+  CHECK(view["result"]["verdict"] != "pass");
+  const std::size_t gone = rows_with(d, id, "abandoned");
+  CHECK(gone >= measured);
+  CHECK(await_aborted(sim, static_cast<double>(gone)) == static_cast<double>(gone));
+}
+
+TEST_CASE("traffic: a fraction of the streams closed after k tokens: their own outcome, seen by the server") {
+  SimFixture sim(llmsim::SimConfig{});
+  TempDir dir;
+  Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
+  auto r = d.post("/v1/sweeps", abandon_check(sim, 10, 6, {{"after_tokens", 5}, {"fraction", 0.5}}).dump());
+  INFO(r.body);
+  REQUIRE(r.status == 201);
+  const std::string id = json::parse(r.body)["id"].get<std::string>();
+  const json view = d.wait_for(id, ended, 60s);
+  INFO(view.dump(1));
+  REQUIRE(view["status"] == "succeeded");
+  const json s = d.get_json("/v1/sweeps/" + id + "/steps")["steps"][0]["summary"];
+  const auto measured = s["measured"].get<std::uint64_t>();
+  const auto abandoned = s["abandoned"].get<std::uint64_t>();
+  REQUIRE(measured > 40);
+  CHECK(s["completed"].get<std::uint64_t>() + abandoned == measured);
+  CHECK(static_cast<double>(abandoned) / static_cast<double>(measured) == Approx(0.5).margin(0.2));
+  CHECK(s["error_rate"] == 0.0);
+  CHECK(s["request_goodput"].get<double>() > 0);
+  const std::size_t gone = rows_with(d, id, "abandoned");
+  CHECK(gone >= abandoned);
+  CHECK(await_aborted(sim, static_cast<double>(gone)) == static_cast<double>(gone));
 }

@@ -299,3 +299,33 @@ TEST_CASE("an incomplete request that only reasoned is censored for TTFO, not fo
   REQUIRE(m.incomplete_without_first_output_ms.size() == 1);
   CHECK(m.incomplete_without_first_output_ms[0] == Approx(11000));
 }
+
+TEST_CASE("abandoned requests are their own outcome: no error, no latency sample, in goodput's denominator") {
+  StepAccumulator acc({0s, 10s, 12s, 1.0});
+  acc.add(ok_request(0ms, 100ms, 10ms, 3));
+  RequestRecord waited;  // gave up after 2 s without a first token
+  waited.scheduled = waited.dispatched = waited.sent = 1s;
+  waited.finished = 3s;
+  waited.outcome = Outcome::abandoned;
+  acc.add(waited);
+  RequestRecord cut = ok_request(2s, 2100ms, 10ms, 4);  // read 4 tokens, then closed
+  cut.finished = 2130ms;
+  cut.outcome = Outcome::abandoned;
+  acc.add(cut);
+  const auto m = std::move(acc).finish();
+  CHECK(m.measured == 3);
+  CHECK(m.completed == 1);
+  CHECK(m.abandoned() == 2);
+  CHECK(m.failed() == 0);
+  CHECK(m.error_rate() == 0);
+  CHECK(m.ttft_ms.count() == 1);  // only the completed request's
+  CHECK(m.goodput_attainment() == Approx(1.0 / 3));
+  // Their waits are lower bounds: TTFT >= 2 s for the one with no token, E2EL for both.
+  REQUIRE(m.incomplete_without_first_token_ms.size() == 1);
+  CHECK(m.incomplete_without_first_token_ms[0] == Approx(2000));
+  REQUIRE(m.incomplete_elapsed_ms.size() == 2);
+  const auto j = m.summary();
+  CHECK(j.at("abandoned") == 2);
+  CHECK_FALSE(j.at("errors").contains("abandoned"));
+  CHECK(j.at("failed") == 0);
+}

@@ -266,3 +266,33 @@ TEST_CASE("ttfo_ms bounds the first visible token: parsed, judged apart from TTF
   CHECK(parse_slo(json{{"ttfo_ms", {{"p95", -1}}}}, "/slo").error().field == "/slo/ttfo_ms/p95");
   CHECK(parse_slo(json{{"ttfo_ms", 5}}, "/slo").error().field == "/slo/ttfo_ms");
 }
+
+TEST_CASE("users who gave up waiting count against a TTFT bound their wait exceeded, never for it") {
+  // 10% of the users give up after 1 s without a first token: a server that never answers
+  // them must not look fast because their requests leave the percentiles.
+  const auto step = [](double patience_s) {
+    StepAccumulator acc(StepWindow{0s, 100s, 130s, 10.0});
+    for (int i = 0; i < 1000; ++i) {
+      RequestRecord r;
+      r.scheduled = r.dispatched = r.sent = 10ms * i;
+      if (i % 10 == 0) {
+        r.outcome = Outcome::abandoned;
+        r.finished = r.scheduled + Nanos(static_cast<Nanos::rep>(patience_s * 1e9));
+      } else {
+        r.chunks = {{r.scheduled + 100ms, 1}, {r.scheduled + 120ms, 1}};
+        r.output_tokens = 2;
+      }
+      acc.add(r);
+    }
+    return std::move(acc).finish();
+  };
+  SloSpec slo;
+  slo.latency.push_back({LatencyMetric::ttft, 95.0, 800});
+  const auto impatient = evaluate_slo(slo, step(1.0));  // waited 1 s > 800 ms: above the bound
+  CHECK(impatient.verdict == Verdict::fail);
+  CHECK(std::isinf(impatient.criteria[0].measured));
+  const auto quick = evaluate_slo(slo, step(0.5));  // gave up at 500 ms: says nothing past 800
+  CHECK(quick.criteria[0].measured == Approx(100));
+  CHECK(quick.verdict == Verdict::pass);
+  CHECK(step(1.0).error_rate() == 0);
+}

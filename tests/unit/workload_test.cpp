@@ -116,3 +116,55 @@ TEST_CASE("workload: JSONL prompts parse, and errors name the line") {
   CHECK(parse_jsonl("{\"prompt\": \"\"}\n").error().message.find("empty") != std::string::npos);
   CHECK_FALSE(parse_jsonl("\n\n").has_value());
 }
+
+TEST_CASE("workload: abandon parses its fields, and every bad value names its field") {
+  auto w = parse_workload(json{{"abandon", {{"no_first_token_s", 2.5}, {"after_tokens", 8}, {"fraction", 0.25}}}});
+  REQUIRE(w.has_value());
+  REQUIRE(w->abandon.has_value());
+  CHECK(w->abandon->no_first_token == std::chrono::milliseconds(2500));
+  CHECK(w->abandon->after_tokens == 8);
+  CHECK(w->abandon->fraction == 0.25);
+  auto only_wait = parse_workload(json{{"abandon", {{"no_first_token_s", 1}}}}).value();
+  CHECK(only_wait.abandon->after_tokens == 0);
+  CHECK(only_wait.abandon->fraction == 1.0);
+  CHECK_FALSE(parse_workload(json::object()).value().abandon.has_value());
+  const std::vector<std::pair<json, std::string>> bad{
+      {json{{"no_first_token_s", 0}}, "/workload/abandon/no_first_token_s"},
+      {json{{"no_first_token_s", "3"}}, "/workload/abandon/no_first_token_s"},
+      {json{{"no_first_token_s", 4000}}, "/workload/abandon/no_first_token_s"},
+      {json{{"after_tokens", 0}}, "/workload/abandon/after_tokens"},
+      {json{{"after_tokens", 2.5}}, "/workload/abandon/after_tokens"},
+      {json{{"after_tokens", 4}, {"fraction", 0}}, "/workload/abandon/fraction"},
+      {json{{"after_tokens", 4}, {"fraction", 1.5}}, "/workload/abandon/fraction"},
+      {json{{"no_first_token_s", 1}, {"fraction", 0.5}}, "/workload/abandon/fraction"},  // needs after_tokens
+      {json{{"patience", 1}}, "/workload/abandon/patience"},
+      {json::object(), "/workload/abandon"},
+      {json(5), "/workload/abandon"},
+  };
+  for (const auto& [value, field] : bad) {
+    INFO(value.dump());
+    auto r = parse_workload(json{{"abandon", value}});
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.error().field == field);
+  }
+}
+
+TEST_CASE("workload: which streams are cut is drawn from the seed and the index, at the fraction asked") {
+  auto spec = parse_workload(json{{"seed", 9u}, {"abandon", {{"after_tokens", 5}, {"fraction", 0.3}}}}).value();
+  Workload w(spec, PromptSynth(1.0));
+  Workload again(spec, PromptSynth(1.0));
+  auto plain_spec = parse_workload(json{{"seed", 9u}}).value();
+  Workload plain(plain_spec, PromptSynth(1.0));
+  int cut = 0;
+  for (std::uint64_t i = 0; i < 4000; ++i) {
+    const auto item = w.item(i);
+    CHECK(item.abandon_after_tokens == again.item(i).abandon_after_tokens);  // reproducible
+    CHECK((item.abandon_after_tokens == 0 || item.abandon_after_tokens == 5));
+    CHECK_FALSE(item.abandon_without_first_token.has_value());
+    CHECK(item.prompt == plain.item(i).prompt);  // abandonment draws apart: the prompts stay
+    CHECK(item.max_tokens == plain.item(i).max_tokens);
+    cut += item.abandon_after_tokens > 0;
+  }
+  CHECK(cut == Approx(1200).margin(120));  // 0.3 of 4000, within ~4 standard deviations
+  CHECK(plain.item(3).abandon_after_tokens == 0);
+}
