@@ -14,6 +14,37 @@ double per_second(std::uint64_t n, double seconds) {
   return seconds > 0 ? static_cast<double>(n) / seconds : 0.0;
 }
 
+// One latency's summary keys as vLLM writes them: mean_, median_, std_ and pNN_<name>_ms.
+void put_latency(nlohmann::json& j, const char* name, const SampleSet& s, const std::vector<double>& percentiles) {
+  j[fmt::format("mean_{}_ms", name)] = s.mean();
+  j[fmt::format("median_{}_ms", name)] = s.percentile(50);
+  j[fmt::format("std_{}_ms", name)] = s.stddev();
+  for (double q : percentiles) j[fmt::format("{}_{}_ms", percentile_key(q), name)] = s.percentile(q);
+}
+
+// A latency's distribution at a fixed grid of percentiles, as [q, value] pairs, for the CDFs
+// of a check's report (empty when the metric has no sample).
+nlohmann::json distribution(const SampleSet& s) {
+  nlohmann::json points = nlohmann::json::array();
+  if (s.empty()) return points;
+  for (double q : {0.0,  1.0,  2.0,  5.0,  10.0, 15.0, 20.0, 25.0, 30.0, 35.0, 40.0, 45.0, 50.0, 55.0,
+                   60.0, 65.0, 70.0, 75.0, 80.0, 85.0, 90.0, 95.0, 97.5, 99.0, 99.5, 99.9, 100.0}) {
+    points.push_back({q, s.percentile(q)});
+  }
+  return points;
+}
+
+// The failed requests by class (abandoned ones are not failures: they have a key of their own).
+nlohmann::json error_counts(const std::array<std::uint64_t, kOutcomeCount>& outcomes) {
+  nlohmann::json errors = nlohmann::json::object();
+  for (std::size_t i = 1; i < kOutcomeCount; ++i) {
+    if (outcomes[i] && static_cast<Outcome>(i) != Outcome::abandoned) {
+      errors[std::string(to_string(static_cast<Outcome>(i)))] = outcomes[i];
+    }
+  }
+  return errors;
+}
+
 }  // namespace
 
 std::string percentile_key(double q) {
@@ -61,22 +92,11 @@ nlohmann::json StepMetrics::summary(const std::vector<double>& percentiles) cons
   // JSON has no infinity: an all_at_once step's offered rate is reported as null.
   j["offered_rate_rps"] = std::isfinite(offered_rate_rps) ? nlohmann::json(offered_rate_rps) : nlohmann::json(nullptr);
   j["achieved_rate_rps"] = achieved_rate_rps();
-  nlohmann::json errors = nlohmann::json::object();
-  for (std::size_t i = 1; i < kOutcomeCount; ++i) {
-    if (outcomes[i] && static_cast<Outcome>(i) != Outcome::abandoned) {
-      errors[std::string(to_string(static_cast<Outcome>(i)))] = outcomes[i];
-    }
-  }
-  j["errors"] = std::move(errors);
+  j["errors"] = error_counts(outcomes);
   j["abandoned"] = abandoned();
   j["incomplete"] = outcomes[static_cast<std::size_t>(Outcome::incomplete)];
 
-  auto put = [&](const char* name, const SampleSet& s) {
-    j[fmt::format("mean_{}_ms", name)] = s.mean();
-    j[fmt::format("median_{}_ms", name)] = s.percentile(50);
-    j[fmt::format("std_{}_ms", name)] = s.stddev();
-    for (double q : percentiles) j[fmt::format("{}_{}_ms", percentile_key(q), name)] = s.percentile(q);
-  };
+  const auto put = [&](const char* name, const SampleSet& s) { put_latency(j, name, s, percentiles); };
   put("ttft", ttft_ms);
   put("tpot", tpot_ms);
   put("itl", itl_ms);
@@ -92,17 +112,6 @@ nlohmann::json StepMetrics::summary(const std::vector<double>& percentiles) cons
     put("itl_reasoning", itl_reasoning_ms);
     put("itl_output", itl_output_ms);
   }
-  // Each latency's distribution at a fixed grid of percentiles, as [q, value] pairs, for the
-  // CDFs of a check's report (empty when the metric has no sample).
-  auto distribution = [](const SampleSet& s) {
-    nlohmann::json points = nlohmann::json::array();
-    if (s.empty()) return points;
-    for (double q : {0.0,  1.0,  2.0,  5.0,  10.0, 15.0, 20.0, 25.0, 30.0, 35.0, 40.0, 45.0, 50.0, 55.0,
-                     60.0, 65.0, 70.0, 75.0, 80.0, 85.0, 90.0, 95.0, 97.5, 99.0, 99.5, 99.9, 100.0}) {
-      points.push_back({q, s.percentile(q)});
-    }
-    return points;
-  };
   j["distribution"] = {
       {"ttft_ms", distribution(ttft_ms)}, {"itl_ms", distribution(itl_ms)}, {"e2el_ms", distribution(e2el_ms)}};
   j["itl_samples"] = itl_ms.count();
@@ -199,20 +208,11 @@ void StepAccumulator::add(const RequestRecord& r) {
     m_.schedule_lag_ms.add(to_ms(r.dispatched - r.scheduled));
     m_.client_queue_ms.add(to_ms(r.sent - r.dispatched));
   }
-  if (r.outcome == Outcome::abandoned) {
-    // What the user had waited when giving up: E2EL (and TTFT, TTFO when none came yet) is at
-    // least this. Not a latency sample, but a bound exceeded counts against it.
-    const double elapsed = to_ms(r.finished - r.scheduled);
-    m_.incomplete_elapsed_ms.push_back(elapsed);
-    if (r.chunks.empty()) m_.incomplete_without_first_token_ms.push_back(elapsed);
-    if (!r.first_output_token()) m_.incomplete_without_first_output_ms.push_back(elapsed);
-  }
-  if (r.outcome == Outcome::incomplete) {
-    const double elapsed = to_ms(window_.drain_end - r.scheduled);
-    m_.incomplete_elapsed_ms.push_back(elapsed);
-    if (r.chunks.empty()) m_.incomplete_without_first_token_ms.push_back(elapsed);
-    if (!r.first_output_token()) m_.incomplete_without_first_output_ms.push_back(elapsed);
-  }
+  // What an abandoned request's user had waited when giving up, and an incomplete one's
+  // elapsed time at the drain's end: E2EL (and TTFT, TTFO when none came yet) is at least this.
+  // Not a latency sample, but a bound exceeded counts against it.
+  if (r.outcome == Outcome::abandoned) add_censored(r, to_ms(r.finished - r.scheduled));
+  if (r.outcome == Outcome::incomplete) add_censored(r, to_ms(window_.drain_end - r.scheduled));
   if (!ok) return;
 
   ++m_.completed;
@@ -220,7 +220,16 @@ void StepAccumulator::add(const RequestRecord& r) {
   if (r.output_tokens_estimated) ++m_.output_tokens_estimated;
   m_.total_input_tokens += r.input_tokens;
   m_.total_output_tokens += r.output_tokens;
+  add_latencies(r);
+}
 
+void StepAccumulator::add_censored(const RequestRecord& r, double elapsed_ms) {
+  m_.incomplete_elapsed_ms.push_back(elapsed_ms);
+  if (r.chunks.empty()) m_.incomplete_without_first_token_ms.push_back(elapsed_ms);
+  if (!r.first_output_token()) m_.incomplete_without_first_output_ms.push_back(elapsed_ms);
+}
+
+void StepAccumulator::add_latencies(const RequestRecord& r) {
   const Nanos first = *r.first_token(), last = *r.last_token();
   m_.ttft_ms.add(to_ms(first - r.scheduled));
   m_.ttft_sent_ms.add(to_ms(first - r.sent));

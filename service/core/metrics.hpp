@@ -159,6 +159,11 @@ class StepAccumulator {
 
  private:
   bool in_window(Nanos t) const noexcept { return t >= window_.warmup && (!window_.end || t < *window_.end); }
+  // A request that ended without its last token, whose latencies are known to be at least
+  // `elapsed_ms` (for the SLO's censoring).
+  void add_censored(const RequestRecord& r, double elapsed_ms);
+  // The latency samples of a successful request.
+  void add_latencies(const RequestRecord& r);
 
   StepWindow window_;
   GoodputBounds goodput_;

@@ -575,6 +575,30 @@ void merge_parts(std::vector<PartResult>& parts, double wall_s, StepResult& resu
   result.requests = std::move(first.rows);
 }
 
+// The step's engine parts, each holding its share of the one schedule (engine_parts of them).
+Result<std::vector<std::unique_ptr<StepState>>> make_parts(const StepSpec& spec, const StepPlan& plan,
+                                                           const llm::Target& target, const EndpointFactory& endpoint,
+                                                           const llm::Workload& workload, Progress& progress,
+                                                           std::atomic<std::uint64_t>& peak_in_flight) {
+  const std::uint32_t parts = engine_parts(spec);
+  const std::uint64_t salt = spec.seed * 0x9E3779B97F4A7C15ULL ^ spec.request_index_base;
+  std::vector<std::unique_ptr<StepState>> states;
+  for (std::uint32_t p = 0; p < parts; ++p) {
+    auto state = std::make_unique<StepState>(target, endpoint, workload, spec, progress, plan.window, peak_in_flight);
+    state->share = split_schedule(plan.schedule, p, parts, salt);
+    state->cap = spec.concurrency == 0 ? 0 : (spec.concurrency + parts - 1) / parts;
+    state->drain_deadline = plan.drain_deadline;
+    states.push_back(std::move(state));
+  }
+  // Every part must hold a share of one schedule: parts that disagree are not one step.
+  for (const auto& st : states) {
+    if (st->share.digest != states.front()->share.digest) {
+      return Error{errc::internal, "the engine parts disagree on the step's schedule digest", ""};
+    }
+  }
+  return states;
+}
+
 }  // namespace
 
 std::uint32_t engine_parts(const StepSpec& spec) {
@@ -600,24 +624,11 @@ std::uint32_t engine_parts(const StepSpec& spec) {
 Result<StepResult> StepRunner::run(const StepSpec& spec) {
   auto plan = plan_step(spec);
   if (!plan) return plan.error();
-  const std::uint32_t parts = engine_parts(spec);
-  const std::uint64_t salt = spec.seed * 0x9E3779B97F4A7C15ULL ^ spec.request_index_base;
   std::atomic<std::uint64_t> peak_in_flight{0};
-  std::vector<std::unique_ptr<StepState>> states;
-  for (std::uint32_t p = 0; p < parts; ++p) {
-    auto state =
-        std::make_unique<StepState>(target_, endpoint_, *workload_, spec, progress_, plan->window, peak_in_flight);
-    state->share = split_schedule(plan->schedule, p, parts, salt);
-    state->cap = spec.concurrency == 0 ? 0 : (spec.concurrency + parts - 1) / parts;
-    state->drain_deadline = plan->drain_deadline;
-    states.push_back(std::move(state));
-  }
-  // Every part must hold a share of one schedule: parts that disagree are not one step.
-  for (const auto& st : states) {
-    if (st->share.digest != states.front()->share.digest) {
-      return Error{errc::internal, "the engine parts disagree on the step's schedule digest", ""};
-    }
-  }
+  auto made = make_parts(spec, *plan, target_, endpoint_, *workload_, progress_, peak_in_flight);
+  if (!made) return made.error();
+  std::vector<std::unique_ptr<StepState>> states = std::move(*made);
+  const auto parts = static_cast<std::uint32_t>(states.size());
   if (spec.decide && spec.mode == Mode::rate && !spec.requests) {
     auto& s0 = *states.front();
     s0.decider.emplace(spec.decide->slo, spec.warmup, spec.decide->settings);

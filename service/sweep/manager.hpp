@@ -125,6 +125,9 @@ class SweepManager {
   // loop says which).
   bool run_step(const store::SweepRow& row, PreparedJob& p, const std::shared_ptr<ActiveJob>& active,
                 const StepOrder& order, int index, int steps_planned);
+  // Judges a step that ran to its end and stores it (its rows, its attempt ended), logs it and
+  // frees its records.
+  void store_step(const std::string& id, int index, std::unique_ptr<StepExecutor> step, const std::string& started_at);
   // The step's executor for its kind: a load step (manager_run.cpp), a regression's quality
   // step (manager_quality.cpp) or a scenario's step (manager_scenario.cpp). Null, with the
   // reason in `why`, when the step cannot be set up.

@@ -394,6 +394,12 @@ bool SweepManager::run_step(const store::SweepRow& row, PreparedJob& p, const st
     finish(id, "failed", nullptr, failure);
     return false;
   }
+  store_step(id, index, std::move(step), started_at);
+  return true;
+}
+
+void SweepManager::store_step(const std::string& id, int index, std::unique_ptr<StepExecutor> step,
+                              const std::string& started_at) {
   {
     StoredStep stored = step->judge();
     stored.row.index = index;
@@ -409,7 +415,6 @@ bool SweepManager::run_step(const store::SweepRow& row, PreparedJob& p, const st
   }  // the step's records are freed here: hand the pages back, so a long run's resident memory
      // reflects what is live, not its largest step
   memory::return_free_memory();
-  return true;
 }
 
 }  // namespace capsweep::sweep

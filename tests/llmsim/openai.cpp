@@ -64,72 +64,64 @@ std::string_view token_text(std::uint64_t seed, std::uint32_t index) noexcept {
   return kWords[mix(seed ^ (std::uint64_t{index} * 0x9e3779b97f4a7c15ull)) % kWords.size()];
 }
 
-std::optional<CompletionRequest> parse_completion_request(std::string_view body, Api api, std::string_view served_model,
-                                                          std::uint64_t server_seed, ApiError& error) {
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return fail(error, "", "request body is not valid JSON");
-  if (!j.is_object()) return fail(error, "", "request body must be a JSON object");
-  CompletionRequest req;
-  req.api = api;
+namespace {
 
-  auto model = j.find("model");
-  if (model == j.end() || !model->is_string()) return fail(error, "model", "'model' is required");
-  req.model = model->get<std::string>();
-  if (req.model != served_model) {
-    return fail(error, "model", fmt::format("The model `{}` does not exist.", req.model), 404);
-  }
-
-  std::uint64_t text_hash = 0;
-  if (api == Api::completions) {
-    auto prompt = j.find("prompt");
-    if (prompt == j.end()) return fail(error, "prompt", "'prompt' is required");
-    if (prompt->is_string()) {
-      const auto& s = prompt->get_ref<const std::string&>();
-      req.prompt_tokens = count_words(s);
-      text_hash = hash_text(s);
-      req.question = s;
-    } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number_integer()) {
-      for (const auto& t : *prompt) {
-        if (!t.is_number_integer()) return fail(error, "prompt", "token ids must be integers");
-        text_hash = mix(text_hash ^ t.get<std::uint64_t>());
-      }
-      req.prompt_tokens = static_cast<std::uint32_t>(prompt->size());
-    } else {
-      return fail(error, "prompt", "'prompt' must be a string or an array of token ids");
+// A completion's prompt: text (its words) or token ids.
+bool read_completion_prompt(const json& j, CompletionRequest& req, std::uint64_t& text_hash, ApiError& error) {
+  auto prompt = j.find("prompt");
+  if (prompt == j.end()) return fail(error, "prompt", "'prompt' is required"), false;
+  if (prompt->is_string()) {
+    const auto& s = prompt->get_ref<const std::string&>();
+    req.prompt_tokens = count_words(s);
+    text_hash = hash_text(s);
+    req.question = s;
+  } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number_integer()) {
+    for (const auto& t : *prompt) {
+      if (!t.is_number_integer()) return fail(error, "prompt", "token ids must be integers"), false;
+      text_hash = mix(text_hash ^ t.get<std::uint64_t>());
     }
+    req.prompt_tokens = static_cast<std::uint32_t>(prompt->size());
   } else {
-    auto messages = j.find("messages");
-    if (messages == j.end() || !messages->is_array() || messages->empty()) {
-      return fail(error, "messages", "'messages' must be a non-empty array");
-    }
-    for (std::size_t i = 0; i < messages->size(); ++i) {
-      const auto& m = (*messages)[i];
-      const std::string param = fmt::format("messages[{}]", i);
-      if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
-        return fail(error, param, "each message needs a 'role'");
-      }
-      auto content = m.find("content");
-      if (content == m.end() || content->is_null()) continue;
-      if (content->is_string()) {
-        req.prompt_tokens += count_words(content->get_ref<const std::string&>());
-        text_hash = mix(text_hash ^ hash_text(content->get_ref<const std::string&>()));
-        if (m["role"] == "user") req.question = content->get<std::string>();
-      } else if (content->is_array()) {
-        for (const auto& part : *content) {
-          if (part.is_object() && part.contains("text") && part["text"].is_string()) {
-            req.prompt_tokens += count_words(part["text"].get_ref<const std::string&>());
-            text_hash = mix(text_hash ^ hash_text(part["text"].get_ref<const std::string&>()));
-          }
-        }
-      } else {
-        return fail(error, param + ".content", "'content' must be a string or an array of parts");
-      }
-    }
+    return fail(error, "prompt", "'prompt' must be a string or an array of token ids"), false;
   }
-  if (req.prompt_tokens == 0) {
-    return fail(error, api == Api::chat ? "messages" : "prompt", "the prompt is empty");
-  }
+  return true;
+}
 
+// A chat's messages: the words of every message's content (a string or text parts); the last
+// user turn is the question.
+bool read_chat_messages(const json& j, CompletionRequest& req, std::uint64_t& text_hash, ApiError& error) {
+  auto messages = j.find("messages");
+  if (messages == j.end() || !messages->is_array() || messages->empty()) {
+    return fail(error, "messages", "'messages' must be a non-empty array"), false;
+  }
+  for (std::size_t i = 0; i < messages->size(); ++i) {
+    const auto& m = (*messages)[i];
+    const std::string param = fmt::format("messages[{}]", i);
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+      return fail(error, param, "each message needs a 'role'"), false;
+    }
+    auto content = m.find("content");
+    if (content == m.end() || content->is_null()) continue;
+    if (content->is_string()) {
+      req.prompt_tokens += count_words(content->get_ref<const std::string&>());
+      text_hash = mix(text_hash ^ hash_text(content->get_ref<const std::string&>()));
+      if (m["role"] == "user") req.question = content->get<std::string>();
+    } else if (content->is_array()) {
+      for (const auto& part : *content) {
+        if (part.is_object() && part.contains("text") && part["text"].is_string()) {
+          req.prompt_tokens += count_words(part["text"].get_ref<const std::string&>());
+          text_hash = mix(text_hash ^ hash_text(part["text"].get_ref<const std::string&>()));
+        }
+      }
+    } else {
+      return fail(error, param + ".content", "'content' must be a string or an array of parts"), false;
+    }
+  }
+  return true;
+}
+
+// max_completion_tokens (or max_tokens); absent: 256 for chat, 16 for completions, as OpenAI's.
+bool read_max_tokens(const json& j, Api api, CompletionRequest& req, ApiError& error) {
   const char* max_key = nullptr;
   for (const char* key : {"max_completion_tokens", "max_tokens"}) {
     if (j.contains(key) && !j[key].is_null()) {
@@ -137,16 +129,20 @@ std::optional<CompletionRequest> parse_completion_request(std::string_view body,
       break;
     }
   }
-  if (max_key) {
-    const auto& v = j[max_key];
-    if (!v.is_number_integer() || v.get<std::int64_t>() <= 0 || v.get<std::int64_t>() > std::int64_t{UINT32_MAX}) {
-      return fail(error, max_key, fmt::format("'{}' must be a positive integer", max_key));
-    }
-    req.max_tokens = static_cast<std::uint32_t>(v.get<std::int64_t>());
-  } else {
+  if (!max_key) {
     req.max_tokens = api == Api::chat ? 256 : 16;
+    return true;
   }
+  const auto& v = j[max_key];
+  if (!v.is_number_integer() || v.get<std::int64_t>() <= 0 || v.get<std::int64_t>() > std::int64_t{UINT32_MAX}) {
+    return fail(error, max_key, fmt::format("'{}' must be a positive integer", max_key)), false;
+  }
+  req.max_tokens = static_cast<std::uint32_t>(v.get<std::int64_t>());
+  return true;
+}
 
+// stream, ignore_eos and stream_options' include_usage and continuous_usage_stats.
+bool read_stream_flags(const json& j, CompletionRequest& req, ApiError& error) {
   auto flag = [&](const json& obj, const char* key, bool& out) -> bool {
     auto it = obj.find(key);
     if (it == obj.end() || it->is_null()) return true;
@@ -154,41 +150,75 @@ std::optional<CompletionRequest> parse_completion_request(std::string_view body,
     out = it->get<bool>();
     return true;
   };
-  if (!flag(j, "stream", req.stream)) return fail(error, "stream", "'stream' must be a boolean");
-  if (!flag(j, "ignore_eos", req.ignore_eos)) {
-    return fail(error, "ignore_eos", "'ignore_eos' must be a boolean");
-  }
+  if (!flag(j, "stream", req.stream)) return fail(error, "stream", "'stream' must be a boolean"), false;
+  if (!flag(j, "ignore_eos", req.ignore_eos)) return fail(error, "ignore_eos", "'ignore_eos' must be a boolean"), false;
   if (auto so = j.find("stream_options"); so != j.end() && !so->is_null()) {
-    if (!so->is_object()) return fail(error, "stream_options", "'stream_options' must be an object");
+    if (!so->is_object()) return fail(error, "stream_options", "'stream_options' must be an object"), false;
     if (!flag(*so, "include_usage", req.include_usage)) {
-      return fail(error, "stream_options.include_usage", "must be a boolean");
+      return fail(error, "stream_options.include_usage", "must be a boolean"), false;
     }
     if (!flag(*so, "continuous_usage_stats", req.continuous_usage)) {
-      return fail(error, "stream_options.continuous_usage_stats", "must be a boolean");
+      return fail(error, "stream_options.continuous_usage_stats", "must be a boolean"), false;
     }
   }
+  return true;
+}
+
+// The text's seed (the server's, the request's seed, the prompt), temperature, and what shapes
+// a structured answer: response_format, tools (chat only), tool_choice.
+bool read_sampling_and_shape(const json& j, Api api, std::uint64_t server_seed, std::uint64_t text_hash,
+                             CompletionRequest& req, ApiError& error) {
   std::uint64_t seed = server_seed;
   const auto s = j.find("seed");
   if (s != j.end() && s->is_number_integer()) seed = mix(seed ^ s->get<std::uint64_t>());
   req.text_seed = mix(seed ^ text_hash);
   if (auto t = j.find("temperature"); t != j.end() && !t->is_null()) {
     if (!t->is_number() || t->get<double>() < 0 || t->get<double>() > 2) {
-      return fail(error, "temperature", "'temperature' must be a number in [0, 2]");
+      return fail(error, "temperature", "'temperature' must be a number in [0, 2]"), false;
     }
     req.sampled = t->get<double>() > 0 && s == j.end();
   }
   if (auto rf = j.find("response_format"); rf != j.end() && !rf->is_null()) {
     if (!rf->is_object() || !rf->contains("type")) {
-      return fail(error, "response_format", "'response_format' must be an object with a 'type'");
+      return fail(error, "response_format", "'response_format' must be an object with a 'type'"), false;
     }
     req.response_format = *rf;
   }
   if (auto tools = j.find("tools"); tools != j.end() && !tools->is_null()) {
-    if (api != Api::chat) return fail(error, "tools", "'tools' needs /v1/chat/completions");
-    if (!tools->is_array()) return fail(error, "tools", "'tools' must be an array");
+    if (api != Api::chat) return fail(error, "tools", "'tools' needs /v1/chat/completions"), false;
+    if (!tools->is_array()) return fail(error, "tools", "'tools' must be an array"), false;
     req.tools = *tools;
   }
   if (auto tc = j.find("tool_choice"); tc != j.end()) req.tool_choice = *tc;
+  return true;
+}
+
+}  // namespace
+
+std::optional<CompletionRequest> parse_completion_request(std::string_view body, Api api, std::string_view served_model,
+                                                          std::uint64_t server_seed, ApiError& error) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return fail(error, "", "request body is not valid JSON");
+  if (!j.is_object()) return fail(error, "", "request body must be a JSON object");
+  CompletionRequest req;
+  req.api = api;
+  auto model = j.find("model");
+  if (model == j.end() || !model->is_string()) return fail(error, "model", "'model' is required");
+  req.model = model->get<std::string>();
+  if (req.model != served_model) {
+    return fail(error, "model", fmt::format("The model `{}` does not exist.", req.model), 404);
+  }
+  std::uint64_t text_hash = 0;
+  const bool prompt_read = api == Api::completions ? read_completion_prompt(j, req, text_hash, error)
+                                                   : read_chat_messages(j, req, text_hash, error);
+  if (!prompt_read) return std::nullopt;
+  if (req.prompt_tokens == 0) {
+    return fail(error, api == Api::chat ? "messages" : "prompt", "the prompt is empty");
+  }
+  if (!read_max_tokens(j, api, req, error) || !read_stream_flags(j, req, error) ||
+      !read_sampling_and_shape(j, api, server_seed, text_hash, req, error)) {
+    return std::nullopt;
+  }
   return req;
 }
 

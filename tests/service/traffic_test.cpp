@@ -65,6 +65,19 @@ std::size_t rows_with(const Daemon& d, const std::string& id, const std::string&
   return n;
 }
 
+// Submits `spec`, waits (bounded) for the job to end and requires that it succeeded; its id
+// and its last view.
+std::pair<std::string, json> run_job(const Daemon& d, const json& spec) {
+  auto r = d.post("/v1/sweeps", spec.dump());
+  INFO(r.body);
+  REQUIRE(r.status == 201);
+  const std::string id = json::parse(r.body)["id"].get<std::string>();
+  const json view = d.wait_for(id, ended, 60s);
+  INFO(view.dump(1));
+  REQUIRE(view["status"] == "succeeded");
+  return {id, view};
+}
+
 // Waits (bounded) until the simulator has noticed `expected` aborted streams; its last count.
 double await_aborted(const SimFixture& sim, double expected) {
   double seen = sim_aborted(sim);
@@ -98,13 +111,8 @@ TEST_CASE("traffic: a reasoning model's TTFO - TTFT is its reasoning tokens x th
                      {"check", {{"rate_rps", 10}, {"duration_s", 9}, {"warmup_s", 1}}},
                      // TTFT easily met; the first visible token 200 ms later cannot meet 100 ms.
                      {"slo", {{"ttft_ms", {{"p95", 150}}}, {"ttfo_ms", {{"p95", 100}}}, {"max_error_rate", 0.01}}}};
-  auto r = d.post("/v1/sweeps", spec.dump());
-  INFO(r.body);
-  REQUIRE(r.status == 201);
-  const std::string id = json::parse(r.body)["id"].get<std::string>();
-  const json view = d.wait_for(id, ended, 60s);
+  const auto [id, view] = run_job(d, spec);
   INFO(view.dump(1));
-  REQUIRE(view["status"] == "succeeded");
   CHECK(view["result"]["verdict"] == "fail");
   const json steps = d.get_json("/v1/sweeps/" + id + "/steps");
   REQUIRE(steps["steps"].size() == 1);
@@ -133,7 +141,7 @@ TEST_CASE("traffic: a reasoning model's TTFO - TTFT is its reasoning tokens x th
   CHECK(ttft_passed);
 }
 
-TEST_CASE("traffic: a spec's ttfo_ms bound is checked like every latency bound") {
+TEST_CASE("traffic: bad ttfo_ms bounds and abandon settings get a 400 naming the field, and nothing is stored") {
   llmsim::SimConfig cfg;
   SimFixture sim(cfg);
   TempDir dir;
@@ -150,7 +158,20 @@ TEST_CASE("traffic: a spec's ttfo_ms bound is checked like every latency bound")
   r = d.post("/v1/sweeps", spec.dump());
   CHECK(r.status == 400);
   CHECK(json::parse(r.body)["error"].value("field", "").rfind("/slo/ttfo_ms", 0) == 0);
+  spec["slo"].erase("ttfo_ms");
+  for (const auto& [abandon, field] : std::vector<std::pair<json, std::string>>{
+           {{{"no_first_token_s", -1}}, "/workload/abandon/no_first_token_s"},
+           {{{"after_tokens", 0}}, "/workload/abandon/after_tokens"},
+           {{{"no_first_token_s", 1}, {"fraction", 0.5}}, "/workload/abandon/fraction"},
+           {json::object(), "/workload/abandon"}}) {
+    spec["workload"]["abandon"] = abandon;
+    r = d.post("/v1/sweeps", spec.dump());
+    INFO(abandon.dump() << " " << r.body);
+    CHECK(r.status == 400);
+    CHECK(json::parse(r.body)["error"].value("field", "").rfind(field, 0) == 0);
+  }
   CHECK(d.get_json("/v1/sweeps")["sweeps"].empty());  // nothing stored
+  CHECK(d.get("/healthz").status == 200);             // and it keeps serving
 }
 
 TEST_CASE("traffic: users who wait too long for a first token give up, and the server sees every one go") {
@@ -163,13 +184,8 @@ TEST_CASE("traffic: users who wait too long for a first token give up, and the s
   SimFixture sim(cfg);
   TempDir dir;
   Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
-  auto r = d.post("/v1/sweeps", abandon_check(sim, 1.5, 8, {{"no_first_token_s", 0.1}}).dump());
-  INFO(r.body);
-  REQUIRE(r.status == 201);
-  const std::string id = json::parse(r.body)["id"].get<std::string>();
-  const json view = d.wait_for(id, ended, 60s);
+  const auto [id, view] = run_job(d, abandon_check(sim, 1.5, 8, {{"no_first_token_s", 0.1}}));
   INFO(view.dump(1));
-  REQUIRE(view["status"] == "succeeded");
   const json s = d.get_json("/v1/sweeps/" + id + "/steps")["steps"][0]["summary"];
   const auto measured = s["measured"].get<std::uint64_t>();
   CHECK(measured > 5);
@@ -189,13 +205,8 @@ TEST_CASE("traffic: a fraction of the streams closed after k tokens: their own o
   SimFixture sim(llmsim::SimConfig{});
   TempDir dir;
   Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
-  auto r = d.post("/v1/sweeps", abandon_check(sim, 10, 6, {{"after_tokens", 5}, {"fraction", 0.5}}).dump());
-  INFO(r.body);
-  REQUIRE(r.status == 201);
-  const std::string id = json::parse(r.body)["id"].get<std::string>();
-  const json view = d.wait_for(id, ended, 60s);
+  const auto [id, view] = run_job(d, abandon_check(sim, 10, 6, {{"after_tokens", 5}, {"fraction", 0.5}}));
   INFO(view.dump(1));
-  REQUIRE(view["status"] == "succeeded");
   const json s = d.get_json("/v1/sweeps/" + id + "/steps")["steps"][0]["summary"];
   const auto measured = s["measured"].get<std::uint64_t>();
   const auto abandoned = s["abandoned"].get<std::uint64_t>();

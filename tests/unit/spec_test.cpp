@@ -517,3 +517,34 @@ TEST_CASE("spec: the step block - a sweep's steps stopped when decided, values a
     CHECK(first_error(check) == "/step");
   }
 }
+
+TEST_CASE("spec: a sweep that leaves max_rate_rps open escalates no higher than its longest step's request limit") {
+  ServiceLimits limits;  // 20,000 req/s, 1,000,000 requests per step
+  REQUIRE(limits.max_rate_rps == 20000);
+  const auto admit = [&limits](json spec) {
+    validator().apply_defaults(spec);
+    auto parsed = sweep::parse_job_spec(spec);
+    REQUIRE(parsed.has_value());
+    auto refused = sweep::rules(parsed->kind).admit(limits, *parsed, spec);
+    return std::pair{refused, spec};
+  };
+  json spec = demo();
+  spec["sweep"] = {{"step_duration_s", 60}, {"warmup_s", 10}};
+  auto [refused, stored] = admit(spec);
+  CHECK_FALSE(refused.has_value());                   // 20,000 req/s x 70 s would be 1.4 M: the ceiling comes down
+  CHECK(stored["sweep"]["max_rate_rps"] == 14285.0);  // floor(1,000,000 / 70)
+  // A decided step may run twice the step (130 s): lower still.
+  spec["step"] = {{"stop", "decided"}};
+  auto [refused_decided, stored_decided] = admit(spec);
+  CHECK_FALSE(refused_decided.has_value());
+  CHECK(stored_decided["sweep"]["max_rate_rps"] == 7692.0);  // floor(1,000,000 / 130)
+  // Short steps reach the service's own limit.
+  spec.erase("step");
+  spec["sweep"] = {{"step_duration_s", 10}, {"warmup_s", 2}};
+  CHECK(admit(spec).second["sweep"]["max_rate_rps"] == 20000.0);
+  // A rate the spec gives is held to the limit, not lowered: refused, naming it.
+  spec["sweep"] = {{"step_duration_s", 60}, {"warmup_s", 10}, {"max_rate_rps", 20000}};
+  auto [explicit_refused, unused] = admit(spec);
+  REQUIRE(explicit_refused.has_value());
+  CHECK(explicit_refused->field == "/sweep/max_rate_rps");
+}

@@ -151,8 +151,25 @@ std::optional<Error> parse_sweep_blocks(const json& spec, JobSpec& js) {
   return std::nullopt;
 }
 
+// The longest a sweep's rate step may run: warm-up + step, or a decided step's longest.
+double longest_rate_step_s(const ServiceLimits& l, const JobSpec& spec) {
+  const double fixed_s = to_s(spec.sweep.warmup + spec.sweep.step_duration);
+  if (spec.step.stop != StepStop::decided) return fixed_s;
+  const Nanos longest = spec.sweep.warmup + (spec.step.max ? *spec.step.max : 2 * spec.sweep.step_duration);
+  return std::max(fixed_s, std::min(to_s(longest), l.max_step_duration_s));
+}
+
+// The highest rate a sweep that leaves max_rate_rps open may escalate to: the service's limit,
+// or lower (whole req/s) where a step of `longest_step_s` would send more requests than a step
+// may. So a service that allows high rates still takes a sweep of long steps: it stops lower.
+double open_rate_ceiling(const ServiceLimits& l, double longest_step_s) {
+  const double by_requests = std::floor(static_cast<double>(l.max_requests_per_step) / longest_step_s);
+  return std::max(1.0, std::min(l.max_rate_rps, by_requests));
+}
+
 // A sweep's steps against the service's limits; fills in the limits the spec leaves open.
-std::optional<Error> check_sweep_limits(const ServiceLimits& l, const SweepSettings& s, json& doc) {
+std::optional<Error> check_sweep_limits(const ServiceLimits& l, const SweepSettings& s, double longest_step_s,
+                                        json& doc) {
   const auto max_requests = static_cast<double>(l.max_requests_per_step);
   const double step_s = to_s(s.warmup + s.step_duration);
   if (step_s > l.max_step_duration_s) {
@@ -162,14 +179,14 @@ std::optional<Error> check_sweep_limits(const ServiceLimits& l, const SweepSetti
   if (s.max_rate_rps && *s.max_rate_rps > l.max_rate_rps) {
     return invalid("/sweep/max_rate_rps", fmt::format("exceeds the service's limit of {} req/s", l.max_rate_rps));
   }
-  const double top = s.max_rate_rps.value_or(l.max_rate_rps);
+  const double top = s.max_rate_rps.value_or(open_rate_ceiling(l, longest_step_s));
   if (expected_requests(top, step_s) > max_requests) {
     return invalid(
         s.max_rate_rps ? "/sweep/max_rate_rps" : "/sweep/step_duration_s",
         fmt::format("a step at {} req/s for {} s would send {:.0f} requests; the service's limit is {} per step", top,
                     step_s, expected_requests(top, step_s), l.max_requests_per_step));
   }
-  if (!s.max_rate_rps) doc["sweep"]["max_rate_rps"] = l.max_rate_rps;  // escalation stops there
+  if (!s.max_rate_rps) doc["sweep"]["max_rate_rps"] = top;  // escalation stops there
   if (to_s(s.max_step_duration) > l.max_step_duration_s) {
     if (doc["sweep"].contains("max_step_duration_s")) {
       return invalid("/sweep/max_step_duration_s",
@@ -203,9 +220,8 @@ std::optional<Error> check_sweep_limits(const ServiceLimits& l, const SweepSetti
 // longest step allowed): its requests at the top rate within the limit per step.
 std::optional<Error> check_decided_limits(const ServiceLimits& l, const JobSpec& spec) {
   if (spec.step.stop != StepStop::decided) return std::nullopt;
-  const Nanos longest = spec.sweep.warmup + (spec.step.max ? *spec.step.max : 2 * spec.sweep.step_duration);
-  const double step_s = std::min(to_s(longest), l.max_step_duration_s);
-  const double top = spec.sweep.max_rate_rps.value_or(l.max_rate_rps);
+  const double step_s = longest_rate_step_s(l, spec);
+  const double top = spec.sweep.max_rate_rps.value_or(open_rate_ceiling(l, step_s));
   if (expected_requests(top, step_s) > static_cast<double>(l.max_requests_per_step)) {
     return invalid(
         spec.step.max ? "/step/max_s" : "/step/stop",
@@ -224,7 +240,7 @@ KindRules sweep_kind() {
   k.blocks = {"sweep", "step"};
   k.parse = parse_sweep_blocks;
   k.admit = [](const ServiceLimits& l, const JobSpec& js, json& doc) -> std::optional<Error> {
-    if (auto e = check_sweep_limits(l, js.sweep, doc)) return e;
+    if (auto e = check_sweep_limits(l, js.sweep, longest_rate_step_s(l, js), doc)) return e;
     return check_decided_limits(l, js);
   };
   k.next_action = [](const JobSpec& js, const std::vector<StepOutcome>& steps) {
