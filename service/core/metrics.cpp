@@ -74,6 +74,17 @@ double StepMetrics::goodput_attainment() const noexcept {
   return measured ? static_cast<double>(good) / static_cast<double>(measured) : 0.0;
 }
 
+std::string_view StepMetrics::output_tokens_source() const noexcept {
+  if (completed == 0) return "";
+  if (output_tokens_estimated == 0) return "usage";
+  return output_tokens_estimated == completed ? "counted" : "mixed";
+}
+
+bool StepMetrics::token_counts_disagree() const noexcept {
+  const auto usage = static_cast<double>(usage_output_tokens), chunks = static_cast<double>(usage_stream_chunks);
+  return std::abs(usage - chunks) > kTokenCountTolerance * std::max(usage, 1.0);
+}
+
 nlohmann::json StepMetrics::summary(const std::vector<double>& percentiles) const {
   nlohmann::json j;
   j["duration_s"] = duration_s();
@@ -84,6 +95,17 @@ nlohmann::json StepMetrics::summary(const std::vector<double>& percentiles) cons
   j["total_input_tokens"] = total_input_tokens;
   j["total_output_tokens"] = total_output_tokens;
   j["output_tokens_estimated"] = output_tokens_estimated;
+  const std::string_view source = output_tokens_source();
+  j["output_tokens_source"] = source.empty() ? nlohmann::json(nullptr) : nlohmann::json(source);
+  if (usage_output_tokens > 0 || usage_stream_chunks > 0) {
+    j["output_tokens_check"] = {
+        {"usage_tokens", usage_output_tokens},
+        {"stream_chunks", usage_stream_chunks},
+        {"usage_tokens_per_chunk", usage_stream_chunks > 0 ? nlohmann::json(static_cast<double>(usage_output_tokens) /
+                                                                            static_cast<double>(usage_stream_chunks))
+                                                           : nlohmann::json(nullptr)},
+        {"disagree", token_counts_disagree()}};
+  }
   j["request_throughput"] = request_throughput();
   j["output_throughput"] = output_throughput();
   j["total_token_throughput"] = total_token_throughput();
@@ -147,6 +169,8 @@ void StepMetrics::merge(const StepMetrics& o) {
   good += o.good;
   for (std::size_t i = 0; i < outcomes.size(); ++i) outcomes[i] += o.outcomes[i];
   output_tokens_estimated += o.output_tokens_estimated;
+  usage_output_tokens += o.usage_output_tokens;
+  usage_stream_chunks += o.usage_stream_chunks;
   total_input_tokens += o.total_input_tokens;
   total_output_tokens += o.total_output_tokens;
   completions_in_window += o.completions_in_window;
@@ -217,7 +241,12 @@ void StepAccumulator::add(const RequestRecord& r) {
 
   ++m_.completed;
   if (good) ++m_.good;
-  if (r.output_tokens_estimated) ++m_.output_tokens_estimated;
+  if (r.output_tokens_estimated) {
+    ++m_.output_tokens_estimated;
+  } else if (r.streamed) {
+    m_.usage_output_tokens += r.output_tokens;
+    m_.usage_stream_chunks += r.chunks.size();
+  }
   m_.total_input_tokens += r.input_tokens;
   m_.total_output_tokens += r.output_tokens;
   add_latencies(r);

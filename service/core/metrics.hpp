@@ -8,6 +8,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/record.hpp"
@@ -89,10 +90,15 @@ struct StepMetrics {
   std::uint64_t good = 0;                               // measured, succeeded, every goodput bound held
   std::array<std::uint64_t, kOutcomeCount> outcomes{};  // measured requests by outcome
   std::uint64_t output_tokens_estimated = 0;            // completed requests without server usage
-  std::uint64_t total_input_tokens = 0;                 // over completed measured requests
-  std::uint64_t total_output_tokens = 0;                // over completed measured requests
-  std::uint64_t total_reasoning_tokens = 0;             // of those, reasoning (record.reasoning_tokens)
-  std::uint64_t requests_with_reasoning = 0;            // completed measured requests that reasoned
+  // Over completed requests whose server sent usage: the tokens its usage counted and the
+  // content chunks its stream carried (each one token or more), to catch a server that counts
+  // tokens it did not stream.
+  std::uint64_t usage_output_tokens = 0;
+  std::uint64_t usage_stream_chunks = 0;
+  std::uint64_t total_input_tokens = 0;       // over completed measured requests
+  std::uint64_t total_output_tokens = 0;      // over completed measured requests
+  std::uint64_t total_reasoning_tokens = 0;   // of those, reasoning (record.reasoning_tokens)
+  std::uint64_t requests_with_reasoning = 0;  // completed measured requests that reasoned
 
   // Counted by time of occurrence inside the window, whichever request it belongs to:
   std::uint64_t completions_in_window = 0;    // successful last tokens
@@ -118,6 +124,14 @@ struct StepMetrics {
   double request_goodput() const noexcept;     // good completions in window per second
   double achieved_rate_rps() const noexcept;   // measured requests sent per second
   double goodput_attainment() const noexcept;  // good / measured, 0..1
+
+  // Where total_output_tokens came from: "usage" (the server's, every request), "counted" (the
+  // stream's chunks, no request had usage), "mixed", or "" with no completed request.
+  std::string_view output_tokens_source() const noexcept;
+  // The server's usage and its stream disagree: they differ by more than kTokenCountTolerance
+  // of the usage's count.
+  static constexpr double kTokenCountTolerance = 0.10;
+  bool token_counts_disagree() const noexcept;
 
   // Adds what `other` measured over the same window (another engine part of one step): samples
   // merged as one set (SampleSet::merge), counts added, censored lists joined.

@@ -48,6 +48,7 @@ struct RequestRecord {
   std::uint32_t input_tokens = 0;
   std::uint32_t output_tokens = 0;  // from the server's usage, else counted
   bool output_tokens_estimated = false;
+  bool streamed = true;  // false: a non-streamed answer, its one "chunk" the whole answer
   // Of output_tokens, the reasoning ones: usage's completion_tokens_details.reasoning_tokens
   // when the server sent it, else the reasoning chunks' tokens counted.
   std::uint32_t reasoning_tokens = 0;

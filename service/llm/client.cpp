@@ -383,6 +383,7 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
     }
     std::uint32_t tokens = 1;
     rec.output_tokens_estimated = true;
+    rec.streamed = false;
     if (auto u = j.find("usage"); u != j.end() && u->is_object()) {
       if (u->contains("completion_tokens") && (*u)["completion_tokens"].is_number_unsigned()) {
         tokens = std::max<std::uint32_t>(1, (*u)["completion_tokens"].get<std::uint32_t>());

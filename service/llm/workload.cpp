@@ -44,6 +44,9 @@ void append_words(std::string& out, std::uint32_t n, Rng& rng) {
   }
 }
 
+// The longest prompt a warm-up's prefixes are made for (a ratio of an unbounded length is refused).
+constexpr std::uint32_t kMaxWarmPromptTokens = 1'000'000;
+
 std::uint32_t words_for(double tokens, double tokens_per_word) {
   return saturate<std::uint32_t>(std::max(0.0, std::round(tokens / tokens_per_word)));
 }
@@ -83,21 +86,61 @@ Result<DatasetRef> parse_dataset_ref(const nlohmann::json& j, const std::string&
 
 }  // namespace
 
-PromptSynth::PromptSynth(double tokens_per_word, std::uint32_t shared_prefix_tokens, std::uint64_t seed)
-    : tokens_per_word_(tokens_per_word > 0 && std::isfinite(tokens_per_word) ? tokens_per_word : 1.0), seed_(seed) {
-  if (shared_prefix_tokens > 0) {
-    Rng rng(mix(seed ^ 0x5eed));
-    const std::uint32_t words = std::max<std::uint32_t>(1, words_for(shared_prefix_tokens, tokens_per_word_));
-    append_words(prefix_, words, rng);
-    prefix_tokens_ = shared_prefix_tokens;
+std::string_view to_string(PrefixCache c) noexcept {
+  switch (c) {
+    case PrefixCache::cold:
+      return "cold";
+    case PrefixCache::warm:
+      return "warm";
+    case PrefixCache::as_found:
+      break;
   }
+  return "as_found";
 }
 
-std::string PromptSynth::make(std::uint32_t tokens, std::uint64_t index) const {
-  std::string out = prefix_;
-  Rng rng(mix(seed_ ^ mix(index + 1)));
-  const double rest = static_cast<double>(tokens) - static_cast<double>(prefix_tokens_);
+std::uint64_t prompt_salt(std::string_view job_id, std::uint64_t request_index_base) noexcept {
+  std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a of the id
+  for (const char c : job_id) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  const std::uint64_t salt = mix(h ^ mix(request_index_base));
+  return salt == 0 ? 1 : salt;
+}
+
+PromptSynth::PromptSynth(double tokens_per_word, std::uint32_t shared_prefix_tokens, std::uint64_t seed)
+    : PromptSynth(tokens_per_word, PrefixSpec{.tokens = shared_prefix_tokens}, seed) {}
+
+PromptSynth::PromptSynth(double tokens_per_word, const PrefixSpec& prefix, std::uint64_t seed)
+    : tokens_per_word_(tokens_per_word > 0 && std::isfinite(tokens_per_word) ? tokens_per_word : 1.0),
+      prefix_(prefix),
+      seed_(seed) {
+  prefix_.count = std::max<std::uint32_t>(1, prefix_.count);
+}
+
+std::uint32_t PromptSynth::prefix_tokens_for(std::uint32_t prompt_tokens) const {
+  if (prefix_.tokens > 0) return prefix_.tokens;
+  return saturate<std::uint32_t>(std::round(prefix_.ratio * static_cast<double>(prompt_tokens)));
+}
+
+// Prefix k of `salt` is the leading `tokens` of one word stream of its own: prefixes of one k
+// and salt share their leading words whatever their lengths.
+void PromptSynth::append_prefix(std::string& out, std::uint64_t k, std::uint32_t tokens, std::uint64_t salt) const {
+  const std::uint64_t key = k == 0 && salt == 0 ? 0 : mix(mix(k + 1) ^ salt);
+  Rng rng(mix(seed_ ^ 0x5eed ^ key));
+  append_words(out, std::max<std::uint32_t>(1, words_for(tokens, tokens_per_word_)), rng);
+}
+
+std::string PromptSynth::make(std::uint32_t tokens, std::uint64_t index, std::uint64_t salt) const {
+  std::string out;
+  const std::uint32_t prefix_tokens = prefix_.any() ? prefix_tokens_for(tokens) : 0;
+  if (prefix_tokens > 0) append_prefix(out, index % prefix_.count, prefix_tokens, salt);
+  Rng rng(mix(seed_ ^ mix(index + 1) ^ salt));
+  const double rest = static_cast<double>(tokens) - static_cast<double>(prefix_tokens);
   append_words(out, std::max<std::uint32_t>(1, words_for(rest, tokens_per_word_)), rng);
+  return out;
+}
+
+std::string PromptSynth::prefix_text(std::uint32_t k, std::uint32_t max_prompt_tokens, std::uint64_t salt) const {
+  std::string out;
+  if (prefix_.any()) append_prefix(out, k, prefix_tokens_for(max_prompt_tokens), salt);
   return out;
 }
 
@@ -141,6 +184,43 @@ Result<AbandonSpec> parse_abandon(const nlohmann::json& j, const std::string& fi
   return a;
 }
 
+Result<PrefixSpec> parse_prefix(const nlohmann::json& j, const std::string& field) {
+  if (!j.is_object()) return invalid(field, "must be an object such as {\"tokens\": 800, \"count\": 4}");
+  PrefixSpec p;
+  for (const auto& [key, value] : j.items()) {
+    const std::string f = field + "/" + key;
+    if (key == "tokens") {
+      auto n = fields::integer<std::uint32_t>(j, "tokens", field, std::nullopt, 1, 1'000'000);
+      if (!n) return n.error();
+      p.tokens = *n;
+    } else if (key == "ratio") {
+      if (!value.is_number() || !(value.get<double>() > 0) || !(value.get<double>() < 1)) {
+        return invalid(f, "must be a share of each prompt in (0, 1)");
+      }
+      p.ratio = value.get<double>();
+    } else if (key == "count") {
+      auto n = fields::integer<std::uint32_t>(j, "count", field, std::nullopt, 1, 100'000);
+      if (!n) return n.error();
+      p.count = *n;
+    } else if (key == "cache") {
+      if (value == "cold") {
+        p.cache = PrefixCache::cold;
+      } else if (value == "warm") {
+        p.cache = PrefixCache::warm;
+      } else if (value != "as_found") {
+        return invalid(f, "must be \"cold\", \"warm\" or \"as_found\"");
+      }
+    } else {
+      return invalid(f, "unknown prefix field (expected tokens, ratio, count or cache)");
+    }
+  }
+  if (p.tokens > 0 && p.ratio > 0) return invalid(field + "/ratio", "give tokens or ratio, not both");
+  if (!p.any() && p.cache != PrefixCache::cold) {
+    return invalid(field + "/tokens", "give tokens or ratio (or only \"cache\": \"cold\")");
+  }
+  return p;
+}
+
 Result<WorkloadSpec> parse_workload(const nlohmann::json& j, const std::string& field) {
   if (!j.is_object()) return invalid(field, "must be an object");
   WorkloadSpec w;
@@ -165,11 +245,25 @@ Result<WorkloadSpec> parse_workload(const nlohmann::json& j, const std::string& 
       auto a = parse_abandon(value, f);
       if (!a) return a.error();
       w.abandon = *a;
+    } else if (key == "prefix") {
+      auto p = parse_prefix(value, f);
+      if (!p) return p.error();
+      w.prefix = *p;
     } else {
       return invalid(f,
                      "unknown workload field (expected prompt_tokens, output_tokens, seed, "
-                     "shared_prefix_tokens, dataset or abandon)");
+                     "shared_prefix_tokens, prefix, dataset or abandon)");
     }
+  }
+  if (w.shared_prefix_tokens > 0) {
+    if (j.contains("prefix")) return invalid(field + "/prefix", "give shared_prefix_tokens or prefix, not both");
+    w.prefix.tokens = w.shared_prefix_tokens;
+  }
+  if (w.prefix.cache == PrefixCache::warm && w.prefix.ratio > 0 &&
+      w.prompt_tokens.upper_bound() > kMaxWarmPromptTokens) {
+    return invalid(field + "/prefix/ratio",
+                   "a warm cache with a ratio needs prompt_tokens with a max (to know the "
+                   "longest prefix to warm)");
   }
   if (w.dataset) {
     // With a dataset, a distribution of output lengths may sit in dataset.output_tokens.
@@ -182,7 +276,7 @@ Result<WorkloadSpec> parse_workload(const nlohmann::json& j, const std::string& 
 
 std::optional<Error> check_dataset_workload(const nlohmann::json& j, const std::string& field) {
   if (!j.is_object() || !j.contains("dataset")) return std::nullopt;
-  for (const char* key : {"prompt_tokens", "shared_prefix_tokens"}) {
+  for (const char* key : {"prompt_tokens", "shared_prefix_tokens", "prefix"}) {
     if (j.contains(key)) return invalid(field + "/" + key, "the dataset gives the prompts");
   }
   const auto& d = j.at("dataset");
@@ -207,7 +301,15 @@ std::size_t Workload::entry_of(std::uint64_t index) const {
   return order_.empty() ? at : order_[at];
 }
 
-WorkItem Workload::item(std::uint64_t index) const {
+std::vector<std::string> Workload::warm_prompts(std::uint64_t salt) const {
+  std::vector<std::string> out;
+  if (!dataset_.empty() || !spec_.prefix.any()) return out;
+  const std::uint32_t longest = std::min(spec_.prompt_tokens.upper_bound(), kMaxWarmPromptTokens);
+  for (std::uint32_t k = 0; k < spec_.prefix.count; ++k) out.push_back(synth_.prefix_text(k, longest, salt));
+  return out;
+}
+
+WorkItem Workload::item(std::uint64_t index, std::uint64_t salt) const {
   Rng rng(mix(spec_.seed ^ mix(index ^ 0xabcdef)));
   WorkItem w;
   if (spec_.abandon) {
@@ -240,7 +342,7 @@ WorkItem Workload::item(std::uint64_t index) const {
   }
   w.input_tokens = spec_.prompt_tokens.sample(rng);
   w.max_tokens = spec_.output_tokens.sample(rng);
-  w.prompt = synth_.make(w.input_tokens, index);
+  w.prompt = synth_.make(w.input_tokens, index, salt);
   return w;
 }
 

@@ -29,6 +29,28 @@ struct WorkItem {
   std::uint32_t abandon_after_tokens = 0;            // 0: reads to the end
 };
 
+// What a step does about the target's prefix cache: take it as it finds it (prompts fixed by
+// the seed, so an earlier run of the same spec may have left them cached), `cold` (every
+// prompt salted per step and job: nothing of it can be cached before the step), or `warm`
+// (salted as cold, then one request per prefix before the step, unmeasured).
+enum class PrefixCache { as_found, cold, warm };
+std::string_view to_string(PrefixCache c) noexcept;
+
+// The salt of one step's prompts under a cold or warm cache: a pure function of the job's id
+// and the step's request index base, never 0, the same on every platform.
+std::uint64_t prompt_salt(std::string_view job_id, std::uint64_t request_index_base) noexcept;
+
+// Shared prefixes (workload.prefix): `count` distinct prefixes, request i carrying prefix
+// i mod count, of `tokens` tokens or of `ratio` of its own prompt (the leading part of one
+// text per prefix, so requests of a prefix share the shorter one's length).
+struct PrefixSpec {
+  std::uint32_t tokens = 0;
+  double ratio = 0;  // > 0: a share of each prompt instead of `tokens`
+  std::uint32_t count = 1;
+  PrefixCache cache = PrefixCache::as_found;
+  bool any() const noexcept { return tokens > 0 || ratio > 0; }
+};
+
 // Builds prompts of a requested token count from a fixed word list, knowing how many tokens
 // the target's tokenizer makes of one word of that list.
 class PromptSynth {
@@ -36,18 +58,26 @@ class PromptSynth {
   // tokens_per_word: calibrated ratio (> 0); shared_prefix_tokens: a prefix common to every
   // prompt (0 = none: prompts are distinct so no accidental prefix-cache hits).
   PromptSynth(double tokens_per_word, std::uint32_t shared_prefix_tokens = 0, std::uint64_t seed = 0);
+  // The prompts share `prefix`'s prefixes.
+  PromptSynth(double tokens_per_word, const PrefixSpec& prefix, std::uint64_t seed);
 
-  // A prompt of about `tokens` tokens; `index` makes it distinct from every other index.
-  std::string make(std::uint32_t tokens, std::uint64_t index) const;
+  // A prompt of about `tokens` tokens; `index` makes it distinct from every other index, and
+  // a non-zero `salt` from every prompt of another salt (its prefix too).
+  std::string make(std::uint32_t tokens, std::uint64_t index, std::uint64_t salt = 0) const;
+  // Prefix k of `salt` (k < count), as long as the longest prompt of up to `max_prompt_tokens`
+  // carries it: what a warm-up sends so that the target caches it.
+  std::string prefix_text(std::uint32_t k, std::uint32_t max_prompt_tokens, std::uint64_t salt = 0) const;
+  const PrefixSpec& prefix() const noexcept { return prefix_; }
   double tokens_per_word() const noexcept { return tokens_per_word_; }
 
   // The text used to calibrate: `words` words of the list, space-separated.
   static std::string calibration_text(std::uint32_t words);
 
  private:
+  std::uint32_t prefix_tokens_for(std::uint32_t prompt_tokens) const;
+  void append_prefix(std::string& out, std::uint64_t k, std::uint32_t tokens, std::uint64_t salt) const;
   double tokens_per_word_;
-  std::string prefix_;
-  std::uint32_t prefix_tokens_ = 0;
+  PrefixSpec prefix_;
   std::uint64_t seed_;
 };
 
@@ -75,13 +105,17 @@ struct WorkloadSpec {
   LengthDist prompt_tokens = LengthDist::fixed(200);
   LengthDist output_tokens = LengthDist::fixed(64);
   std::uint64_t seed = 0;
-  std::uint32_t shared_prefix_tokens = 0;
+  std::uint32_t shared_prefix_tokens = 0;  // the short form of prefix {"tokens": n, "count": 1}
+  PrefixSpec prefix;
   std::optional<DatasetRef> dataset;
   std::optional<AbandonSpec> abandon;
 };
 // {"no_first_token_s": T, "after_tokens": k, "fraction": f}: at least one of the first two;
 // fraction (0, 1], default 1, only with after_tokens. Errors name the field.
 Result<AbandonSpec> parse_abandon(const nlohmann::json& j, const std::string& field);
+// {"tokens": n | "ratio": r, "count": k (1), "cache": "as_found" | "cold" | "warm"}: exactly one
+// of tokens and ratio (ratio in (0, 1)), count in [1, 100000]. Errors name the field.
+Result<PrefixSpec> parse_prefix(const nlohmann::json& j, const std::string& field);
 Result<WorkloadSpec> parse_workload(const nlohmann::json& j, const std::string& field = "/workload");
 // What a workload object as the caller wrote it (before defaults are filled in) may not
 // combine with a dataset: prompt lengths or a shared prefix (the dataset gives the prompts),
@@ -98,7 +132,12 @@ class Workload {
   Workload(WorkloadSpec spec, PromptSynth synth, std::vector<DatasetEntry> dataset = {});
   // The dataset entry item `index` uses (dataset workloads only).
   std::size_t entry_of(std::uint64_t index) const;
-  WorkItem item(std::uint64_t index) const;
+  // `salt`: the step's prefix-cache salt (0: none; see PrefixCache).
+  WorkItem item(std::uint64_t index, std::uint64_t salt = 0) const;
+  // What a warm prefix cache needs sent before a step of `salt`: each prefix once, as long as
+  // the longest prompt carries it. Empty without shared prefixes.
+  std::vector<std::string> warm_prompts(std::uint64_t salt) const;
+  const WorkloadSpec& spec() const noexcept { return spec_; }
   const PromptSynth& synth() const noexcept { return synth_; }
 
  private:

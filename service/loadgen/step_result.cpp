@@ -27,6 +27,17 @@ nlohmann::json StepResult::summary(const std::vector<double>& percentiles) const
     engine["concurrency_cap_approximate"] = engine_parts > 1;
   }
   j["engine"] = std::move(engine);
+  if (prefix_cache.shared_prefixes || prefix_cache.state != llm::PrefixCache::as_found) {
+    nlohmann::json pc = {{"state", llm::to_string(prefix_cache.state)}};
+    if (prefix_cache.state == llm::PrefixCache::warm) {
+      pc["warm_requests"] = prefix_cache.warm_requests;
+      pc["warm_failed"] = prefix_cache.warm_failed;
+      pc["warm_s"] = prefix_cache.warm_s;
+    }
+    // The target's own count over the step (vLLM's prefix_cache_hits / _queries), when scraped.
+    pc["hit_rate"] = j["server"].value("prefix_cache_hit_rate", nlohmann::json());
+    j["prefix_cache"] = std::move(pc);
+  }
   if (look_confidence > 0) {
     j["stop"] = {{"mode", "decided"},
                  {"by", to_string(stopped_by)},

@@ -1,407 +1,23 @@
 #include "loadgen/step_runner.hpp"
 
 #include <fmt/format.h>
-#include <sys/resource.h>
 
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/post.hpp>
 #include <cmath>
 #include <cstdlib>
-#include <deque>
 #include <future>
 #include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
-#include <unordered_map>
 
-#include "core/log.hpp"
-#include "llm/client.hpp"
 #include "loadgen/endpoint.hpp"
+#include "loadgen/engine_part.hpp"
+#include "loadgen/warm_up.hpp"
 #include "observe/scraper.hpp"
 
 namespace capsweep::loadgen {
-
-namespace asio = boost::asio;
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
-
-namespace {
-
-double thread_cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_THREAD, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-
-// Every co_spawn here completes through this.
-constexpr auto log_exception = [](std::exception_ptr e) { log_escaped("loadgen: request coroutine failed", e); };
-
-}  // namespace
-
-// What one engine part measured, taken on its own thread once its io_context stopped, and
-// merged with the other parts' by StepRunner::run.
-struct PartResult {
-  std::optional<StepAccumulator> acc;
-  std::vector<RequestRow> rows;
-  SampleSet loop_delay_ms;
-  std::uint64_t peak_connections = 0;
-  bool itl_lists_cut = false, cancelled = false;
-  double cpu_s = 0;
-  StopReason stopped_by = StopReason::fixed_length;
-  std::optional<Decision> decision;
-  int looks = 0;
-  double look_confidence = 0;
-};
-
-// Everything one engine part of a step needs on its generator thread: its share of the
-// schedule (the indices j ≡ part mod parts), its own io_context, connections and accumulator.
-// Only the progress counters and the peak of requests in flight are shared between parts.
-struct StepState {
-  StepState(const llm::Target& t, const EndpointFactory& make_endpoint, const llm::Workload& w, const StepSpec& s,
-            Progress& p, StepWindow window, std::atomic<std::uint64_t>& peak)
-      : endpoint(make_endpoint(io)),
-        target(t),
-        workload(w),
-        spec(s),
-        progress(p),
-        peak_total(peak),
-        acc(window, s.goodput, s.exact_samples),
-        dispatch_timer(io),
-        drained(io),
-        monitor_timer(io) {}
-
-  asio::io_context io{1};
-  std::unique_ptr<Endpoint> endpoint;
-  const llm::Target& target;
-  const llm::Workload& workload;
-  const StepSpec& spec;
-  Progress& progress;
-  std::atomic<std::uint64_t>& peak_total;  // requests in flight over every part, at its highest
-  StepAccumulator acc;
-  SchedulePart share;            // rate mode: this part's requests
-  std::uint32_t cap = 0;         // rate mode: this part's share of the concurrency cap (0 = none)
-  std::uint64_t next_local = 0;  // closed loop: this part's requests begun
-  SteadyClock::time_point t0;
-  asio::steady_timer dispatch_timer, drained, monitor_timer;
-  struct Waiting {
-    std::uint64_t index;
-    Nanos scheduled, dispatched;
-  };
-  std::deque<Waiting> capped;  // rate mode with a concurrency cap: dispatched, waiting for a slot
-  std::uint64_t in_flight = 0, peak_in_flight = 0, peak_connections = 0;
-  bool stopping = false;    // no more dispatch (end of schedule, drain, cancel)
-  bool abandoning = false;  // the drain timeout passed: requests still running are incomplete
-  bool cancelled = false;   // cancelled by the user
-  SampleSet loop_delay_ms;
-  std::vector<RequestRow> rows;
-  static constexpr std::size_t kMaxRowItlSamples = std::size_t{16} << 20;  // over all parts
-  std::size_t row_itl_samples = 0;
-  bool itl_lists_cut = false;  // some rows carry no ITL list: the step kept its cap of them
-  std::unordered_map<std::uint64_t, const RequestRecord*> live;  // spec.track_live: in flight
-  Nanos drain_deadline{0};  // from t0; a decided step moves it to its decision + the drain timeout
-
-  // spec.decide: the decider, and what it needs of the generator's own state.
-  std::optional<StepDecider> decider;
-  std::optional<Decision> decision;
-  std::uint64_t measured_pending = 0;  // measured requests dispatched and not ended
-  std::uint64_t measured_dispatched = 0, measured_lagging = 0;
-  double cpu_at_start = 0;
-
-  // Whether the generator, not the target, sets the pace now: its schedule lag p99 (more than
-  // 1% of the measured requests late by over the bound) or its CPU share, as the step's own
-  // generator_limited judges at its end.
-  bool generator_behind() const {
-    if (measured_lagging * 100 > measured_dispatched) return true;
-    const double wall = to_s(now());
-    return wall > 1 && (thread_cpu_seconds() - cpu_at_start) / wall > spec.cpu_saturation;
-  }
-
-  void consider_stopping(const RequestRecord& rec) {
-    decider->add(rec);
-    if (stopping || !decider->look_due(now())) return;
-    auto d = decider->look(now(), measured_pending, generator_behind());
-    if (!d) return;
-    // Decided: no more dispatch; the measured window ends here and the drain runs from here.
-    decision = std::move(d);
-    stopping = true;
-    dispatch_timer.cancel();
-    drain_deadline = decision->at + spec.drain_timeout;
-    acc.end_window(decision->at, drain_deadline);
-  }
-
-  void record_row(const RequestRecord& rec, std::uint64_t index) {
-    if (!spec.keep_rows) return;
-    const double nan = std::numeric_limits<double>::quiet_NaN();
-    RequestRow row;
-    row.index = index;
-    row.scheduled_ms = to_ms(rec.scheduled);
-    row.dispatched_ms = to_ms(rec.dispatched);
-    row.sent_ms = to_ms(rec.sent);
-    row.finished_ms = rec.outcome == Outcome::incomplete ? nan : to_ms(rec.finished);
-    row.ttft_ms = rec.chunks.empty() ? nan : to_ms(*rec.first_token() - rec.scheduled);
-    row.e2el_ms = rec.outcome == Outcome::ok && !rec.chunks.empty() ? to_ms(*rec.last_token() - rec.scheduled) : nan;
-    row.input_tokens = rec.input_tokens;
-    row.output_tokens = rec.output_tokens;
-    row.chunks = static_cast<std::uint32_t>(rec.chunks.size());
-    row.outcome = rec.outcome;
-    // Each request's own ITL list, until the step has kept kMaxRowItlSamples of them (64 MiB):
-    // past that, rows carry none and the summary says so (the step's ITL percentiles are
-    // unaffected: they pool every gap).
-    if (rec.outcome == Outcome::ok && rec.chunks.size() > 1) {
-      if (row_itl_samples < kMaxRowItlSamples / share.parts) {
-        for_each_token_gap_ms(rec, [&row](double gap) { row.itl_ms.push_back(static_cast<float>(gap)); });
-        row_itl_samples += row.itl_ms.size();
-      } else {
-        itl_lists_cut = true;
-      }
-    }
-    rows.push_back(std::move(row));
-  }
-
-  Nanos now() const { return SteadyClock::now() - t0; }
-
-  // The closed loop's next request index of this part: part, part + parts, part + 2 parts …
-  std::uint64_t next_index() const { return share.part + next_local * share.parts; }
-
-  // A request taken up: counted in flight here and over every part.
-  void enter() {
-    ++in_flight;
-    peak_in_flight = std::max(peak_in_flight, in_flight);
-    const std::uint64_t total = progress.in_flight.fetch_add(1, std::memory_order_relaxed) + 1;
-    std::uint64_t seen = peak_total.load(std::memory_order_relaxed);
-    while (total > seen && !peak_total.compare_exchange_weak(seen, total, std::memory_order_relaxed)) {
-    }
-  }
-
-  void launch(std::uint64_t index, Nanos scheduled, Nanos dispatched) {
-    enter();
-    asio::co_spawn(io, one(index, scheduled, dispatched), log_exception);
-  }
-
-  // One request, settled exactly once whatever happens: a failure of our own (an exception
-  // while building or sending it, e.g. bad_alloc) ends it as client_error, so the count of
-  // requests in flight always returns to zero and the drain cannot wait forever.
-  asio::awaitable<void> one(std::uint64_t index, Nanos scheduled, Nanos dispatched) {
-    RequestRecord rec;
-    rec.scheduled = scheduled;
-    rec.dispatched = dispatched;
-    if (spec.track_live) live[index] = &rec;
-    try {
-      const llm::WorkItem item = workload.item(spec.request_index_base + index);
-      rec.input_tokens = item.input_tokens;
-      if (item.abandon_without_first_token) rec.abandon_at = scheduled + *item.abandon_without_first_token;
-      rec.abandon_after_tokens = item.abandon_after_tokens;
-      rec.chunks.reserve(std::min<std::uint32_t>(item.max_tokens, 4096));  // no regrowth on typical answers
-      std::string body = llm::completion_body(target, item.prompt, item.max_tokens, item.messages);
-      progress.sent.fetch_add(1, std::memory_order_relaxed);
-      if (spec.fail_request && *spec.fail_request == index)
-        throw std::runtime_error("test hook: request failed in the generator");
-      co_await endpoint->send(std::move(body), rec, t0, fmt::format("capsweep-{}-{}", spec.seed, index));
-      peak_connections = std::max<std::uint64_t>(peak_connections, endpoint->open_connections());
-    } catch (const std::exception& e) {
-      rec.outcome = Outcome::client_error;
-      rec.chunks.clear();
-      if (!client_error_logged) {
-        client_error_logged = true;
-        log::error(fmt::format("loadgen: request {} failed in the generator: {}", index, e.what()));
-      }
-    }
-    finish(rec, index);
-  }
-  bool client_error_logged = false;
-
-  void finish(RequestRecord& rec, std::uint64_t index) {
-    if (rec.outcome == Outcome::cancelled && abandoning && !cancelled) rec.outcome = Outcome::incomplete;
-    if (spec.track_live) live.erase(index);
-    record_row(rec, index);
-    if (spec.on_ended) spec.on_ended(rec);
-    if (rec.outcome == Outcome::ok && !rec.chunks.empty() && rec.scheduled >= spec.warmup) {
-      live_ttft_ms.add(to_ms(*rec.first_token() - rec.scheduled));
-    }
-    acc.add(rec);
-    if (rec.scheduled >= spec.warmup && measured_pending > 0) --measured_pending;
-    if (decider) consider_stopping(rec);
-    (rec.outcome == Outcome::ok ? progress.done : progress.failed).fetch_add(1, std::memory_order_relaxed);
-    --in_flight;
-    progress.in_flight.fetch_sub(1, std::memory_order_relaxed);
-    // A slot freed: the oldest request waiting behind the concurrency cap goes now.
-    if (!capped.empty() && !abandoning && !cancelled) {
-      const Waiting w = capped.front();
-      capped.pop_front();
-      launch(w.index, w.scheduled, w.dispatched);
-    }
-    if (in_flight == 0) drained.cancel();
-  }
-
-  asio::awaitable<void> dispatch_rate() {
-    const auto& times = share.send_times;
-    for (std::size_t k = 0; k < times.size() && !stopping; ++k) {
-      const std::uint64_t i = share.indices[k];
-      const auto due = t0 + times[k];
-      if (SteadyClock::now() < due) {
-        dispatch_timer.expires_at(due);
-        co_await dispatch_timer.async_wait(use_tuple);
-        if (stopping) break;
-      }
-      if (spec.stall_before && *spec.stall_before == i) std::this_thread::sleep_for(spec.stall);
-      const Nanos dispatched = now();
-      progress.scheduled.fetch_add(1, std::memory_order_relaxed);
-      if (spec.on_scheduled) spec.on_scheduled(times[k]);
-      if (times[k] >= spec.warmup) {
-        ++measured_pending;
-        ++measured_dispatched;
-        if (dispatched - times[k] > spec.lag_bound) ++measured_lagging;
-      }
-      if (cap > 0 && in_flight >= cap) {
-        capped.push_back({i, times[k], dispatched});
-      } else {
-        launch(i, times[k], dispatched);
-      }
-    }
-  }
-
-  // One closed-loop user: sends, waits for the answer (and its think time), sends again.
-  asio::awaitable<void> worker(Nanos end, std::uint32_t user) {
-    Rng think_rng(spec.seed * 0x9E3779B97F4A7C15ULL + user + 1);
-    asio::steady_timer think_timer(io);
-    while (!stopping && now() < end && (!spec.requests || next_index() < *spec.requests)) {
-      const std::uint64_t i = next_index();
-      ++next_local;
-      const Nanos t = now();
-      progress.scheduled.fetch_add(1, std::memory_order_relaxed);
-      enter();
-      co_await one(i, t, t);
-      if (spec.think_time_ms && !stopping) {
-        // Waited in short slices, so that the step's end or a cancel is noticed at once.
-        const auto until = SteadyClock::now() + std::chrono::milliseconds(spec.think_time_ms->sample(think_rng));
-        while (!stopping && now() < end && SteadyClock::now() < until) {
-          think_timer.expires_at(std::min(until, SteadyClock::now() + std::chrono::milliseconds(20)));
-          co_await think_timer.async_wait(use_tuple);
-        }
-      }
-    }
-  }
-
-  asio::awaitable<void> monitor() {
-    // Event-loop delay: how late a 5 ms timer fires; and the live p95 TTFT.
-    auto next = SteadyClock::now();
-    int ticks = 0;
-    while (!stopping || in_flight > 0) {
-      next += std::chrono::milliseconds(5);
-      monitor_timer.expires_at(next);
-      co_await monitor_timer.async_wait(use_tuple);
-      const auto late = SteadyClock::now() - next;
-      loop_delay_ms.add(std::chrono::duration<double, std::milli>(late).count());
-      if (late > std::chrono::milliseconds(50)) next = SteadyClock::now();
-      if (++ticks % 50 == 0 && share.part == 0)
-        progress.p95_ttft_ms.store(live_ttft_ms.percentile(95), std::memory_order_relaxed);
-    }
-  }
-
-  // Live p95 TTFT for progress: a histogram-only sample set (no sorting on the generator
-  // thread, values within 1%), fed with measured successful requests.
-  SampleSet live_ttft_ms{0};
-
-  asio::awaitable<void> main() {
-    cpu_at_start = thread_cpu_seconds();
-    asio::co_spawn(io, monitor(), log_exception);
-    if (spec.mode == Mode::rate) {
-      co_await dispatch_rate();
-    } else {
-      // N closed-loop workers. A timed step ends at its duration whatever is in flight (the
-      // drain below applies); a counted one when every request was sent.
-      const Nanos end = spec.requests ? Nanos::max() / 2 : spec.duration;
-      // Workers start at the origin, as a schedule's first request would.
-      dispatch_timer.expires_at(t0);
-      co_await dispatch_timer.async_wait(use_tuple);
-      // This part's users: u ≡ part (mod parts).
-      for (std::uint32_t w = share.part; w < spec.concurrency; w += share.parts)
-        asio::co_spawn(io, worker(end, w), log_exception);
-      while (!stopping && (spec.requests ? next_index() < *spec.requests : now() < end)) {
-        dispatch_timer.expires_at(spec.requests ? SteadyClock::now() + std::chrono::milliseconds(5) : t0 + end);
-        co_await dispatch_timer.async_wait(use_tuple);
-      }
-    }
-    stopping = true;
-    // Drain: wait for the requests in flight until the drain deadline.
-    if (in_flight > 0 || !capped.empty()) {
-      drained.expires_at(t0 + drain_deadline);
-      co_await drained.async_wait(use_tuple);
-    }
-    if (in_flight > 0 || !capped.empty()) {
-      abandoning = true;
-      // Requests still waiting behind the cap never went out: incomplete all the same.
-      for (const auto& w : capped) {
-        RequestRecord rec;
-        rec.scheduled = w.scheduled;
-        rec.dispatched = rec.sent = w.dispatched;
-        rec.outcome = cancelled ? Outcome::cancelled : Outcome::incomplete;
-        record_row(rec, w.index);
-        acc.add(rec);
-        if (spec.on_ended) spec.on_ended(rec);
-      }
-      capped.clear();
-      endpoint->cancel_all();
-      // Aborted requests settle at once; should one not (a bug, never a target's doing), the
-      // step still ends: its state is then left alone rather than freed under it.
-      const auto give_up = SteadyClock::now() + kSettleBound;
-      while (in_flight > 0 && SteadyClock::now() < give_up) {
-        drained.expires_after(std::chrono::milliseconds(5));
-        co_await drained.async_wait(use_tuple);
-      }
-      if (in_flight > 0) {
-        unsettled = true;
-        log::error(
-            fmt::format("loadgen: {} requests did not settle {} s after being aborted; the step ends without them",
-                        in_flight, std::chrono::duration_cast<std::chrono::seconds>(kSettleBound).count()));
-        io.stop();
-        co_return;
-      }
-    }
-    monitor_timer.cancel();
-  }
-  // Moves what this part measured into `out` once its io_context has stopped.
-  void take_result(PartResult& out) {
-    out.loop_delay_ms = std::move(loop_delay_ms);
-    out.peak_connections = peak_connections;
-    out.itl_lists_cut = itl_lists_cut;
-    out.cancelled = cancelled;
-    if (decider) {
-      out.decision = decision;
-      out.stopped_by = decision ? StopReason::decided : StopReason::max_length;
-      out.looks = decider->looks_taken();
-      out.look_confidence = decider->look_confidence();
-    }
-    out.acc.emplace(std::move(acc));
-    out.rows = std::move(rows);
-  }
-
-  static constexpr Nanos kSettleBound = std::chrono::seconds(3);
-  bool unsettled = false;  // requests never settled: io stopped, state must not be freed
-
-  void cancel() {
-    cancelled = true;
-    stopping = true;
-    dispatch_timer.cancel();
-    abandoning = true;
-    for (const auto& w : capped) {
-      RequestRecord rec;
-      rec.scheduled = w.scheduled;
-      rec.dispatched = rec.sent = w.dispatched;
-      rec.outcome = Outcome::cancelled;
-      record_row(rec, w.index);
-      acc.add(rec);
-      if (spec.on_ended) spec.on_ended(rec);
-    }
-    capped.clear();
-    endpoint->cancel_all();
-    drained.cancel();
-  }
-};
 
 StepRunner::StepRunner(llm::Target target, std::shared_ptr<const llm::Workload> workload, EndpointFactory endpoint)
     : target_(std::move(target)),
@@ -414,7 +30,7 @@ void StepRunner::cancel() {
   cancel_requested_ = true;
   std::lock_guard lock(active_mutex_);
   for (void* part : active_) {
-    auto* s = static_cast<StepState*>(part);
+    auto* s = static_cast<EnginePart*>(part);
     asio::post(s->io, [s] { s->cancel(); });
   }
 }
@@ -427,7 +43,7 @@ std::vector<StepRunner::Live> StepRunner::live_requests() {
   {
     std::lock_guard lock(active_mutex_);
     // A step with track_live runs on one engine part (engine_parts).
-    auto* s = active_.size() == 1 ? static_cast<StepState*>(active_.front()) : nullptr;
+    auto* s = active_.size() == 1 ? static_cast<EnginePart*>(active_.front()) : nullptr;
     if (!s || !s->spec.track_live) return {};
     asio::post(s->io, [s, answer] {
       std::vector<Live> out;
@@ -520,7 +136,7 @@ namespace {
 // its io_context stopped, `detach` unregisters it from cancel(). The part's state is freed here, so that its memory
 // goes back to this thread's arena and the arena's top can be handed back at once.
 template <class Detach>
-void run_part(std::unique_ptr<StepState> state, PartResult& out, Detach detach) {
+void run_part(std::unique_ptr<EnginePart> state, PartResult& out, Detach detach) {
   const double cpu0 = thread_cpu_seconds();
   asio::co_spawn(state->io, state->main(), log_exception);
   if (state->cancelled) asio::post(state->io, [s = state.get()] { s->cancel(); });
@@ -576,15 +192,15 @@ void merge_parts(std::vector<PartResult>& parts, double wall_s, StepResult& resu
 }
 
 // The step's engine parts, each holding its share of the one schedule (engine_parts of them).
-Result<std::vector<std::unique_ptr<StepState>>> make_parts(const StepSpec& spec, const StepPlan& plan,
-                                                           const llm::Target& target, const EndpointFactory& endpoint,
-                                                           const llm::Workload& workload, Progress& progress,
-                                                           std::atomic<std::uint64_t>& peak_in_flight) {
+Result<std::vector<std::unique_ptr<EnginePart>>> make_parts(const StepSpec& spec, const StepPlan& plan,
+                                                            const llm::Target& target, const EndpointFactory& endpoint,
+                                                            const llm::Workload& workload, Progress& progress,
+                                                            std::atomic<std::uint64_t>& peak_in_flight) {
   const std::uint32_t parts = engine_parts(spec);
   const std::uint64_t salt = spec.seed * 0x9E3779B97F4A7C15ULL ^ spec.request_index_base;
-  std::vector<std::unique_ptr<StepState>> states;
+  std::vector<std::unique_ptr<EnginePart>> states;
   for (std::uint32_t p = 0; p < parts; ++p) {
-    auto state = std::make_unique<StepState>(target, endpoint, workload, spec, progress, plan.window, peak_in_flight);
+    auto state = std::make_unique<EnginePart>(target, endpoint, workload, spec, progress, plan.window, peak_in_flight);
     state->share = split_schedule(plan.schedule, p, parts, salt);
     state->cap = spec.concurrency == 0 ? 0 : (spec.concurrency + parts - 1) / parts;
     state->drain_deadline = plan.drain_deadline;
@@ -621,13 +237,29 @@ std::uint32_t engine_parts(const StepSpec& spec) {
   return std::max<std::uint32_t>(parts, 1);
 }
 
+// The prefix cache before the step: warmed with each shared prefix once when the step asks.
+PrefixCacheState StepRunner::prepare_prefix_cache(const StepSpec& spec) {
+  PrefixCacheState out;
+  const llm::PrefixSpec& prefix = workload_->spec().prefix;
+  out.state = prefix.cache;
+  out.shared_prefixes = prefix.any();
+  if (!spec.warm_prefixes) return out;
+  const WarmUp w = warm_up(target_, endpoint_, workload_->warm_prompts(spec.prompt_salt),
+                           [this] { return cancel_requested_.load(); });
+  out.warm_requests = w.sent;
+  out.warm_failed = w.failed;
+  out.warm_s = w.seconds;
+  return out;
+}
+
 Result<StepResult> StepRunner::run(const StepSpec& spec) {
   auto plan = plan_step(spec);
   if (!plan) return plan.error();
+  const PrefixCacheState prefix_cache = prepare_prefix_cache(spec);
   std::atomic<std::uint64_t> peak_in_flight{0};
   auto made = make_parts(spec, *plan, target_, endpoint_, *workload_, progress_, peak_in_flight);
   if (!made) return made.error();
-  std::vector<std::unique_ptr<StepState>> states = std::move(*made);
+  std::vector<std::unique_ptr<EnginePart>> states = std::move(*made);
   const auto parts = static_cast<std::uint32_t>(states.size());
   if (spec.decide && spec.mode == Mode::rate && !spec.requests) {
     auto& s0 = *states.front();
@@ -646,6 +278,7 @@ Result<StepResult> StepRunner::run(const StepSpec& spec) {
   }
 
   StepResult result;
+  result.prefix_cache = prefix_cache;
   result.engine_parts = parts;
   result.schedule_digest = states.front()->share.digest;
   result.concurrency_cap_per_part = states.front()->cap;
@@ -658,7 +291,7 @@ Result<StepResult> StepRunner::run(const StepSpec& spec) {
   std::vector<std::thread> generators;
   for (std::uint32_t p = 0; p < parts; ++p) {
     generators.emplace_back([this, &measured, p, state = std::move(states[p])]() mutable {
-      run_part(std::move(state), measured[p], [this](StepState* s) {
+      run_part(std::move(state), measured[p], [this](EnginePart* s) {
         std::lock_guard lock(active_mutex_);
         std::erase(active_, static_cast<void*>(s));
       });

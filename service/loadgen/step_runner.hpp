@@ -56,6 +56,11 @@ struct StepSpec {
   std::optional<observe::PromSource> prometheus;   // the gauges from a Prometheus server instead
   Nanos scrape_interval = std::chrono::seconds(1);
   std::uint64_t request_index_base = 0;  // distinct prompts across steps
+  // The salt of the step's prompts (workload.prefix.cache cold or warm: nothing sent before
+  // this step can be cached for it; 0: prompts as the seed makes them), and whether each
+  // shared prefix is sent once before the step, unmeasured (warm).
+  std::uint64_t prompt_salt = 0;
+  bool warm_prefixes = false;
   // A schedule made beforehand (a scenario's profile), sent as it is; `duration` is then its
   // length (the measured window ends there).
   std::shared_ptr<const Schedule> schedule;
@@ -98,6 +103,14 @@ struct RequestRow {
   std::vector<float> itl_ms;
 };
 
+// What a step did about the target's prefix cache (workload.prefix).
+struct PrefixCacheState {
+  llm::PrefixCache state = llm::PrefixCache::as_found;
+  bool shared_prefixes = false;
+  std::uint64_t warm_requests = 0, warm_failed = 0;
+  double warm_s = 0;
+};
+
 struct StepResult {
   std::vector<RequestRow> requests;  // every request of the step, in completion order
   StepMetrics metrics;
@@ -119,6 +132,9 @@ struct StepResult {
   std::uint32_t engine_parts = 1;
   std::uint64_t schedule_digest = 0;
   std::uint32_t concurrency_cap_per_part = 0;
+  // The target's prefix cache as the step left it before its start: the workload's cache
+  // state, and the warm-up's requests when it was warmed.
+  PrefixCacheState prefix_cache;
   // What ended the step; with spec.decide, the decision (if one was reached), the looks taken
   // and the confidence of each.
   StopReason stopped_by = StopReason::fixed_length;
@@ -180,6 +196,7 @@ class StepRunner : public RunControl {
   const Progress& progress() const noexcept override { return progress_; }
 
  private:
+  PrefixCacheState prepare_prefix_cache(const StepSpec& spec);
   llm::Target target_;
   std::shared_ptr<const llm::Workload> workload_;
   EndpointFactory endpoint_;

@@ -71,20 +71,25 @@ void Scraper::run() {
         constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
         asio::steady_timer t(io);
         auto next = SteadyClock::now();
+        // One scrape of the target's /metrics: every reading, or (the last, after the step)
+        // its counters alone, so that deltas span the whole step and the gauges' means only it.
+        const auto scrape = [&](bool counters_only) -> asio::awaitable<void> {
+          auto r = co_await client.request("GET", path, "");
+          if (r.status == 200) {
+            auto e = parse_prometheus_text(r.body);
+            if (e)
+              gauges_.add(SteadyClock::now() - origin_, *e, counters_only);
+            else if (!counters_only)
+              gauges_.add_failure(parse_failure(e.error().message));
+          } else if (!counters_only) {
+            gauges_.add_failure(r.status ? fmt::format("HTTP {}", r.status) : printable_ascii(r.body));
+          }
+        };
         while (running_) {
           if (from_prometheus) {
             co_await query_once(client, path);
           } else {
-            auto r = co_await client.request("GET", path, "");
-            if (r.status == 200) {
-              auto e = parse_prometheus_text(r.body);
-              if (e)
-                gauges_.add(SteadyClock::now() - origin_, *e);
-              else
-                gauges_.add_failure(parse_failure(e.error().message));
-            } else {
-              gauges_.add_failure(r.status ? fmt::format("HTTP {}", r.status) : printable_ascii(r.body));
-            }
+            co_await scrape(false);
           }
           next += interval_;
           // Sleep in short slices so the end of the step is noticed promptly.
@@ -93,6 +98,7 @@ void Scraper::run() {
             co_await t.async_wait(use_tuple);
           }
         }
+        if (!from_prometheus) co_await scrape(true);
       },
       log_exception);
   io.run();
@@ -100,7 +106,7 @@ void Scraper::run() {
 
 asio::awaitable<void> Scraper::query_once(llm::Client& client, const std::string& base_path) {
   const auto at = SteadyClock::now() - origin_;
-  ServerGauges::Point p{to_s(at), {}, {}, {}, {}, {}};
+  ServerGauges::Point p{to_s(at), {}, {}, {}, {}, {}, {}, {}, {}};
   for (const auto& [name, promql] : prom_.queries) {
     auto r = co_await client.request("GET", instant_query_path(base_path, promql), "");
     // Prometheus answers a rejected query with 400 or 422 and a JSON error of its own.

@@ -7,14 +7,18 @@
 
 namespace capsweep::observe {
 
-void ServerGauges::add(Nanos at, const Exposition& e) {
+void ServerGauges::add(Nanos at, const Exposition& e, bool counters_only) {
   Point p{to_s(at),
           e.sum("vllm:num_requests_running"),
           e.sum("vllm:num_requests_waiting"),
           e.sum("vllm:kv_cache_usage_perc"),
           e.sum("vllm:prompt_tokens_total"),
-          e.sum("vllm:generation_tokens_total")};
+          e.sum("vllm:generation_tokens_total"),
+          e.sum("vllm:prefix_cache_queries_total"),
+          e.sum("vllm:prefix_cache_hits_total"),
+          e.sum("vllm:gpu_prefix_cache_hit_rate")};  // older vLLM
   if (!p.kv_usage) p.kv_usage = e.sum("vllm:gpu_cache_usage_perc");  // older vLLM
+  if (counters_only) p.running = p.waiting = p.kv_usage = p.prefix_hit_rate = std::nullopt;
   points_.push_back(p);
 }
 
@@ -75,6 +79,15 @@ nlohmann::json ServerGauges::summary() const {
   };
   delta("prompt_tokens_delta", &Point::prompt_tokens);
   delta("generation_tokens_delta", &Point::generation_tokens);
+  delta("prefix_cache_queries_delta", &Point::prefix_queries);
+  delta("prefix_cache_hits_delta", &Point::prefix_hits);
+  const auto& queried = j["prefix_cache_queries_delta"];
+  if (queried.is_number() && queried.get<double>() > 0 && j["prefix_cache_hits_delta"].is_number()) {
+    j["prefix_cache_hit_rate"] = j["prefix_cache_hits_delta"].get<double>() / queried.get<double>();
+  } else {
+    gauge("prefix_cache_hit_rate", "max_prefix_cache_hit_rate", &Point::prefix_hit_rate);
+    j.erase("max_prefix_cache_hit_rate");
+  }
   const auto slope = waiting_slope_per_s();
   j["waiting_slope_per_s"] = slope ? nlohmann::json(*slope) : nlohmann::json(nullptr);
   return j;

@@ -15,8 +15,9 @@ namespace capsweep::observe {
 
 class ServerGauges {
  public:
-  // Records one successful scrape taken at `at` (offset from the step's origin).
-  void add(Nanos at, const Exposition& e);
+  // Records one successful scrape taken at `at` (offset from the step's origin); with
+  // `counters_only`, its counters alone (a scrape after the step: deltas, not gauges).
+  void add(Nanos at, const Exposition& e, bool counters_only = false);
   struct Point;
   // Records one reading from another source (a Prometheus server's instant queries).
   void add_point(const Point& p);
@@ -29,6 +30,9 @@ class ServerGauges {
   struct Point {
     double t_s;
     std::optional<double> running, waiting, kv_usage, prompt_tokens, generation_tokens;
+    // Prefix caching: vLLM's counters of prompt tokens looked up and found cached, or (older
+    // vLLM) its hit-rate gauge.
+    std::optional<double> prefix_queries, prefix_hits, prefix_hit_rate;
   };
   const std::vector<Point>& points() const noexcept { return points_; }
 
@@ -38,8 +42,10 @@ class ServerGauges {
 
   // {"scrapes", "scrape_failures", "last_scrape_error", "mean_running", "max_running",
   //  "mean_waiting", "max_waiting", "mean_kv_cache_usage", "max_kv_cache_usage",
-  //  "prompt_tokens_delta", "generation_tokens_delta", "waiting_slope_per_s"}; absent gauges
-  // are null.
+  //  "prompt_tokens_delta", "generation_tokens_delta", "waiting_slope_per_s",
+  //  "prefix_cache_queries_delta", "prefix_cache_hits_delta", "prefix_cache_hit_rate"}; absent
+  // gauges are null. The hit rate is hits over queries between the first and last scrape (the
+  // older gauge's mean where the counters are absent).
   nlohmann::json summary() const;
 
  private:

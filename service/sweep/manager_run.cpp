@@ -270,7 +270,7 @@ std::optional<PreparedJob> SweepManager::prepare(const store::SweepRow& row, con
                 : loadgen::calibrate_tokens_per_word(spec->target, how,
                                                      [this, active] { return active->cancel.load() || stopping(); });
   auto workload = std::make_shared<const llm::Workload>(
-      spec->workload, llm::PromptSynth(tokens_per_word, spec->workload.shared_prefix_tokens, spec->workload.seed),
+      spec->workload, llm::PromptSynth(tokens_per_word, spec->workload.prefix, spec->workload.seed),
       std::move(entries));
   p.runner = std::make_unique<loadgen::StepRunner>(spec->target, workload, options_.endpoint);
   if (spec->candidate) {
@@ -340,6 +340,11 @@ std::unique_ptr<StepExecutor> SweepManager::executor(const store::SweepRow& row,
   if (order.kind == StepKind::quality) return quality_executor(p, active, order, index);
   if (order.kind == StepKind::scenario) return scenario_executor(row, p, active, order, index, why);
   loadgen::StepSpec ss = step_spec(p.spec, order, index);
+  // A cold or warm prefix cache: the step's prompts are its own (salted by job and step).
+  if (p.spec.workload.prefix.cache != llm::PrefixCache::as_found) {
+    ss.prompt_salt = llm::prompt_salt(row.id, ss.request_index_base);
+    ss.warm_prefixes = p.spec.workload.prefix.cache == llm::PrefixCache::warm;
+  }
   cap_connections(ss, options_);
   ss.engine_threads = options_.engine_threads;
   loadgen::StepRunner& runner = order.role == Role::candidate ? *p.candidate_runner : *p.runner;

@@ -68,6 +68,17 @@ std::string outage_warning(const StepOutcome& s) {
 }
 
 // Warnings that change how far the numbers can be trusted.
+// A step whose server's usage and stream disagreed on its output tokens (summary's
+// output_tokens_check): nullopt when they agreed or the server sent no usage.
+std::optional<std::string> token_count_warning(const StepOutcome& s, std::string_view which) {
+  const json check = s.summary.value("output_tokens_check", json::object());
+  if (!check.value("disagree", false)) return std::nullopt;
+  return fmt::format(
+      "{}: the server's usage counts {} output tokens where its stream carried {} content chunks: a server counting "
+      "tokens it did not stream, or chunks of several tokens; TPOT and the token throughput use the usage's count",
+      which, check.value("usage_tokens", json(0)).dump(), check.value("stream_chunks", json(0)).dump());
+}
+
 void add_warnings(const JobSpec& spec, const Analysis& a, const Bracket& b, std::vector<std::string>& warnings) {
   if (a.range.probe_not_faster) {
     warnings.push_back(
@@ -82,6 +93,12 @@ void add_warnings(const JobSpec& spec, const Analysis& a, const Bracket& b, std:
     warnings.push_back(
         fmt::format("{} failing rate(s) below a passing one were re-run before they could bound the answer",
                     a.non_monotone_reruns));
+  }
+  for (const auto& f : a.fixed) {
+    if (auto w = token_count_warning(*f.step, fmt::format("the step at {:.3g} req/s", f.rate))) {
+      warnings.push_back(std::move(*w));
+      break;  // once: the server counts alike at every rate
+    }
   }
   const auto need = samples_needed(spec.slo);
   const double longest_s = to_s(spec.sweep.max_step_duration - spec.sweep.warmup);
@@ -195,6 +212,7 @@ json check_result(const JobSpec& spec, const StepOutcome& s) {
   r["basis"] = spec.basis;
   r["mlperf_scenario"] = closed_loop ? json(nullptr) : mlperf_scenario(spec);
   r["warnings"] = r["mlperf_scenario"] == "Offline" ? json::array({kOfflineWarning}) : json::array();
+  if (auto w = token_count_warning(s, "the check")) r["warnings"].push_back(std::move(*w));
   return r;
 }
 

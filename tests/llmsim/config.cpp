@@ -49,6 +49,7 @@ Result<SimConfig> apply_json(SimConfig cfg, const nlohmann::json& j) {
     CAPSWEEP_SIM_KEY("decode_base_ms", cfg.engine.decode_base_ms, double)
     CAPSWEEP_SIM_KEY("decode_per_seq_ms", cfg.engine.decode_per_seq_ms, double)
     CAPSWEEP_SIM_KEY("prefill_ms_per_token", cfg.engine.prefill_ms_per_token, double)
+    CAPSWEEP_SIM_KEY("prefix_cache_blocks", cfg.engine.prefix_cache_blocks, std::uint64_t)
     CAPSWEEP_SIM_KEY("tokens_per_chunk", cfg.tokens_per_chunk, std::uint64_t)
     CAPSWEEP_SIM_KEY("events_per_write", cfg.events_per_write, std::uint64_t)
     CAPSWEEP_SIM_KEY("reasoning_tokens", cfg.reasoning_tokens, std::uint64_t)

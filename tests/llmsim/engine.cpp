@@ -17,6 +17,7 @@ Result<EngineParams> validate(const EngineParams& p) {
   if (bad_ms(p.prefill_ms_per_token)) {
     return invalid("/prefill_ms_per_token", "must be in [0, 60000]");
   }
+  if (p.prefix_cache_blocks > 100'000'000) return invalid("/prefix_cache_blocks", "must be in [0, 100000000]");
   return p;
 }
 
@@ -53,16 +54,50 @@ void Engine::cancel(SeqId id) {
   }
 }
 
+std::uint32_t Engine::cached_tokens(const SeqRequest& req) {
+  if (params_.prefix_cache_blocks == 0) return 0;
+  std::uint64_t hit = 0;
+  for (const std::uint64_t h : req.blocks) {
+    auto it = cached_.find(h);
+    if (it == cached_.end()) break;
+    lru_.splice(lru_.begin(), lru_, it->second);  // used: most recent now
+    ++hit;
+  }
+  const std::uint64_t tokens = hit * kBlockTokens;
+  return static_cast<std::uint32_t>(std::min<std::uint64_t>(tokens, req.prompt_tokens > 0 ? req.prompt_tokens - 1 : 0));
+}
+
+void Engine::cache_blocks(const std::vector<std::uint64_t>& blocks) {
+  if (params_.prefix_cache_blocks == 0) return;
+  for (const std::uint64_t h : blocks) {
+    if (auto it = cached_.find(h); it != cached_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second);
+      continue;
+    }
+    if (lru_.size() >= params_.prefix_cache_blocks) {
+      cached_.erase(lru_.back());
+      lru_.pop_back();
+    }
+    lru_.push_front(h);
+    cached_[h] = lru_.begin();
+  }
+}
+
 Engine::Plan Engine::begin_iteration() {
   Plan plan;
   while (!waiting_.empty() && running_.size() < params_.max_num_seqs) {
-    const Seq& head = waiting_.front();
+    Seq& head = waiting_.front();
     const std::uint64_t need = std::uint64_t{head.req.prompt_tokens} + head.req.max_tokens;
     if (kv_reserved_ + need > params_.kv_cache_tokens) break;  // FCFS: never skip the head
     kv_reserved_ += need;
-    plan.prefill_tokens += head.req.prompt_tokens;
+    const std::uint32_t cached = cached_tokens(head.req);
+    if (params_.prefix_cache_blocks > 0) {
+      prefix_queries_ += head.req.prompt_tokens;
+      prefix_hits_ += cached;
+    }
+    plan.prefill_tokens += head.req.prompt_tokens - cached;
     ++plan.admitted;
-    running_.push_back(head);
+    running_.push_back(std::move(head));
     waiting_.pop_front();
   }
   plan.running = static_cast<std::uint32_t>(running_.size());
@@ -78,11 +113,12 @@ void Engine::end_iteration(std::vector<Emission>& out) {
     Seq& s = running_[i];
     const bool finished = s.emitted + 1 >= s.req.max_tokens;
     out.push_back({s.id, s.req.user, s.emitted, finished});
+    if (s.emitted == 0) cache_blocks(s.req.blocks);  // its prefill ended: its blocks are computed
     ++s.emitted;
     if (finished) {
       kv_reserved_ -= std::uint64_t{s.req.prompt_tokens} + s.req.max_tokens;
     } else {
-      if (kept != i) running_[kept] = s;
+      if (kept != i) running_[kept] = std::move(s);
       ++kept;
     }
   }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/text.hpp"
+#include "llmsim/engine.hpp"
 
 namespace capsweep::llmsim {
 namespace {
@@ -66,6 +67,40 @@ std::string_view token_text(std::uint64_t seed, std::uint32_t index) noexcept {
 
 namespace {
 
+// Names a prompt's blocks of kBlockTokens tokens as it is read, token by token: each block's
+// hash is chained over every token before the block's end, so two prompts share a block's
+// name only when they share everything up to it, as vLLM's prefix caching names its blocks.
+class BlockHasher {
+ public:
+  explicit BlockHasher(std::vector<std::uint64_t>& out) : out_(out) {}
+  void token(std::uint64_t h) {
+    chain_ = mix(chain_ ^ h);
+    if (++in_block_ == kBlockTokens) {
+      out_.push_back(chain_);
+      in_block_ = 0;
+    }
+  }
+  // Every whitespace-separated word of `text` is a token (as count_words counts them).
+  void words(std::string_view text) {
+    std::size_t i = 0;
+    while (i < text.size()) {
+      const std::size_t start = text.find_first_not_of(" \n\t\r\f\v", i);
+      if (start == std::string_view::npos) break;
+      std::size_t end = text.find_first_of(" \n\t\r\f\v", start);
+      if (end == std::string_view::npos) end = text.size();
+      token(hash_text(text.substr(start, end - start)));
+      i = end;
+    }
+  }
+  // Mixes in what is no token of its own (a chat turn's role).
+  void mark(std::string_view s) { chain_ = mix(chain_ ^ hash_text(s) ^ 0x726f6c65ull); }
+
+ private:
+  std::vector<std::uint64_t>& out_;
+  std::uint64_t chain_ = 0x70726566ull;
+  std::uint32_t in_block_ = 0;
+};
+
 // A completion's prompt: text (its words) or token ids.
 bool read_completion_prompt(const json& j, CompletionRequest& req, std::uint64_t& text_hash, ApiError& error) {
   auto prompt = j.find("prompt");
@@ -75,10 +110,13 @@ bool read_completion_prompt(const json& j, CompletionRequest& req, std::uint64_t
     req.prompt_tokens = count_words(s);
     text_hash = hash_text(s);
     req.question = s;
+    BlockHasher(req.blocks).words(s);
   } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number_integer()) {
+    BlockHasher blocks(req.blocks);
     for (const auto& t : *prompt) {
       if (!t.is_number_integer()) return fail(error, "prompt", "token ids must be integers"), false;
       text_hash = mix(text_hash ^ t.get<std::uint64_t>());
+      blocks.token(t.get<std::uint64_t>());
     }
     req.prompt_tokens = static_cast<std::uint32_t>(prompt->size());
   } else {
@@ -94,22 +132,26 @@ bool read_chat_messages(const json& j, CompletionRequest& req, std::uint64_t& te
   if (messages == j.end() || !messages->is_array() || messages->empty()) {
     return fail(error, "messages", "'messages' must be a non-empty array"), false;
   }
+  BlockHasher blocks(req.blocks);
   for (std::size_t i = 0; i < messages->size(); ++i) {
     const auto& m = (*messages)[i];
     const std::string param = fmt::format("messages[{}]", i);
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
       return fail(error, param, "each message needs a 'role'"), false;
     }
+    blocks.mark(m["role"].get_ref<const std::string&>());
     auto content = m.find("content");
     if (content == m.end() || content->is_null()) continue;
     if (content->is_string()) {
       req.prompt_tokens += count_words(content->get_ref<const std::string&>());
+      blocks.words(content->get_ref<const std::string&>());
       text_hash = mix(text_hash ^ hash_text(content->get_ref<const std::string&>()));
       if (m["role"] == "user") req.question = content->get<std::string>();
     } else if (content->is_array()) {
       for (const auto& part : *content) {
         if (part.is_object() && part.contains("text") && part["text"].is_string()) {
           req.prompt_tokens += count_words(part["text"].get_ref<const std::string&>());
+          blocks.words(part["text"].get_ref<const std::string&>());
           text_hash = mix(text_hash ^ hash_text(part["text"].get_ref<const std::string&>()));
         }
       }

@@ -20,6 +20,9 @@ struct CompletionRequest {
   Api api = Api::completions;
   std::string model;
   std::uint32_t prompt_tokens = 0;
+  // The prompt's full blocks of kBlockTokens words, each named by a hash chained over every
+  // word before its end (the prefix cache's keys; chat turns' roles are mixed in uncounted).
+  std::vector<std::uint64_t> blocks;
   std::uint32_t max_tokens = 16;
   bool stream = false;
   bool include_usage = false;     // stream_options.include_usage

@@ -54,6 +54,9 @@ void add_engine_options(CLI::App& app, SimConfig& cfg) {
       ->capture_default_str();
   app.add_option("--prefill-ms-per-token", cfg.engine.prefill_ms_per_token, "iteration time per prompt token admitted")
       ->capture_default_str();
+  app.add_option("--prefix-cache-blocks", cfg.engine.prefix_cache_blocks,
+                 "prefix caching: blocks of 16 prompt tokens kept (LRU); cached blocks are not prefilled (0: off)")
+      ->capture_default_str();
   app.add_option("--tokens-per-chunk", cfg.tokens_per_chunk, "tokens per SSE content chunk after the first")
       ->capture_default_str();
   app.add_option("--events-per-write", cfg.events_per_write, "SSE events grouped into one socket write")

@@ -404,7 +404,8 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
         (script.empty() ? stream->req.max_tokens
                         : std::min<std::uint32_t>(stream->req.max_tokens, static_cast<std::uint32_t>(script.size()))) +
         stream->req.reported_tokens_extra;
-    auto id = engine.submit({stream->req.prompt_tokens, tokens, reinterpret_cast<std::uintptr_t>(stream.get())});
+    auto id = engine.submit({stream->req.prompt_tokens, tokens, reinterpret_cast<std::uintptr_t>(stream.get()),
+                             std::move(stream->req.blocks)});
     if (!id) {
       co_return error_reply(req, {400, id.error().message, "BadRequestError", "max_tokens"});
     }
@@ -461,6 +462,14 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
                            double(prompt_tokens_total));
     observe::render_sample(out, "vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",
                            labels, double(generation_tokens_total));
+    if (cfg.engine.prefix_cache_blocks > 0) {
+      observe::render_sample(out, "vllm:prefix_cache_queries_total", "counter",
+                             "Prefix cache queries, in terms of number of queried tokens.", labels,
+                             double(engine.prefix_queries()));
+      observe::render_sample(out, "vllm:prefix_cache_hits_total", "counter",
+                             "Prefix cache hits, in terms of number of cached tokens.", labels,
+                             double(engine.prefix_hits()));
+    }
     observe::render_sample(out, "vllm:request_success_total", "counter", "Count of successfully processed requests.",
                            labels + ",finished_reason=\"length\"", double(success_total));
     observe::render_sample(out, "llmsim:request_errors_total", "counter", "Requests answered with an error (4xx/5xx).",

@@ -219,3 +219,57 @@ TEST_CASE("traffic: a fraction of the streams closed after k tokens: their own o
   CHECK(gone >= abandoned);
   CHECK(await_aborted(sim, static_cast<double>(gone)) == static_cast<double>(gone));
 }
+
+TEST_CASE(
+    "traffic: a warm prefix cache lowers TTFT by the prefill it skips, and the step reports the server's hit rate") {
+  llmsim::SimConfig cfg;
+  cfg.engine.decode_base_ms = 10;  // every iteration 10 ms plus 0.1 ms per prompt token prefilled
+  cfg.engine.decode_per_seq_ms = 0;
+  cfg.engine.prefill_ms_per_token = 0.1;
+  cfg.engine.prefix_cache_blocks = 100'000;
+  SimFixture sim(cfg);
+  TempDir dir;
+  Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
+  const std::string url = "http://127.0.0.1:" + std::to_string(sim.endpoint().port());
+  // One user at a time, 40 requests over 40 prefixes of 800 tokens (50 blocks of 16): cold,
+  // every prefix is new to the server; warm, each was sent once before the step.
+  const auto spec = [&](const char* cache) {
+    return json{
+        {"name", std::string("prefix cache ") + cache},
+        {"kind", "check"},
+        {"target", {{"base_url", url}, {"api", "completions"}, {"model", "sim-8b"}, {"metrics_url", url + "/metrics"}}},
+        {"workload",
+         {{"prompt_tokens", {{"dist", "fixed"}, {"value", 1000}}},
+          {"output_tokens", {{"dist", "fixed"}, {"value", 4}}},
+          {"seed", 7},
+          {"prefix", {{"tokens", 800}, {"count", 40}, {"cache", cache}}}}},
+        {"check", {{"concurrency", 1}, {"requests", 40}, {"duration_s", 60}}},
+        {"slo", {{"ttft_ms", {{"p95", 2000}}}, {"max_error_rate", 0.01}}}};
+  };
+  json bad = spec("warm");
+  bad["workload"]["prefix"]["count"] = 0;
+  const auto refused = d.post("/v1/sweeps", bad.dump());
+  CHECK(refused.status == 400);
+  CHECK(json::parse(refused.body)["error"].value("field", "") == "/workload/prefix/count");
+
+  const auto [cold_id, cold_view] = run_job(d, spec("cold"));
+  const auto [warm_id, warm_view] = run_job(d, spec("warm"));
+  const json cold = d.get_json("/v1/sweeps/" + cold_id + "/steps")["steps"][0]["summary"];
+  const json warm = d.get_json("/v1/sweeps/" + warm_id + "/steps")["steps"][0]["summary"];
+  INFO(cold.dump(1) << "\n" << warm.dump(1));
+  REQUIRE(cold["completed"] == 40);
+  REQUIRE(warm["completed"] == 40);
+  CHECK(cold["prefix_cache"]["state"] == "cold");
+  CHECK(warm["prefix_cache"]["state"] == "warm");
+  CHECK(warm["prefix_cache"]["warm_requests"] == 40);
+  CHECK(warm["prefix_cache"]["warm_failed"] == 0);
+  // The server's own count: nothing hit cold (the salted prompts are new to it); warm, the 800
+  // prefix tokens of every 1000-token prompt.
+  CHECK(cold["prefix_cache"]["hit_rate"].get<double>() == Approx(0).margin(0.01));
+  CHECK(warm["prefix_cache"]["hit_rate"].get<double>() == Approx(0.8).margin(0.01));
+  // The model's prediction: a warm request prefills 200 tokens instead of 1000, so its first
+  // token comes 800 x 0.1 ms = 80 ms sooner.
+  const double skipped_ms = cold["mean_ttft_ms"].get<double>() - warm["mean_ttft_ms"].get<double>();
+  CHECK(skipped_ms == Approx(80).margin(8));
+  CHECK(cold["median_ttft_ms"].get<double>() - warm["median_ttft_ms"].get<double>() == Approx(80).margin(8));
+}

@@ -329,3 +329,49 @@ TEST_CASE("abandoned requests are their own outcome: no error, no latency sample
   CHECK_FALSE(j.at("errors").contains("abandoned"));
   CHECK(j.at("failed") == 0);
 }
+
+TEST_CASE("the output token count states its source, and a usage that outruns the stream is flagged") {
+  SECTION("usage agreeing with the stream's chunks within 10%") {
+    StepAccumulator acc({0s, 10s, 12s, 1.0});
+    acc.add(ok_request(1s, 1100ms, 10ms, 20));  // usage 20, 20 chunks
+    auto r = ok_request(2s, 2100ms, 10ms, 20);
+    r.output_tokens = 22;  // two tokens more than chunks: 10% of 22 is 2.2
+    acc.add(r);
+    const auto m = std::move(acc).finish();
+    const auto j = m.summary();
+    CHECK(j["output_tokens_source"] == "usage");
+    CHECK(j["output_tokens_check"]["usage_tokens"] == 42);
+    CHECK(j["output_tokens_check"]["stream_chunks"] == 40);
+    CHECK(j["output_tokens_check"]["disagree"] == false);
+  }
+  SECTION("a server whose usage counts five times what it streamed") {
+    StepAccumulator acc({0s, 10s, 12s, 1.0});
+    auto r = ok_request(1s, 1100ms, 10ms, 20);
+    r.output_tokens = 100;
+    acc.add(r);
+    const auto m = std::move(acc).finish();
+    CHECK(m.token_counts_disagree());
+    const auto j = m.summary();
+    CHECK(j["output_tokens_check"]["usage_tokens_per_chunk"].get<double>() == Approx(5.0));
+    CHECK(j["output_tokens_check"]["disagree"] == true);
+    CHECK(j["total_output_tokens"] == 100);  // TPOT and throughput still use the usage
+  }
+  SECTION("counted where no usage came, mixed where some did; a non-streamed answer is not compared") {
+    StepAccumulator acc({0s, 10s, 12s, 1.0});
+    auto counted = ok_request(1s, 1100ms, 10ms, 5);
+    counted.output_tokens_estimated = true;
+    acc.add(counted);
+    auto whole = ok_request(2s, 2100ms, 10ms, 1);
+    whole.output_tokens = 64;  // one body holding 64 tokens
+    whole.streamed = false;
+    acc.add(whole);
+    const auto m = std::move(acc).finish();
+    CHECK(m.output_tokens_source() == "mixed");
+    CHECK_FALSE(m.token_counts_disagree());
+    CHECK_FALSE(m.summary().contains("output_tokens_check"));
+  }
+  SECTION("nothing completed: no source") {
+    StepAccumulator acc({0s, 10s, 12s, 1.0});
+    CHECK(std::move(acc).finish().summary()["output_tokens_source"].is_null());
+  }
+}

@@ -48,3 +48,30 @@ TEST_CASE("server gauges: no scrapes give nulls, not zeros") {
   CHECK(s.at("waiting_slope_per_s").is_null());
   CHECK_FALSE(g.waiting_slope_per_s().has_value());
 }
+
+TEST_CASE("server gauges: the prefix cache's hit rate is its hits over its queries across the step") {
+  const auto counters = [](double running, double queries, double hits) {
+    return parse_prometheus_text(fmt::format("vllm:num_requests_running {}\n"
+                                             "vllm:prefix_cache_queries_total {}\n"
+                                             "vllm:prefix_cache_hits_total {}\n",
+                                             running, queries, hits))
+        .value();
+  };
+  ServerGauges g;
+  g.add(1s, counters(4, 5000, 1000));  // what came before the step is not the step's
+  g.add(2s, counters(4, 6000, 1800));
+  g.add(3s, counters(99, 9000, 3400), true);  // after the step: its counters only
+  const auto s = g.summary();
+  CHECK(s.at("prefix_cache_queries_delta").get<double>() == Approx(4000));
+  CHECK(s.at("prefix_cache_hits_delta").get<double>() == Approx(2400));
+  CHECK(s.at("prefix_cache_hit_rate").get<double>() == Approx(0.6));
+  CHECK(s.at("mean_running").get<double>() == Approx(4));  // the last scrape's gauges are not the step's
+  CHECK(s.at("max_running").get<double>() == Approx(4));
+
+  // An older vLLM's gauge, where the counters are absent; neither: null.
+  ServerGauges old;
+  old.add(1s, parse_prometheus_text("vllm:gpu_prefix_cache_hit_rate 0.25\n").value());
+  old.add(2s, parse_prometheus_text("vllm:gpu_prefix_cache_hit_rate 0.75\n").value());
+  CHECK(old.summary().at("prefix_cache_hit_rate").get<double>() == Approx(0.5));
+  CHECK(ServerGauges().summary().at("prefix_cache_hit_rate").is_null());
+}

@@ -168,3 +168,86 @@ TEST_CASE("workload: which streams are cut is drawn from the seed and the index,
   CHECK(cut == Approx(1200).margin(120));  // 0.3 of 4000, within ~4 standard deviations
   CHECK(plain.item(3).abandon_after_tokens == 0);
 }
+
+namespace {
+// The first n words of a prompt.
+std::string first_words(const std::string& s, int n) {
+  std::size_t pos = 0;
+  for (int i = 0; i < n && pos != std::string::npos; ++i) {
+    pos = s.find(' ', pos);
+    if (pos != std::string::npos) ++pos;
+  }
+  return pos == std::string::npos ? s : s.substr(0, pos);
+}
+}  // namespace
+
+TEST_CASE("workload: prefix parses with its defaults, and its errors name the field") {
+  auto w = parse_workload(json::parse(R"({"prefix": {"tokens": 800, "count": 20, "cache": "warm"}})")).value();
+  CHECK(w.prefix.tokens == 800);
+  CHECK(w.prefix.count == 20);
+  CHECK(w.prefix.cache == PrefixCache::warm);
+  CHECK(parse_workload(json::parse(R"({"prefix": {"ratio": 0.5}})")).value().prefix.count == 1);
+  CHECK(parse_workload(json::parse(R"({"prefix": {"cache": "cold"}})")).value().prefix.cache == PrefixCache::cold);
+  // shared_prefix_tokens is the short form of one prefix.
+  auto s = parse_workload(json::parse(R"({"shared_prefix_tokens": 64})")).value();
+  CHECK(s.prefix.tokens == 64);
+  CHECK(s.prefix.count == 1);
+
+  const auto field = [](const char* text) { return parse_workload(json::parse(text)).error().field; };
+  CHECK(field(R"({"prefix": 3})") == "/workload/prefix");
+  CHECK(field(R"({"prefix": {"tokens": 0}})") == "/workload/prefix/tokens");
+  CHECK(field(R"({"prefix": {"ratio": 1}})") == "/workload/prefix/ratio");
+  CHECK(field(R"({"prefix": {"tokens": 8, "ratio": 0.5}})") == "/workload/prefix/ratio");
+  CHECK(field(R"({"prefix": {"tokens": 8, "count": 0}})") == "/workload/prefix/count");
+  CHECK(field(R"({"prefix": {"tokens": 8, "cache": "hot"}})") == "/workload/prefix/cache");
+  CHECK(field(R"({"prefix": {"tokens": 8, "size": 2}})") == "/workload/prefix/size");
+  CHECK(field(R"({"prefix": {"count": 4}})") == "/workload/prefix/tokens");
+  CHECK(field(R"({"prefix": {"tokens": 8}, "shared_prefix_tokens": 8})") == "/workload/prefix");
+  CHECK(field(R"({"prompt_tokens": {"dist": "lognormal", "median": 100, "p95": 400},
+                  "prefix": {"ratio": 0.5, "cache": "warm"}})") == "/workload/prefix/ratio");
+  CHECK(check_dataset_workload(json::parse(R"({"dataset": {"id": "ds-0123456789abcdef"}, "prefix": {"tokens": 4}})"))
+            ->field == "/workload/prefix");
+}
+
+TEST_CASE("workload: request i carries prefix i mod count, and a salt makes every word its own") {
+  WorkloadSpec spec;
+  spec.prompt_tokens = LengthDist::fixed(100);
+  spec.seed = 9;
+  spec.prefix = {.tokens = 60, .count = 3};
+  Workload w(spec, PromptSynth(1.0, spec.prefix, spec.seed));
+  const auto p0 = w.item(0).prompt, p3 = w.item(3).prompt, p1 = w.item(1).prompt;
+  CHECK(words(p0) == 100);
+  CHECK(first_words(p0, 60) == first_words(p3, 60));  // prefix 0 twice
+  CHECK(first_words(p0, 60) != first_words(p1, 60));  // prefix 1
+  CHECK(p0 != p3);                                    // distinct after the prefix
+  // The warm-up sends each prefix once: exactly the prefixes the requests carry.
+  const auto warm = w.warm_prompts(0);
+  REQUIRE(warm.size() == 3);
+  CHECK(words(warm[1]) == 60);
+  CHECK(first_words(p1, 60) == warm[1] + " ");
+  // Another step's salt: no word in common at the start, prefix included.
+  const auto salted = w.item(0, 77).prompt;
+  CHECK(first_words(salted, 16) != first_words(p0, 16));
+  CHECK(first_words(salted, 60) == first_words(w.item(3, 77).prompt, 60));  // still shared within the step
+  CHECK(w.warm_prompts(77)[0] + " " == first_words(salted, 60));
+  // No prefix, cold: the salt still changes the prompt's start.
+  WorkloadSpec plain;
+  Workload pw(plain, PromptSynth(1.0));
+  CHECK(first_words(pw.item(5, 1).prompt, 8) != first_words(pw.item(5).prompt, 8));
+  CHECK(pw.warm_prompts(1).empty());
+}
+
+TEST_CASE("workload: a prefix ratio takes the leading part of one text per prefix") {
+  WorkloadSpec spec;
+  spec.prompt_tokens = LengthDist::uniform(100, 200).value();
+  spec.seed = 4;
+  spec.prefix = {.ratio = 0.5, .count = 1};
+  Workload w(spec, PromptSynth(1.0, spec.prefix, spec.seed));
+  const auto a = w.item(0), b = w.item(1);
+  const int shared = static_cast<int>(std::min(a.input_tokens, b.input_tokens) / 2);
+  CHECK(first_words(a.prompt, shared) == first_words(b.prompt, shared));
+  CHECK(words(w.warm_prompts(0)[0]) == 100);  // half of the longest prompt (200)
+  CHECK(prompt_salt("sw-1", 0) != prompt_salt("sw-2", 0));
+  CHECK(prompt_salt("sw-1", 0) != prompt_salt("sw-1", std::uint64_t{1} << 32));
+  CHECK(prompt_salt("sw-1", 5) == prompt_salt("sw-1", 5));
+}

@@ -180,3 +180,35 @@ TEST_CASE("llmsim openai: a reasoning model's first tokens are reasoning_content
   // Fewer tokens than the reasoning: all of them reasoning.
   CHECK(json::parse(f.full_response(1)).at("usage").at("completion_tokens_details").at("reasoning_tokens") == 1);
 }
+
+TEST_CASE("llmsim openai: a prompt's blocks are named by every word up to their end") {
+  std::string a, b;
+  for (int i = 0; i < 40; ++i) a += "w" + std::to_string(i) + " ";
+  for (int i = 0; i < 40; ++i) b += (i == 20 ? std::string("x") : "w" + std::to_string(i)) + "  ";
+  const auto ra = parse_ok(json{{"model", "sim-8b"}, {"prompt", a}}.dump());
+  const auto rb = parse_ok(json{{"model", "sim-8b"}, {"prompt", b}}.dump());
+  REQUIRE(ra.blocks.size() == 2);  // 40 words: two full blocks of 16, 8 words left over
+  REQUIRE(rb.blocks.size() == 2);
+  CHECK(ra.blocks[0] == rb.blocks[0]);  // the same first 16 words (white space does not count)
+  CHECK(ra.blocks[1] != rb.blocks[1]);  // word 20 differs
+  // Token ids are blocks too; a short prompt has none.
+  std::vector<int> ids(33, 7);
+  CHECK(parse_ok(json{{"model", "sim-8b"}, {"prompt", ids}}.dump()).blocks.size() == 2);
+  CHECK(parse_ok(json{{"model", "sim-8b"}, {"prompt", "a few words"}}.dump()).blocks.empty());
+}
+
+TEST_CASE("llmsim openai: chat blocks run over every message, and the roles count in their names") {
+  std::string words;
+  for (int i = 0; i < 16; ++i) words += "w" + std::to_string(i) + " ";
+  auto chat = [&](const char* role) {
+    return json{
+        {"model", "sim-8b"},
+        {"messages", json::array({{{"role", role}, {"content", words}}, {{"role", "user"}, {"content", words}}})}}
+        .dump();
+  };
+  const auto sys = parse_ok(chat("system"), Api::chat);
+  const auto usr = parse_ok(chat("user"), Api::chat);
+  REQUIRE(sys.blocks.size() == 2);
+  CHECK(sys.blocks[0] != usr.blocks[0]);
+  CHECK(sys.blocks == parse_ok(chat("system"), Api::chat).blocks);
+}

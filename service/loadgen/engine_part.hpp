@@ -1,0 +1,156 @@
+#pragma once
+// One engine part of a step, run on its own generator thread: its share of the step's one
+// schedule (the requests j ≡ part mod parts), its own io_context, endpoint (connections),
+// accumulator and self-watch. StepRunner (step_runner.cpp) makes the parts, runs each on a
+// thread of its own and merges what they measured. Internal to loadgen.
+
+#include <atomic>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "core/error.hpp"
+#include "loadgen/step_runner.hpp"
+
+namespace capsweep::loadgen {
+
+namespace asio = boost::asio;
+
+// CPU seconds the calling thread has used.
+double thread_cpu_seconds();
+
+// Every co_spawn of the engine completes through this.
+inline constexpr auto log_exception = [](std::exception_ptr e) {
+  log_escaped("loadgen: request coroutine failed", e);
+};
+
+// What one engine part measured, taken on its own thread once its io_context stopped, and
+// merged with the other parts' by StepRunner::run.
+struct PartResult {
+  std::optional<StepAccumulator> acc;
+  std::vector<RequestRow> rows;
+  SampleSet loop_delay_ms;
+  std::uint64_t peak_connections = 0;
+  bool itl_lists_cut = false, cancelled = false;
+  double cpu_s = 0;
+  StopReason stopped_by = StopReason::fixed_length;
+  std::optional<Decision> decision;
+  int looks = 0;
+  double look_confidence = 0;
+};
+
+// Everything one engine part of a step needs on its generator thread: its share of the
+// schedule (the indices j ≡ part mod parts), its own io_context, connections and accumulator.
+// Only the progress counters and the peak of requests in flight are shared between parts.
+struct EnginePart {
+  EnginePart(const llm::Target& t, const EndpointFactory& make_endpoint, const llm::Workload& w, const StepSpec& s,
+             Progress& p, StepWindow window, std::atomic<std::uint64_t>& peak)
+      : endpoint(make_endpoint(io)),
+        target(t),
+        workload(w),
+        spec(s),
+        progress(p),
+        peak_total(peak),
+        acc(window, s.goodput, s.exact_samples),
+        dispatch_timer(io),
+        drained(io),
+        monitor_timer(io) {}
+
+  asio::io_context io{1};
+  std::unique_ptr<Endpoint> endpoint;
+  const llm::Target& target;
+  const llm::Workload& workload;
+  const StepSpec& spec;
+  Progress& progress;
+  std::atomic<std::uint64_t>& peak_total;  // requests in flight over every part, at its highest
+  StepAccumulator acc;
+  SchedulePart share;            // rate mode: this part's requests
+  std::uint32_t cap = 0;         // rate mode: this part's share of the concurrency cap (0 = none)
+  std::uint64_t next_local = 0;  // closed loop: this part's requests begun
+  SteadyClock::time_point t0;
+  asio::steady_timer dispatch_timer, drained, monitor_timer;
+  struct Waiting {
+    std::uint64_t index;
+    Nanos scheduled, dispatched;
+  };
+  std::deque<Waiting> capped;  // rate mode with a concurrency cap: dispatched, waiting for a slot
+  std::uint64_t in_flight = 0, peak_in_flight = 0, peak_connections = 0;
+  bool stopping = false;    // no more dispatch (end of schedule, drain, cancel)
+  bool abandoning = false;  // the drain timeout passed: requests still running are incomplete
+  bool cancelled = false;   // cancelled by the user
+  SampleSet loop_delay_ms;
+  std::vector<RequestRow> rows;
+  static constexpr std::size_t kMaxRowItlSamples = std::size_t{16} << 20;  // over all parts
+  std::size_t row_itl_samples = 0;
+  bool itl_lists_cut = false;  // some rows carry no ITL list: the step kept its cap of them
+  std::unordered_map<std::uint64_t, const RequestRecord*> live;  // spec.track_live: in flight
+  Nanos drain_deadline{0};  // from t0; a decided step moves it to its decision + the drain timeout
+
+  // spec.decide: the decider, and what it needs of the generator's own state.
+  std::optional<StepDecider> decider;
+  std::optional<Decision> decision;
+  std::uint64_t measured_pending = 0;  // measured requests dispatched and not ended
+  std::uint64_t measured_dispatched = 0, measured_lagging = 0;
+  double cpu_at_start = 0;
+
+  // Whether the generator, not the target, sets the pace now: its schedule lag p99 (more than
+  // 1% of the measured requests late by over the bound) or its CPU share, as the step's own
+  // generator_limited judges at its end.
+  bool generator_behind() const;
+
+  // spec.decide: feeds an ended request to the decider and, at a look that decides, ends
+  // dispatch and the measured window there.
+  void consider_stopping(const RequestRecord& rec);
+  // Keeps the request's row for requests.csv (spec.keep_rows), with its ITL list while the
+  // step's cap of them allows.
+  void record_row(const RequestRecord& rec, std::uint64_t index);
+  Nanos now() const { return SteadyClock::now() - t0; }
+
+  // The closed loop's next request index of this part: part, part + parts, part + 2 parts …
+  std::uint64_t next_index() const { return share.part + next_local * share.parts; }
+
+  // A request taken up: counted in flight here and over every part.
+  void enter();
+  // Takes up request `index` now: counted in flight, its coroutine spawned.
+  void launch(std::uint64_t index, Nanos scheduled, Nanos dispatched);
+  // One request, settled exactly once whatever happens: a failure of our own (an exception
+  // while building or sending it, e.g. bad_alloc) ends it as client_error, so the count of
+  // requests in flight always returns to zero and the drain cannot wait forever.
+  asio::awaitable<void> one(std::uint64_t index, Nanos scheduled, Nanos dispatched);
+  bool client_error_logged = false;
+
+  // Settles an ended request: its row, the accumulator, the decider, progress; a slot freed
+  // lets the oldest request waiting behind the cap go.
+  void finish(RequestRecord& rec, std::uint64_t index);
+  // Rate mode: takes up this part's requests at their scheduled times (behind the cap, if any).
+  asio::awaitable<void> dispatch_rate();
+  // One closed-loop user: sends, waits for the answer (and its think time), sends again.
+  asio::awaitable<void> worker(Nanos end, std::uint32_t user);
+
+  // The self-watch: event-loop delay every 5 ms, and the live p95 TTFT for progress.
+  asio::awaitable<void> monitor();
+  // Live p95 TTFT for progress: a histogram-only sample set (no sorting on the generator
+  // thread, values within 1%), fed with measured successful requests.
+  SampleSet live_ttft_ms{0};
+
+  // The part's whole run: dispatch (or the closed loop's users), then the drain, then the
+  // abandonment of what is left.
+  asio::awaitable<void> main();
+  // Moves what this part measured into `out` once its io_context has stopped.
+  void take_result(PartResult& out);
+
+  static constexpr Nanos kSettleBound = std::chrono::seconds(3);
+  bool unsettled = false;  // requests never settled: io stopped, state must not be freed
+
+  // The user's cancel: no more dispatch, waiting requests settled as cancelled, the rest aborted.
+  void cancel();
+};
+
+}  // namespace capsweep::loadgen
