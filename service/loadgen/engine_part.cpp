@@ -251,9 +251,8 @@ asio::awaitable<void> EnginePart::main() {
     }
     if (in_flight > 0) {
       unsettled = true;
-      log::error(
-          fmt::format("loadgen: {} requests did not settle {} s after being aborted; the step ends without them",
-                      in_flight, std::chrono::duration_cast<std::chrono::seconds>(kSettleBound).count()));
+      log::error(fmt::format("loadgen: {} requests did not settle {} s after being aborted; the step ends without them",
+                             in_flight, std::chrono::duration_cast<std::chrono::seconds>(kSettleBound).count()));
       io.stop();
       co_return;
     }

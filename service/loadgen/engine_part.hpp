@@ -27,9 +27,7 @@ namespace asio = boost::asio;
 double thread_cpu_seconds();
 
 // Every co_spawn of the engine completes through this.
-inline constexpr auto log_exception = [](std::exception_ptr e) {
-  log_escaped("loadgen: request coroutine failed", e);
-};
+inline constexpr auto log_exception = [](std::exception_ptr e) { log_escaped("loadgen: request coroutine failed", e); };
 
 // What one engine part measured, taken on its own thread once its io_context stopped, and
 // merged with the other parts' by StepRunner::run.

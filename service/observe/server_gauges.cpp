@@ -16,7 +16,7 @@ void ServerGauges::add(Nanos at, const Exposition& e, bool counters_only) {
           e.sum("vllm:generation_tokens_total"),
           e.sum("vllm:prefix_cache_queries_total"),
           e.sum("vllm:prefix_cache_hits_total"),
-          e.sum("vllm:gpu_prefix_cache_hit_rate")};  // older vLLM
+          e.sum("vllm:gpu_prefix_cache_hit_rate")};                  // older vLLM
   if (!p.kv_usage) p.kv_usage = e.sum("vllm:gpu_cache_usage_perc");  // older vLLM
   if (counters_only) p.running = p.waiting = p.kv_usage = p.prefix_hit_rate = std::nullopt;
   points_.push_back(p);
