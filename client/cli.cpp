@@ -57,11 +57,13 @@ void add_autoscale(CLI::App& app, Args& a) {
 void add_dataset_commands(CLI::App& app, Args& a) {
   auto* ds = app.add_subcommand("dataset", "prompt datasets stored by capsweepd (upload, list, show, rm)");
   ds->require_subcommand(1);
-  auto* up = ds->add_subcommand("upload", "upload a JSONL or ShareGPT file; prints its id");
+  auto* up = ds->add_subcommand("upload", "upload a JSONL, ShareGPT or trace file; prints its id");
   up->add_option("FILE", a.file, "the dataset file")->required()->check(CLI::ExistingFile);
   up->add_option("--name", a.name, "a name to list it by");
-  up->add_option("--format", a.format, "jsonl or sharegpt (default: from the file's first character)")
-      ->check(CLI::IsMember({"jsonl", "sharegpt"}));
+  up->add_option("--format", a.format,
+                 "jsonl, sharegpt or trace (timestamped rows to replay; default: jsonl or sharegpt from the file's "
+                 "first character)")
+      ->check(CLI::IsMember({"jsonl", "sharegpt", "trace"}));
   ds->add_subcommand("list", "stored datasets, newest first");
   ds->add_subcommand("show", "one dataset: items, sha256, lengths, the jobs using it")
       ->add_option("ID", a.id, "dataset id")

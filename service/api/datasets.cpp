@@ -48,7 +48,7 @@ std::optional<std::string> jsonl_too_deep(std::string_view text, int max_depth) 
 
 }  // namespace
 
-// POST /v1/datasets?name=&format=jsonl|sharegpt: the body is the file.
+// POST /v1/datasets?name=&format=jsonl|sharegpt|trace: the body is the file.
 Answer create_dataset(Env& env, const Call& c) {
   const ServiceConfig& config = *env.ctx.config;
   const std::string& body = c.req.body();
@@ -56,7 +56,7 @@ Answer create_dataset(Env& env, const Call& c) {
   llm::DatasetFormat format = llm::sniff_dataset_format(body);
   if (auto f = c.query.find("format"); f != c.query.end()) {
     auto parsed = llm::parse_dataset_format(f->second);
-    if (!parsed) return api_error(errc::invalid_argument, "format must be jsonl or sharegpt", "format");
+    if (!parsed) return api_error(errc::invalid_argument, "format must be jsonl, sharegpt or trace", "format");
     format = *parsed;
   }
   std::string name;
@@ -67,7 +67,7 @@ Answer create_dataset(Env& env, const Call& c) {
     name = n->second;
   }
   const int depth = config.limits.max_json_depth;
-  const auto deep = format == llm::DatasetFormat::jsonl ? jsonl_too_deep(body, depth) : json_too_deep(body, depth);
+  const auto deep = format == llm::DatasetFormat::sharegpt ? json_too_deep(body, depth) : jsonl_too_deep(body, depth);
   if (deep) {
     return api_error(errc::invalid_argument, fmt::format("nested deeper than the service's limit of {} levels", depth),
                      *deep);
@@ -81,7 +81,7 @@ Answer create_dataset(Env& env, const Call& c) {
   row.format = std::string(llm::to_string(format));
   row.bytes = body.size();
   row.items = stats->items;
-  row.stats = {{"counter", "words"},
+  row.stats = {{"counter", format == llm::DatasetFormat::trace ? "tokens" : "words"},
                {"prompt_tokens", lengths_json(stats->prompt_tokens)},
                {"output_tokens", lengths_json(stats->output_tokens)}};
   if (!env.ctx.store->writable()) {

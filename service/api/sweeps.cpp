@@ -58,6 +58,46 @@ Result<sweep::JobSpec> accepted_spec(Env& env, json& doc) {
   return sweep::parse_job_spec(doc);
 }
 
+// A trace's replay and its dataset: a trace replayed with "process": "trace" and nothing else;
+// a cold cache salts a trace's blocks and nothing of another dataset; the replay within the
+// service's limits on rate and requests per step.
+std::optional<ApiError> check_trace_dataset(Env& env, const sweep::JobSpec& spec, const store::DatasetRow& row) {
+  const bool trace_rows = row.format == llm::to_string(llm::DatasetFormat::trace);
+  const bool replay = spec.arrival.process == ArrivalProcess::trace;
+  if (trace_rows != replay) {
+    return replay ? over("/workload/dataset/id", fmt::format("dataset {} is {}, not a trace (upload it with "
+                                                             "format=trace)",
+                                                             row.id, row.format))
+                  : over("/arrival/process",
+                         fmt::format("dataset {} is a trace: replay it with \"process\": \"trace\"", row.id));
+  }
+  if (!trace_rows && spec.workload.prefix.cache != llm::PrefixCache::as_found) {
+    return over("/workload/prefix/cache",
+                "a dataset's prompts are its own text: a cold or warm cache needs "
+                "synthesised prompts or a trace's blocks");
+  }
+  if (!replay) return std::nullopt;
+  auto content = env.ctx.store->dataset_content(row.id);
+  auto rows = content ? llm::parse_trace(*content) : Result<std::vector<llm::DatasetEntry>>(Error{});
+  if (!rows) return over("/workload/dataset/id", fmt::format("dataset {} no longer parses as a trace", row.id));
+  llm::Workload w(spec.workload, llm::PromptSynth(1.0), std::move(*rows));
+  const sweep::CheckSettings& c = spec.check;
+  auto replayed =
+      replay_schedule(w.trace_offsets(), spec.arrival.speed, spec.arrival.loop, {c.warmup + c.duration, c.requests});
+  if (!replayed) return from_error(replayed.error());
+  const Limits& l = env.ctx.config->limits;
+  if (replayed->send_times.size() > l.max_requests_per_step) {
+    return over("/arrival/speed", fmt::format("the replay would send {} requests in the step; the service's limit "
+                                              "is {} per step",
+                                              replayed->send_times.size(), l.max_requests_per_step));
+  }
+  if (replayed->spec.rate_rps > l.max_rate_rps) {
+    return over("/arrival/speed", fmt::format("the replay offers {:.0f} req/s; the service's limit is {} req/s",
+                                              replayed->spec.rate_rps, l.max_rate_rps));
+  }
+  return std::nullopt;
+}
+
 // A dataset the spec names: stored, matching a pinned sha256, within the service's length
 // limits. Records its sha256 in the stored spec, so the job's record names the exact content.
 std::optional<ApiError> check_dataset(Env& env, const sweep::JobSpec& spec, json& doc) {
@@ -83,6 +123,7 @@ std::optional<ApiError> check_dataset(Env& env, const sweep::JobSpec& spec, json
                 fmt::format("the dataset asks for up to {} output tokens; the service's limit is {}",
                             out_max.get<double>(), l.max_output_tokens));
   }
+  if (auto e = check_trace_dataset(env, spec, *row)) return e;
   doc["workload"]["dataset"]["sha256"] = row->sha256;
   return std::nullopt;
 }

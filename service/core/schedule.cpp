@@ -19,17 +19,19 @@ std::string_view to_string(ArrivalProcess p) noexcept {
       return "gamma";
     case ArrivalProcess::all_at_once:
       return "all_at_once";
+    case ArrivalProcess::trace:
+      return "trace";
   }
   return "unknown";
 }
 
 Result<ArrivalProcess> parse_arrival_process(std::string_view text, const std::string& field) {
-  for (auto p :
-       {ArrivalProcess::constant, ArrivalProcess::poisson, ArrivalProcess::gamma, ArrivalProcess::all_at_once}) {
+  for (auto p : {ArrivalProcess::constant, ArrivalProcess::poisson, ArrivalProcess::gamma, ArrivalProcess::all_at_once,
+                 ArrivalProcess::trace}) {
     if (text == to_string(p)) return p;
   }
   return invalid(field, fmt::format("unknown arrival process '{}' (expected constant, poisson, "
-                                    "gamma or all_at_once)",
+                                    "gamma, all_at_once or trace)",
                                     text));
 }
 
@@ -46,6 +48,7 @@ Result<Schedule> make_schedule(const ArrivalSpec& spec, const ScheduleLimit& lim
     return invalid("", "a schedule needs a duration or a request count");
   }
   Schedule out{spec, {}};
+  if (spec.process == ArrivalProcess::trace) return invalid("/process", "a trace's arrivals are replayed, not drawn");
   if (spec.process == ArrivalProcess::all_at_once) {
     if (!limit.count) return invalid("/requests", "all_at_once arrival needs a request count");
     if (*limit.count > kMaxScheduledRequests) {
@@ -90,6 +93,7 @@ Result<Schedule> make_schedule(const ArrivalSpec& spec, const ScheduleLimit& lim
         t_s += rng.gamma(spec.burstiness) * mean_gap_s / spec.burstiness;
         break;
       case ArrivalProcess::all_at_once:
+      case ArrivalProcess::trace:
         break;
     }
     if (t_s >= duration_s) break;
@@ -98,6 +102,40 @@ Result<Schedule> make_schedule(const ArrivalSpec& spec, const ScheduleLimit& lim
       return invalid("/rate_rps", "schedule exceeds the maximum number of requests");
     }
   }
+  return out;
+}
+
+Result<Schedule> replay_schedule(const std::vector<Nanos>& offsets, double speed, bool loop,
+                                 const ScheduleLimit& limit) {
+  if (offsets.empty()) return invalid("/workload/dataset", "the trace has no rows");
+  if (!positive_finite(speed))
+    return invalid("/speed", fmt::format("must be a positive finite number (got {})", speed));
+  if (!limit.duration && !limit.count) return invalid("", "a schedule needs a duration or a request count");
+  const Nanos span = offsets.back() - offsets.front();
+  if (loop && span <= Nanos{0}) return invalid("/loop", "a looped trace needs rows at more than one time");
+  // A loop starts one mean gap after the last row, so that no two loops send at one instant.
+  const Nanos period = span + (offsets.size() > 1 ? span / static_cast<Nanos::rep>(offsets.size() - 1) : Nanos{0});
+  const std::uint64_t max_count =
+      std::min<std::uint64_t>(limit.count.value_or(kMaxScheduledRequests), kMaxScheduledRequests + 1);
+  Schedule out{{.process = ArrivalProcess::trace, .rate_rps = 0, .speed = speed, .loop = loop}, {}};
+  for (std::uint64_t l = 0; out.send_times.size() < max_count; ++l) {
+    for (const Nanos t : offsets) {
+      const double at_s = to_s(t - offsets.front() + period * static_cast<Nanos::rep>(l)) / speed;
+      const Nanos at(static_cast<Nanos::rep>(std::llround(at_s * 1e9)));
+      if ((limit.duration && at >= *limit.duration) || out.send_times.size() >= max_count) break;
+      out.send_times.push_back(at);
+    }
+    const bool cut = limit.duration && out.send_times.size() % offsets.size() != 0;
+    if (!loop || cut ||
+        (limit.duration && to_s(period * static_cast<Nanos::rep>(l + 1)) / speed >= to_s(*limit.duration)))
+      break;
+  }
+  if (out.send_times.size() > kMaxScheduledRequests) {
+    return invalid("/speed", fmt::format("the replay would schedule more than {} requests", kMaxScheduledRequests));
+  }
+  const double over_s =
+      limit.duration ? to_s(*limit.duration) : (out.send_times.empty() ? 0 : to_s(out.send_times.back()));
+  out.spec.rate_rps = over_s > 0 ? static_cast<double>(out.send_times.size()) / over_s : 0;
   return out;
 }
 

@@ -17,16 +17,19 @@ enum class ArrivalProcess {
   poisson,      // exponential gaps, mean 1/rate
   gamma,        // gamma gaps with shape b (burstiness) and mean 1/rate; b=1 is Poisson
   all_at_once,  // every request at time zero (infinite rate); needs a count
+  trace,        // a recorded trace's own arrivals, replayed (replay_schedule), scaled by a speed
 };
 
 std::string_view to_string(ArrivalProcess p) noexcept;
-// Parses "constant", "poisson", "gamma" or "all_at_once"; the error names `field`.
+// Parses "constant", "poisson", "gamma", "all_at_once" or "trace"; the error names `field`.
 Result<ArrivalProcess> parse_arrival_process(std::string_view text, const std::string& field);
 
 struct ArrivalSpec {
   ArrivalProcess process = ArrivalProcess::poisson;
   double rate_rps = 1.0;    // requests per second; ignored for all_at_once
   double burstiness = 1.0;  // gamma shape b; used by gamma only
+  double speed = 1.0;       // trace: time runs this many times faster than recorded
+  bool loop = false;        // trace: replayed again from its start until the step's end
 };
 
 // How long a schedule runs: send times fall in [0, duration) and/or number at most
@@ -49,6 +52,16 @@ struct Schedule {
 // finite ("/rate_rps"), burstiness <= 0 or not finite ("/burstiness"), no limit, or a
 // limit that would exceed kMaxScheduledRequests.
 Result<Schedule> make_schedule(const ArrivalSpec& spec, const ScheduleLimit& limit, std::uint64_t seed);
+
+// A recorded trace's arrivals replayed: `offsets` (non-decreasing, from the trace's start)
+// divided by `speed`; with `loop`, the trace again after its span plus its mean gap, as often
+// as the limit allows, request k of loop l being row k (index l x rows + k). Cut at the
+// limit's duration and count; `spec.rate_rps` is the mean rate over the duration (or over the
+// schedule's span without one). Errors: no rows ("/workload/dataset"), speed <= 0 or not finite
+// ("/speed"), a looped trace whose rows all share one time ("/loop"), no limit, or more than
+// kMaxScheduledRequests.
+Result<Schedule> replay_schedule(const std::vector<Nanos>& offsets, double speed, bool loop,
+                                 const ScheduleLimit& limit);
 
 // A 64-bit digest of a whole schedule: its arrival process, rate, burstiness and every send
 // time, and `salt` (what else makes the step: its seed and request index base). Parts of one

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cmath>
 #include <functional>
 #include <nlohmann/json.hpp>
 
@@ -133,6 +134,41 @@ std::optional<ItemError> read_jsonl_item(const json& item, DatasetEntry& out) {
   return read_quality_fields(item, out);
 }
 
+// One row of a trace; `previous_ms`: the row before's timestamp (the rows are in time order).
+std::optional<ItemError> read_trace_row(const json& item, double previous_ms, DatasetEntry& out) {
+  if (!item.is_object()) return ItemError{"", "must be a JSON object"};
+  const auto ts = item.find("timestamp");
+  if (ts == item.end() || !ts->is_number() || !(ts->get<double>() >= 0) || !std::isfinite(ts->get<double>())) {
+    return ItemError{"/timestamp", "must be a number of milliseconds >= 0"};
+  }
+  if (ts->get<double>() < previous_ms) {
+    return ItemError{"/timestamp",
+                     fmt::format("is earlier than the row before ({} ms): a trace is in time order", previous_ms)};
+  }
+  out.timestamp_ms = ts->get<double>();
+  std::optional<ItemError> err;
+  const auto input = length_field(item, "input_length", err);
+  if (err) return err;
+  if (!input) return ItemError{"/input_length", "is required: the prompt's length in tokens"};
+  out.input_length = *input;
+  out.output_tokens = length_field(item, "output_length", err);
+  if (err) return err;
+  if (!out.output_tokens) return ItemError{"/output_length", "is required: the answer's length in tokens"};
+  if (auto ids = item.find("hash_ids"); ids != item.end()) {
+    if (!ids->is_array() || ids->size() > 100'000) {
+      return ItemError{"/hash_ids", "must be an array of at most 100000 block ids"};
+    }
+    for (std::size_t i = 0; i < ids->size(); ++i) {
+      const json& id = (*ids)[i];
+      if (!id.is_number_unsigned() || id.get<std::uint64_t>() > (std::uint64_t{1} << 53)) {
+        return ItemError{fmt::format("/hash_ids/{}", i), "must be an integer in [0, 2^53]"};
+      }
+      out.hash_ids.push_back(id.get<std::uint64_t>());
+    }
+  }
+  return std::nullopt;
+}
+
 DatasetStats::Lengths lengths_of(std::vector<double> values) {
   DatasetStats::Lengths l;
   l.count = values.size();
@@ -147,12 +183,21 @@ DatasetStats::Lengths lengths_of(std::vector<double> values) {
 }  // namespace
 
 std::string_view to_string(DatasetFormat f) noexcept {
-  return f == DatasetFormat::sharegpt ? "sharegpt" : "jsonl";
+  switch (f) {
+    case DatasetFormat::sharegpt:
+      return "sharegpt";
+    case DatasetFormat::trace:
+      return "trace";
+    case DatasetFormat::jsonl:
+      break;
+  }
+  return "jsonl";
 }
 
 std::optional<DatasetFormat> parse_dataset_format(std::string_view s) noexcept {
-  if (s == "jsonl") return DatasetFormat::jsonl;
-  if (s == "sharegpt") return DatasetFormat::sharegpt;
+  for (auto f : {DatasetFormat::jsonl, DatasetFormat::sharegpt, DatasetFormat::trace}) {
+    if (s == to_string(f)) return f;
+  }
   return std::nullopt;
 }
 
@@ -168,8 +213,10 @@ namespace {
 
 using EntrySink = std::function<void(DatasetEntry&&)>;
 
-// Each item of a JSONL file, checked, to `sink`; the count of items or the first error.
-Result<std::size_t> each_jsonl_item(std::string_view text, const EntrySink& sink) {
+// Each item of a JSONL file (a trace's rows with `trace`), checked, to `sink`; the count of
+// items or the first error.
+Result<std::size_t> each_jsonl_item(std::string_view text, const EntrySink& sink, bool trace = false) {
+  double previous_ms = 0;
   std::size_t items = 0;
   std::optional<Error> failure;
   for_each_line(text, [&](std::string_view line, std::size_t line_no) {
@@ -183,13 +230,14 @@ Result<std::size_t> each_jsonl_item(std::string_view text, const EntrySink& sink
     auto j = json::parse(line, nullptr, false);
     if (j.is_discarded()) return fail({"", "not valid JSON"});
     DatasetEntry d;
-    if (auto e = read_jsonl_item(j, d)) return fail(*e);
+    if (auto e = trace ? read_trace_row(j, previous_ms, d) : read_jsonl_item(j, d)) return fail(*e);
+    previous_ms = d.timestamp_ms.value_or(0);
     sink(std::move(d));
     ++items;
     return true;
   });
   if (failure) return *failure;
-  if (items == 0) return Error{errc::parse_error, "the JSONL file has no prompt", ""};
+  if (items == 0) return Error{errc::parse_error, trace ? "the trace has no row" : "the JSONL file has no prompt", ""};
   return items;
 }
 
@@ -253,12 +301,13 @@ Result<std::size_t> each_sharegpt_entry(std::string_view text, const EntrySink& 
 }
 
 Result<std::size_t> each_entry(DatasetFormat format, std::string_view text, const EntrySink& sink) {
-  return format == DatasetFormat::sharegpt ? each_sharegpt_entry(text, sink) : each_jsonl_item(text, sink);
+  if (format == DatasetFormat::sharegpt) return each_sharegpt_entry(text, sink);
+  return each_jsonl_item(text, sink, format == DatasetFormat::trace);
 }
 
 // The length an entry gives of `which` (nullopt: none).
 std::optional<std::uint32_t> entry_length(const DatasetEntry& e, DatasetLength which) {
-  if (which == DatasetLength::prompt) return count_words(e.prompt);
+  if (which == DatasetLength::prompt) return e.timestamp_ms ? e.input_length : count_words(e.prompt);
   if (e.output_tokens) return *e.output_tokens;
   if (e.max_tokens) return *e.max_tokens;
   if (e.reference_output_words) return e.reference_output_words;
@@ -279,6 +328,14 @@ DatasetStats stats_of(std::size_t items, const std::vector<std::uint32_t>& promp
 Result<std::vector<DatasetEntry>> parse_jsonl(std::string_view text) {
   std::vector<DatasetEntry> out;
   auto n = each_jsonl_item(text, [&](DatasetEntry&& e) { out.push_back(std::move(e)); });
+  if (!n) return n.error();
+  return out;
+}
+
+Result<std::vector<DatasetEntry>> parse_trace(std::string_view text) {
+  std::vector<DatasetEntry> out;
+  auto n = each_jsonl_item(
+      text, [&](DatasetEntry&& e) { out.push_back(std::move(e)); }, true);
   if (!n) return n.error();
   return out;
 }
@@ -314,7 +371,9 @@ DatasetStats dataset_stats(const std::vector<DatasetEntry>& entries) {
 }
 
 Result<Dataset> parse_dataset(DatasetFormat format, std::string_view text) {
-  auto entries = format == DatasetFormat::sharegpt ? parse_sharegpt(text) : parse_jsonl(text);
+  auto entries = format == DatasetFormat::sharegpt ? parse_sharegpt(text)
+                 : format == DatasetFormat::trace  ? parse_trace(text)
+                                                   : parse_jsonl(text);
   if (!entries) return entries.error();
   Dataset d;
   d.stats = dataset_stats(*entries);

@@ -1,6 +1,6 @@
 #pragma once
-// Prompt datasets: the two file formats capsweep reads (JSONL items and ShareGPT
-// conversations), checked item by item with errors naming the line or entry and the field,
+// Prompt datasets: the file formats capsweep reads (JSONL items, ShareGPT conversations and
+// timestamped JSONL traces), checked item by item with errors naming the line or entry and the field,
 // their length statistics, and the content address (sha256) a stored dataset is known by.
 // Pure apart from hashing: the caller reads and stores the bytes.
 
@@ -14,7 +14,7 @@
 
 namespace capsweep::llm {
 
-enum class DatasetFormat { jsonl, sharegpt };
+enum class DatasetFormat { jsonl, sharegpt, trace };
 std::string_view to_string(DatasetFormat f) noexcept;
 std::optional<DatasetFormat> parse_dataset_format(std::string_view s) noexcept;
 // The format a file's first non-blank byte suggests: '[' ShareGPT, anything else JSONL.
@@ -29,6 +29,12 @@ struct DatasetEntry {
   // What regression quality checks read: {"response_format", "tools", "tool_choice",
   // "expect"} as a JSON object text; "" when the item has none of them.
   std::string quality;
+  // A trace row (format trace): when it arrived (ms on the trace's clock), its prompt's length
+  // in tokens and the ids of the blocks of shared text it starts with (Mooncake-style
+  // hash_ids: rows naming one id share that block's text). Its prompt is made from these.
+  std::optional<double> timestamp_ms;
+  std::uint32_t input_length = 0;
+  std::vector<std::uint64_t> hash_ids;
 };
 
 // The lengths of a dataset as the engine counts them before calibration: whitespace words,
@@ -57,6 +63,11 @@ inline constexpr std::uint32_t kMaxDatasetTokens = 1'000'000;
 // (object); other keys are ignored. Blank lines are skipped. Errors name the 1-based line
 // and the field: field "line 3: /messages/0/content".
 Result<std::vector<DatasetEntry>> parse_jsonl(std::string_view text);
+// A trace, JSONL: one row a line, {"timestamp": ms (a number >= 0, never earlier than the row
+// before), "input_length", "output_length" (integers in [1, 1000000]), "hash_ids" (optional: an
+// array of at most 100000 integers in [0, 2^53])}; other keys are ignored. Errors name the
+// line and the field, as parse_jsonl's.
+Result<std::vector<DatasetEntry>> parse_trace(std::string_view text);
 // ShareGPT JSON: an array of {"conversations": [{"from", "value"}, ...]}; the first turn is
 // the prompt, the second's word count the answer's length. Entries with fewer than two turns
 // are skipped. Read entry by entry (the whole document is never held as a tree). Errors name

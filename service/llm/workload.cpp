@@ -69,6 +69,10 @@ Result<DatasetRef> parse_dataset_ref(const nlohmann::json& j, const std::string&
     } else if (key == "order") {
       if (value != "sequential" && value != "shuffled") return invalid(f, "must be \"sequential\" or \"shuffled\"");
       d.shuffled = value == "shuffled";
+    } else if (key == "block_tokens") {
+      auto n = fields::integer<std::uint32_t>(j, "block_tokens", field, std::nullopt, 1, 1'000'000);
+      if (!n) return n.error();
+      d.block_tokens = *n;
     } else if (key == "output_tokens") {
       if (value == "from_dataset") continue;
       if (!value.is_object()) return invalid(f, "must be \"from_dataset\" or a length distribution");
@@ -76,7 +80,7 @@ Result<DatasetRef> parse_dataset_ref(const nlohmann::json& j, const std::string&
       if (!dist) return dist.error();
       d.output_from_dataset = false;
     } else {
-      return invalid(f, "unknown dataset field (expected id, sha256, order or output_tokens)");
+      return invalid(f, "unknown dataset field (expected id, sha256, order, output_tokens or block_tokens)");
     }
   }
   if (d.id.empty()) return invalid(field + "/id", "is required");
@@ -135,6 +139,24 @@ std::string PromptSynth::make(std::uint32_t tokens, std::uint64_t index, std::ui
   Rng rng(mix(seed_ ^ mix(index + 1) ^ salt));
   const double rest = static_cast<double>(tokens) - static_cast<double>(prefix_tokens);
   append_words(out, std::max<std::uint32_t>(1, words_for(rest, tokens_per_word_)), rng);
+  return out;
+}
+
+std::string PromptSynth::make_from_blocks(const std::vector<std::uint64_t>& block_ids, std::uint32_t block_tokens,
+                                          std::uint32_t tokens, std::uint64_t index, std::uint64_t salt) const {
+  std::string out;
+  std::uint32_t left = tokens;
+  for (const std::uint64_t id : block_ids) {
+    if (left == 0) break;
+    const std::uint32_t n = std::min(block_tokens, left);
+    Rng rng(mix(seed_ ^ 0xb10c ^ mix(mix(id + 1) ^ salt)));
+    append_words(out, std::max<std::uint32_t>(1, words_for(n, tokens_per_word_)), rng);
+    left -= n;
+  }
+  if (left > 0 || out.empty()) {
+    Rng rng(mix(seed_ ^ mix(index + 1) ^ salt));
+    append_words(out, std::max<std::uint32_t>(1, words_for(left, tokens_per_word_)), rng);
+  }
   return out;
 }
 
@@ -276,8 +298,14 @@ Result<WorkloadSpec> parse_workload(const nlohmann::json& j, const std::string& 
 
 std::optional<Error> check_dataset_workload(const nlohmann::json& j, const std::string& field) {
   if (!j.is_object() || !j.contains("dataset")) return std::nullopt;
-  for (const char* key : {"prompt_tokens", "shared_prefix_tokens", "prefix"}) {
+  for (const char* key : {"prompt_tokens", "shared_prefix_tokens"}) {
     if (j.contains(key)) return invalid(field + "/" + key, "the dataset gives the prompts");
+  }
+  // A dataset's prompts are its own: of prefix, only the cache's state applies (to a trace's blocks).
+  if (auto p = j.find("prefix"); p != j.end() && p->is_object()) {
+    for (const char* key : {"tokens", "ratio", "count"}) {
+      if (p->contains(key)) return invalid(field + "/prefix/" + key, "the dataset gives the prompts");
+    }
   }
   const auto& d = j.at("dataset");
   if (j.contains("output_tokens") && d.is_object() && d.contains("output_tokens")) {
@@ -297,8 +325,19 @@ Workload::Workload(WorkloadSpec spec, PromptSynth synth, std::vector<DatasetEntr
 }
 
 std::size_t Workload::entry_of(std::uint64_t index) const {
+  if (dataset_.front().timestamp_ms) return static_cast<std::size_t>((index & 0xffff'ffffull) % dataset_.size());
   const std::size_t at = static_cast<std::size_t>(index % dataset_.size());
   return order_.empty() ? at : order_[at];
+}
+
+std::vector<Nanos> Workload::trace_offsets() const {
+  std::vector<Nanos> out;
+  if (dataset_.empty() || !dataset_.front().timestamp_ms) return out;
+  out.reserve(dataset_.size());
+  const double first = *dataset_.front().timestamp_ms;
+  for (const auto& d : dataset_)
+    out.emplace_back(static_cast<Nanos::rep>(std::llround((d.timestamp_ms.value_or(first) - first) * 1e6)));
+  return out;
 }
 
 std::vector<std::string> Workload::warm_prompts(std::uint64_t salt) const {
@@ -322,6 +361,15 @@ WorkItem Workload::item(std::uint64_t index, std::uint64_t salt) const {
   }
   if (!dataset_.empty()) {
     const auto& d = dataset_[entry_of(index)];
+    if (d.timestamp_ms) {
+      // A trace row: its lengths as recorded, its prompt made from its blocks.
+      w.input_tokens = d.input_length;
+      const bool from_dataset = !spec_.dataset || spec_.dataset->output_from_dataset;
+      w.max_tokens = from_dataset ? d.output_tokens.value_or(1) : spec_.output_tokens.sample(rng);
+      const std::uint32_t block = spec_.dataset ? spec_.dataset->block_tokens : 512;
+      w.prompt = synth_.make_from_blocks(d.hash_ids, block, d.input_length, index, salt);
+      return w;
+    }
     w.prompt = d.prompt;
     w.messages = d.messages;
     w.input_tokens = std::max<std::uint32_t>(

@@ -64,6 +64,11 @@ class PromptSynth {
   // A prompt of about `tokens` tokens; `index` makes it distinct from every other index, and
   // a non-zero `salt` from every prompt of another salt (its prefix too).
   std::string make(std::uint32_t tokens, std::uint64_t index, std::uint64_t salt = 0) const;
+  // A trace row's prompt of `tokens` tokens: the text of each block id in turn (`block_tokens`
+  // each, the same text wherever the id recurs; the last cut where the prompt ends), then text
+  // of this index's own for what the blocks leave.
+  std::string make_from_blocks(const std::vector<std::uint64_t>& block_ids, std::uint32_t block_tokens,
+                               std::uint32_t tokens, std::uint64_t index, std::uint64_t salt = 0) const;
   // Prefix k of `salt` (k < count), as long as the longest prompt of up to `max_prompt_tokens`
   // carries it: what a warm-up sends so that the target caches it.
   std::string prefix_text(std::uint32_t k, std::uint32_t max_prompt_tokens, std::uint64_t salt = 0) const;
@@ -88,7 +93,8 @@ struct DatasetRef {
   std::string id;
   std::string sha256;
   bool shuffled = false;
-  bool output_from_dataset = true;  // false: the workload's output_tokens distribution
+  bool output_from_dataset = true;   // false: the workload's output_tokens distribution
+  std::uint32_t block_tokens = 512;  // a trace's hash_ids: tokens of shared text each names
 };
 
 // The workload part of a job spec: {"prompt_tokens": dist, "output_tokens": dist, "seed",
@@ -130,8 +136,11 @@ std::optional<Error> check_dataset_workload(const nlohmann::json& j, const std::
 class Workload {
  public:
   Workload(WorkloadSpec spec, PromptSynth synth, std::vector<DatasetEntry> dataset = {});
-  // The dataset entry item `index` uses (dataset workloads only).
+  // The dataset entry item `index` uses (dataset workloads only). A trace's row is the
+  // index within its step (its low 32 bits) modulo the rows: the replay's request k is row k.
   std::size_t entry_of(std::uint64_t index) const;
+  // A trace workload: its rows' arrivals from the first row's (empty for any other workload).
+  std::vector<Nanos> trace_offsets() const;
   // `salt`: the step's prefix-cache salt (0: none; see PrefixCache).
   WorkItem item(std::uint64_t index, std::uint64_t salt = 0) const;
   // What a warm prefix cache needs sent before a step of `salt`: each prefix once, as long as

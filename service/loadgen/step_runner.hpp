@@ -194,6 +194,7 @@ class StepRunner : public RunControl {
   };
   std::vector<Live> live_requests();
   const Progress& progress() const noexcept override { return progress_; }
+  const llm::Workload& workload() const noexcept { return *workload_; }
 
  private:
   PrefixCacheState prepare_prefix_cache(const StepSpec& spec);

@@ -167,64 +167,74 @@ Result<Exposition> parse_prometheus_text(std::string_view text) {
 
 namespace {
 
-std::optional<Error> parse_line(Exposition& out, std::string_view line, std::size_t line_no) {
-  {
-    LineParser p;
-    p.s = line;
-    p.ws();
-    if (p.pos == line.size()) return std::nullopt;
-    auto error = [&](const std::string& what) {
-      return Error{errc::parse_error, fmt::format("metrics line {}: {}", line_no, what), ""};
-    };
-    if (line[p.pos] == '#') {
-      ++p.pos;
-      p.ws();
-      const std::string_view rest = line.substr(p.pos);
-      auto keyword = [&](std::string_view k) {
-        return rest.substr(0, 4) == k && (rest.size() == 4 || rest[4] == ' ' || rest[4] == '\t');
-      };
-      const bool is_help = keyword("HELP");
-      const bool is_type = keyword("TYPE");
-      if (!is_help && !is_type) return std::nullopt;  // a plain comment
-      p.pos += 4;
-      p.ws();
-      std::string family;
-      if (!p.name(family, true)) return error(p.error);
-      p.ws();
-      std::string value(line.substr(p.pos));
-      if (is_type) {
-        if (value != "counter" && value != "gauge" && value != "histogram" && value != "summary" &&
-            value != "untyped" && value != "unknown" && value != "info" && value != "stateset" &&
-            value != "gaugehistogram") {
-          return error(fmt::format("unknown metric type '{}'", value));
-        }
-        out.types[family] = std::move(value);
-      } else {
-        out.help[family] = std::move(value);
-      }
-      return std::nullopt;
+// A metrics line's error, naming the line.
+Error line_error(std::size_t line_no, const std::string& what) {
+  return Error{errc::parse_error, fmt::format("metrics line {}: {}", line_no, what), ""};
+}
+
+// A "#" line from `p.pos` (after the '#'): HELP or TYPE of a family, else a plain comment.
+std::optional<Error> parse_comment(Exposition& out, LineParser& p, std::size_t line_no) {
+  p.ws();
+  const std::string_view rest = p.s.substr(p.pos);
+  auto keyword = [&](std::string_view k) {
+    return rest.substr(0, 4) == k && (rest.size() == 4 || rest[4] == ' ' || rest[4] == '\t');
+  };
+  const bool is_help = keyword("HELP");
+  const bool is_type = keyword("TYPE");
+  if (!is_help && !is_type) return std::nullopt;  // a plain comment
+  p.pos += 4;
+  p.ws();
+  std::string family;
+  if (!p.name(family, true)) return line_error(line_no, p.error);
+  p.ws();
+  std::string value(p.s.substr(p.pos));
+  if (is_type) {
+    if (value != "counter" && value != "gauge" && value != "histogram" && value != "summary" && value != "untyped" &&
+        value != "unknown" && value != "info" && value != "stateset" && value != "gaugehistogram") {
+      return line_error(line_no, fmt::format("unknown metric type '{}'", value));
     }
-    Sample smp;
-    if (!p.name(smp.name, true)) return error(p.error);
-    p.ws();
-    if (p.pos < line.size() && line[p.pos] == '{' && !p.labels(smp)) return error(p.error);
-    p.ws();
-    if (p.pos >= line.size()) return error("a sample needs a value");
-    if (!p.number(smp.value)) return error(p.error);
-    p.ws();
-    if (p.pos < line.size()) {
-      double ts = 0;
-      if (!p.number(ts) || !std::isfinite(ts) || std::abs(ts) > 9.2e18) {
-        return error("the timestamp is not a number of milliseconds");
-      }
-      smp.timestamp_ms = static_cast<std::int64_t>(ts);
-      p.ws();
-      if (p.pos < line.size()) return error("unexpected text after the timestamp");
-    }
-    if (ends_with(smp.name, "_created")) return std::nullopt;
-    out.samples.push_back(std::move(smp));
+    out.types[family] = std::move(value);
+  } else {
+    out.help[family] = std::move(value);
   }
   return std::nullopt;
+}
+
+// A sample line from `p.pos`: name, labels, value and an optional timestamp.
+std::optional<Error> parse_sample(Exposition& out, LineParser& p, std::size_t line_no) {
+  const std::string_view line = p.s;
+  Sample smp;
+  if (!p.name(smp.name, true)) return line_error(line_no, p.error);
+  p.ws();
+  if (p.pos < line.size() && line[p.pos] == '{' && !p.labels(smp)) return line_error(line_no, p.error);
+  p.ws();
+  if (p.pos >= line.size()) return line_error(line_no, "a sample needs a value");
+  if (!p.number(smp.value)) return line_error(line_no, p.error);
+  p.ws();
+  if (p.pos < line.size()) {
+    double ts = 0;
+    if (!p.number(ts) || !std::isfinite(ts) || std::abs(ts) > 9.2e18) {
+      return line_error(line_no, "the timestamp is not a number of milliseconds");
+    }
+    smp.timestamp_ms = static_cast<std::int64_t>(ts);
+    p.ws();
+    if (p.pos < line.size()) return line_error(line_no, "unexpected text after the timestamp");
+  }
+  if (ends_with(smp.name, "_created")) return std::nullopt;
+  out.samples.push_back(std::move(smp));
+  return std::nullopt;
+}
+
+std::optional<Error> parse_line(Exposition& out, std::string_view line, std::size_t line_no) {
+  LineParser p;
+  p.s = line;
+  p.ws();
+  if (p.pos == line.size()) return std::nullopt;
+  if (line[p.pos] == '#') {
+    ++p.pos;
+    return parse_comment(out, p, line_no);
+  }
+  return parse_sample(out, p, line_no);
 }
 
 }  // namespace

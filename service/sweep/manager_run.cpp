@@ -340,6 +340,17 @@ std::unique_ptr<StepExecutor> SweepManager::executor(const store::SweepRow& row,
   if (order.kind == StepKind::quality) return quality_executor(p, active, order, index);
   if (order.kind == StepKind::scenario) return scenario_executor(row, p, active, order, index, why);
   loadgen::StepSpec ss = step_spec(p.spec, order, index);
+  loadgen::StepRunner& runner = order.role == Role::candidate ? *p.candidate_runner : *p.runner;
+  if (p.spec.arrival.process == ArrivalProcess::trace) {
+    // A trace's replay: its rows' own arrivals, scaled, looped or cut to the step.
+    auto replay = replay_schedule(runner.workload().trace_offsets(), p.spec.arrival.speed, p.spec.arrival.loop,
+                                  {ss.duration, ss.requests});
+    if (!replay) {
+      why = "the trace cannot be replayed: " + replay.error().message;
+      return nullptr;
+    }
+    ss.schedule = std::make_shared<const Schedule>(std::move(*replay));
+  }
   // A cold or warm prefix cache: the step's prompts are its own (salted by job and step).
   if (p.spec.workload.prefix.cache != llm::PrefixCache::as_found) {
     ss.prompt_salt = llm::prompt_salt(row.id, ss.request_index_base);
@@ -347,7 +358,6 @@ std::unique_ptr<StepExecutor> SweepManager::executor(const store::SweepRow& row,
   }
   cap_connections(ss, options_);
   ss.engine_threads = options_.engine_threads;
-  loadgen::StepRunner& runner = order.role == Role::candidate ? *p.candidate_runner : *p.runner;
   return std::make_unique<LoadStep>(p.spec, order, index, runner, std::move(ss), p.fixed_step_length);
 }
 

@@ -143,7 +143,34 @@ Result<ArrivalSpec> parse_arrival(const json& a) {
                                "in vLLM), or drop burstiness",
                                to_string(out.process)));
   }
+  // A trace's replay: its speed and whether it loops; neither means anything to another process.
+  auto speed = fields::number(a, "speed", "/arrival", out.speed, fields::Sign::positive);
+  if (!speed) return speed.error();
+  out.speed = *speed;
+  if (auto l = a.find("loop"); l != a.end()) {
+    if (!l->is_boolean()) return invalid("/arrival/loop", "must be true or false");
+    out.loop = l->get<bool>();
+  }
+  if (out.process != ArrivalProcess::trace && (a.contains("speed") || a.contains("loop"))) {
+    return invalid(a.contains("speed") ? "/arrival/speed" : "/arrival/loop",
+                   "applies to a trace's replay only (\"process\": \"trace\")");
+  }
   return out;
+}
+
+// A trace replays its own arrivals in one step: a check's. It needs a dataset (a trace's rows).
+std::optional<Error> check_trace(const JobSpec& js) {
+  if (js.arrival.process != ArrivalProcess::trace) return std::nullopt;
+  if (js.kind != JobKind::check) {
+    return invalid("/arrival/process", "a trace's replay runs as a check job (\"kind\": \"check\")");
+  }
+  if (!js.workload.dataset) {
+    return invalid("/workload/dataset", "a trace's replay needs the trace: a dataset uploaded with format=trace");
+  }
+  if (js.workload.dataset->shuffled) {
+    return invalid("/workload/dataset/order", "a trace is replayed in its own order");
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -218,6 +245,7 @@ Result<JobSpec> parse_job_spec(const json& spec) {
   // The blocks of the job's kind, by its parser; another kind's blocks are refused.
   if (auto e = refuse_other_kinds_blocks(spec, js.kind)) return *e;
   if (auto e = rules(js.kind).parse(spec, js)) return *e;
+  if (auto e = check_trace(js)) return *e;
   if (auto b = spec.find("basis"); b != spec.end()) {
     if (!b->is_string()) return invalid("/basis", "must be a string");
     js.basis = b->get<std::string>();

@@ -191,9 +191,16 @@ json check_result(const JobSpec& spec, const StepOutcome& s) {
   const bool closed_loop = spec.check.concurrency > 0;
   cond["mode"] = closed_loop ? "concurrency" : "rate";
   cond["arrival"] = closed_loop ? "closed_loop" : to_string(spec.arrival.process);
-  cond["rate_rps"] = closed_loop                          ? json(nullptr)
+  const bool trace = spec.arrival.process == ArrivalProcess::trace;
+  cond["rate_rps"] = closed_loop || trace                 ? json(nullptr)
                      : std::isfinite(spec.check.rate_rps) ? json(spec.check.rate_rps)
                                                           : json("inf");
+  if (trace) {
+    // A replay's rate is the trace's own: what it offered is in the observations.
+    cond["trace"] = {{"speed", spec.arrival.speed},
+                     {"loop", spec.arrival.loop},
+                     {"dataset", spec.workload.dataset ? json(spec.workload.dataset->id) : json(nullptr)}};
+  }
   if (closed_loop) {
     cond["concurrency"] = spec.check.concurrency;
     // What N users achieved, and how long each waited per request (the mean E2EL).

@@ -3,7 +3,9 @@
 // model, predicted exactly: with a fixed iteration time d and R reasoning tokens, the first
 // visible token comes R iterations after the first token, so TTFO - TTFT = R x d.
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -272,4 +274,93 @@ TEST_CASE(
   const double skipped_ms = cold["mean_ttft_ms"].get<double>() - warm["mean_ttft_ms"].get<double>();
   CHECK(skipped_ms == Approx(80).margin(8));
   CHECK(cold["median_ttft_ms"].get<double>() - warm["median_ttft_ms"].get<double>() == Approx(80).margin(8));
+}
+
+TEST_CASE("traffic: a trace replays its own arrivals, scaled and looped, and its shared blocks hit the prefix cache") {
+  llmsim::SimConfig cfg;
+  cfg.engine.decode_base_ms = 10;
+  cfg.engine.decode_per_seq_ms = 0;
+  cfg.engine.prefill_ms_per_token = 0.05;  // a request ends ~50 ms after it came: none overlaps the next
+  cfg.engine.prefix_cache_blocks = 100'000;
+  SimFixture sim(cfg);
+  TempDir dir;
+  Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
+  const std::string url = "http://127.0.0.1:" + std::to_string(sim.endpoint().port());
+  const std::map<std::string, std::string> ndjson{{"Content-Type", "application/x-ndjson"}};
+  // 20 rows 300 ms apart, each of 3 blocks of 64 tokens: two every row shares, one its own.
+  std::string trace;
+  for (int k = 0; k < 20; ++k) {
+    trace += json{{"timestamp", 300 * k}, {"input_length", 192}, {"output_length", 4}, {"hash_ids", {0, 1, 100 + k}}}
+                 .dump() +
+             "\n";
+  }
+  const auto bad =
+      d.post("/v1/datasets?format=trace", trace + R"({"timestamp": 1, "input_length": 5, "output_length": 5})", ndjson);
+  CHECK(bad.status == 400);
+  CHECK(json::parse(bad.body)["error"].value("field", "") == "line 21: /timestamp");
+  const auto up = d.post("/v1/datasets?format=trace&name=twenty", trace, ndjson);
+  INFO(up.body);
+  REQUIRE(up.status == 201);
+  const std::string trace_id = json::parse(up.body)["id"];
+  const auto jsonl = d.post("/v1/datasets", json{{"prompt", "a b c"}}.dump() + "\n", ndjson);
+  REQUIRE(jsonl.status == 201);
+
+  json spec = {
+      {"name", "trace replay"},
+      {"kind", "check"},
+      {"target", {{"base_url", url}, {"api", "completions"}, {"model", "sim-8b"}, {"metrics_url", url + "/metrics"}}},
+      {"workload", {{"dataset", {{"id", trace_id}, {"block_tokens", 64}}}, {"prefix", {{"cache", "cold"}}}}},
+      {"arrival", {{"process", "trace"}, {"speed", 2}, {"loop", true}}},
+      {"check", {{"duration_s", 4.5}}},
+      {"slo", {{"ttft_ms", {{"p95", 2000}}}, {"max_error_rate", 0.01}}}};
+  // A trace is replayed as a trace, and only a trace is.
+  json wrong = spec;
+  wrong["workload"]["dataset"]["id"] = json::parse(jsonl.body)["id"];
+  auto r = d.post("/v1/sweeps", wrong.dump());
+  CHECK(r.status == 400);
+  CHECK(json::parse(r.body)["error"].value("field", "") == "/workload/dataset/id");
+  wrong = spec;
+  wrong["arrival"] = {{"process", "poisson"}};
+  wrong["check"]["rate_rps"] = 5;
+  r = d.post("/v1/sweeps", wrong.dump());
+  CHECK(r.status == 400);
+  CHECK(json::parse(r.body)["error"].value("field", "") == "/arrival/process");
+
+  const auto [id, view] = run_job(d, spec);
+  INFO(view.dump(1));
+  const json& cond = view["result"]["conditions"];
+  CHECK(cond["arrival"] == "trace");
+  CHECK(cond["rate_rps"].is_null());
+  CHECK(cond["trace"]["speed"] == 2);
+  // At speed 2 the rows come 150 ms apart; the trace (span 5.7 s, mean gap 0.3 s) loops every
+  // 6 s / 2 = 3 s: 20 rows, then rows 0-9 again before 4.5 s.
+  const auto csv = d.get("/v1/sweeps/" + id + "/requests.csv");
+  std::istringstream lines(csv.body);
+  std::string line;
+  std::getline(lines, line);  // header
+  std::vector<double> scheduled;
+  std::size_t ok = 0;
+  while (std::getline(lines, line)) {
+    std::vector<std::string> cells;
+    std::istringstream cs(line);
+    for (std::string cell; std::getline(cs, cell, ',');) cells.push_back(cell);
+    REQUIRE(cells.size() > 11);
+    scheduled.push_back(std::stod(cells[2]));
+    CHECK(cells[8] == "192");  // the server counted the row's input_length
+    ok += cells[11] == "ok";
+  }
+  REQUIRE(scheduled.size() == 30);
+  CHECK(ok == 30);
+  std::sort(scheduled.begin(), scheduled.end());
+  for (std::size_t k = 0; k < 30; ++k) {
+    const double expected = k < 20 ? 150.0 * static_cast<double>(k) : 3000.0 + 150.0 * static_cast<double>(k - 20);
+    CHECK(scheduled[k] == Approx(expected).margin(0.001));
+  }
+  const json s = d.get_json("/v1/sweeps/" + id + "/steps")["steps"][0]["summary"];
+  CHECK(s["offered_rate_rps"].get<double>() == Approx(30 / 4.5));
+  // The server's count, as its model predicts: the first request hits nothing; rows 1-19 hit
+  // the two shared blocks (128 tokens); the loop's 10 repeats find all 192 cached and prefill
+  // the one token every request computes: (19 x 128 + 10 x 191) / (30 x 192).
+  CHECK(s["prefix_cache"]["state"] == "cold");
+  CHECK(s["prefix_cache"]["hit_rate"].get<double>() == Approx((19.0 * 128 + 10 * 191) / (30 * 192)).margin(0.01));
 }

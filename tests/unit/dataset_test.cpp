@@ -5,7 +5,9 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 
+#include "core/text.hpp"
 #include "llm/target.hpp"
 #include "llm/workload.hpp"
 
@@ -268,4 +270,85 @@ TEST_CASE("dataset: scanning an upload gives the statistics of parsing it, and t
   auto bad = scan_dataset(DatasetFormat::jsonl, jsonl + "{\"prompt\": 5}\n");
   REQUIRE_FALSE(bad.has_value());
   CHECK(bad.error().field == "line 4: /prompt");
+}
+
+namespace {
+std::string trace_field(const std::string& text) {
+  auto r = parse_trace(text);
+  return r ? std::string("(parsed)") : r.error().field;
+}
+}  // namespace
+
+TEST_CASE("dataset: a trace's rows parse with their arrivals, lengths and block ids") {
+  const auto rows = parse_trace(
+                        "{\"timestamp\": 0, \"input_length\": 1024, \"output_length\": 16, \"hash_ids\": [0, 1]}\n"
+                        "\n"
+                        "{\"timestamp\": 250.5, \"input_length\": 600, \"output_length\": 8, \"session\": \"x\"}\n")
+                        .value();
+  REQUIRE(rows.size() == 2);
+  CHECK(*rows[0].timestamp_ms == 0);
+  CHECK(rows[0].input_length == 1024);
+  CHECK(*rows[0].output_tokens == 16);
+  CHECK(rows[0].hash_ids == std::vector<std::uint64_t>{0, 1});
+  CHECK(*rows[1].timestamp_ms == 250.5);
+  CHECK(rows[1].hash_ids.empty());
+  CHECK(parse_dataset_format("trace") == DatasetFormat::trace);
+  CHECK(to_string(DatasetFormat::trace) == "trace");
+  const auto stats =
+      scan_dataset(DatasetFormat::trace, "{\"timestamp\": 0, \"input_length\": 7, \"output_length\": 3}\n").value();
+  CHECK(stats.prompt_tokens.max == 7);  // the recorded length, not the (absent) prompt's words
+  CHECK(stats.output_tokens.max == 3);
+}
+
+TEST_CASE("dataset: a trace's bad rows are errors naming the line and the field") {
+  CHECK(trace_field("{\"input_length\": 5, \"output_length\": 5}") == "line 1: /timestamp");
+  CHECK(trace_field("{\"timestamp\": -1, \"input_length\": 5, \"output_length\": 5}") == "line 1: /timestamp");
+  CHECK(trace_field("{\"timestamp\": 9, \"input_length\": 5, \"output_length\": 5}\n"
+                    "{\"timestamp\": 3, \"input_length\": 5, \"output_length\": 5}") == "line 2: /timestamp");
+  CHECK(trace_field("{\"timestamp\": 0, \"output_length\": 5}") == "line 1: /input_length");
+  CHECK(trace_field("{\"timestamp\": 0, \"input_length\": 0, \"output_length\": 5}") == "line 1: /input_length");
+  CHECK(trace_field("{\"timestamp\": 0, \"input_length\": 5}") == "line 1: /output_length");
+  CHECK(trace_field("{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 5, \"hash_ids\": 3}") ==
+        "line 1: /hash_ids");
+  CHECK(trace_field("{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 5, \"hash_ids\": [1, -2]}") ==
+        "line 1: /hash_ids/1");
+  CHECK(trace_field("[1]") == "line 1: /");
+  CHECK_FALSE(parse_trace("\n\n").has_value());
+}
+
+TEST_CASE("dataset: a trace row's prompt is its blocks' shared text, then text of its own") {
+  const auto rows = parse_trace(
+                        "{\"timestamp\": 0, \"input_length\": 40, \"output_length\": 4, \"hash_ids\": [7, 8]}\n"
+                        "{\"timestamp\": 5, \"input_length\": 40, \"output_length\": 6, \"hash_ids\": [7, 9]}\n"
+                        "{\"timestamp\": 9, \"input_length\": 12, \"output_length\": 2, \"hash_ids\": [7, 8]}\n")
+                        .value();
+  WorkloadSpec spec;
+  DatasetRef ref;
+  ref.id = "ds-0123456789abcdef";
+  ref.block_tokens = 16;
+  spec.dataset = ref;
+  Workload w(spec, PromptSynth(1.0), rows);
+  CHECK(w.trace_offsets() == std::vector<Nanos>{Nanos(0), std::chrono::milliseconds(5), std::chrono::milliseconds(9)});
+  const std::uint64_t base = std::uint64_t{3} << 32;  // a step's request index base: row k is request k
+  const auto a = w.item(base + 0), b = w.item(base + 1), c = w.item(base + 2), again = w.item(base + 3);
+  CHECK(count_words(a.prompt) == 40);
+  CHECK(a.input_tokens == 40);
+  CHECK(a.max_tokens == 4);
+  CHECK(b.max_tokens == 6);
+  const auto words_of = [](const std::string& s) {
+    std::vector<std::string> out;
+    std::istringstream in(s);
+    for (std::string word; in >> word;) out.push_back(word);
+    return out;
+  };
+  const auto wa = words_of(a.prompt), wb = words_of(b.prompt), wc = words_of(c.prompt);
+  CHECK(std::equal(wa.begin(), wa.begin() + 16, wb.begin()));                  // block 7 shared
+  CHECK_FALSE(std::equal(wa.begin() + 16, wa.begin() + 32, wb.begin() + 16));  // blocks 8 and 9 differ
+  CHECK(wc.size() == 12);
+  CHECK(std::equal(wc.begin(), wc.end(), wa.begin()));  // cut inside block 7
+  // A loop's request 3 is row 0 again: its blocks' text, and text of its own after them.
+  const auto wagain = words_of(again.prompt);
+  CHECK(std::equal(wa.begin(), wa.begin() + 32, wagain.begin()));
+  CHECK(again.prompt != a.prompt);
+  CHECK(w.item(base + 0, 99).prompt != a.prompt);       // a cold step's salt changes the blocks
 }

@@ -219,3 +219,38 @@ TEST_CASE("the schedule digest changes with any send time, the process, the rate
   other_process.spec.process = ArrivalProcess::gamma;
   CHECK(schedule_digest(other_process) != d);
 }
+
+TEST_CASE("a trace's replay keeps its arrivals exactly, scaled by its speed, cut at the step's end") {
+  const std::vector<Nanos> rows{0ms, 100ms, 100ms, 350ms, 1000ms};
+  auto s = replay_schedule(rows, 1.0, false, {5s, std::nullopt}).value();
+  CHECK(s.send_times == rows);
+  CHECK(s.spec.process == ArrivalProcess::trace);
+  CHECK(s.spec.rate_rps == Approx(5 / 5.0));  // the mean over the step
+  auto fast = replay_schedule(rows, 2.0, false, {5s, std::nullopt}).value();
+  CHECK(fast.send_times == std::vector<Nanos>{0ms, 50ms, 50ms, 175ms, 500ms});
+  auto cut = replay_schedule(rows, 1.0, false, {350ms, std::nullopt}).value();
+  CHECK(cut.send_times == std::vector<Nanos>{0ms, 100ms, 100ms});  // the row at 350 ms is the step's end
+  auto counted = replay_schedule(rows, 1.0, false, {std::nullopt, 2}).value();
+  CHECK(counted.send_times == std::vector<Nanos>{0ms, 100ms});
+}
+
+TEST_CASE("a looped trace starts again one mean gap after its last row, until the step ends") {
+  const std::vector<Nanos> rows{0ms, 200ms, 400ms};  // span 400 ms, mean gap 200 ms: period 600 ms
+  auto s = replay_schedule(rows, 1.0, true, {1500ms, std::nullopt}).value();
+  CHECK(s.send_times == std::vector<Nanos>{0ms, 200ms, 400ms, 600ms, 800ms, 1000ms, 1200ms, 1400ms});
+  // Request k of loop l is row k: the index modulo the rows (8 requests: rows 0 1 2 0 1 2 0 1).
+  auto counted = replay_schedule(rows, 2.0, true, {std::nullopt, 5}).value();
+  CHECK(counted.send_times == std::vector<Nanos>{0ms, 100ms, 200ms, 300ms, 400ms});
+}
+
+TEST_CASE("a replay's bad parameters are errors naming them") {
+  const std::vector<Nanos> rows{0ms, 10ms};
+  CHECK(replay_schedule({}, 1.0, false, {1s, std::nullopt}).error().field == "/workload/dataset");
+  CHECK(replay_schedule(rows, 0.0, false, {1s, std::nullopt}).error().field == "/speed");
+  CHECK(replay_schedule(rows, std::numeric_limits<double>::infinity(), false, {1s, std::nullopt}).error().field ==
+        "/speed");
+  CHECK(replay_schedule({5ms, 5ms}, 1.0, true, {1s, std::nullopt}).error().field == "/loop");
+  CHECK_FALSE(replay_schedule(rows, 1.0, false, {}).has_value());
+  CHECK(parse_arrival_process("trace", "/p").value() == ArrivalProcess::trace);
+  CHECK(make_schedule({.process = ArrivalProcess::trace}, {1s, std::nullopt}, 1).error().field == "/process");
+}

@@ -548,3 +548,29 @@ TEST_CASE("spec: a sweep that leaves max_rate_rps open escalates no higher than 
   REQUIRE(explicit_refused.has_value());
   CHECK(explicit_refused->field == "/sweep/max_rate_rps");
 }
+
+TEST_CASE("spec: a trace's replay is a check's, with a dataset, and its settings are the trace's alone") {
+  json check = with(demo(), "/kind", "check");
+  check.erase("sweep");
+  check["check"] = {{"duration_s", 20}};
+  check["arrival"] = {{"process", "trace"}, {"speed", 2}, {"loop", true}};
+  check["workload"] = {{"dataset", {{"id", "ds-0123456789abcdef"}, {"block_tokens", 64}}}};
+  REQUIRE(first_error(check).empty());
+  validator().apply_defaults(check);
+  const auto js = sweep::parse_job_spec(check).value();
+  CHECK(js.arrival.process == ArrivalProcess::trace);
+  CHECK(js.arrival.speed == 2);
+  CHECK(js.arrival.loop);
+  CHECK(js.workload.dataset->block_tokens == 64);
+
+  CHECK(first_error(with(check, "/check/rate_rps", 5)) == "/check/rate_rps");
+  CHECK(first_error(without(check, "", "workload")) == "/workload/dataset");
+  CHECK(first_error(with(check, "/workload/dataset/order", "shuffled")) == "/workload/dataset/order");
+  CHECK(first_error(with(check, "/arrival/speed", 0)) == "/arrival/speed");
+  CHECK(first_error(with(check, "/workload/dataset/block_tokens", 0)) == "/workload/dataset/block_tokens");
+  json sweep = with(demo(), "/arrival", json{{"process", "trace"}});
+  sweep["workload"] = check["workload"];
+  CHECK(first_error(sweep) == "/arrival/process");
+  CHECK(first_error(with(demo(), "/arrival", json{{"process", "poisson"}, {"speed", 2}})) == "/arrival/speed");
+  CHECK(first_error(with(demo(), "/arrival", json{{"process", "poisson"}, {"loop", true}})) == "/arrival/loop");
+}

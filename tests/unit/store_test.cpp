@@ -82,12 +82,12 @@ TEST_CASE("store: migrations apply once and the version is recorded - WAL is on"
   TempDb db;
   {
     Store s(db.path.string());
-    CHECK(s.schema_version() == 8);
+    CHECK(s.schema_version() == 9);
     s.insert_sweep(sweep_row("a"));
     CHECK(fs::exists(db.path.string() + "-wal"));
   }
   Store again(db.path.string());  // reopening applies nothing twice and keeps the data
-  CHECK(again.schema_version() == 8);
+  CHECK(again.schema_version() == 9);
   CHECK(again.sweep("a").has_value());
   CHECK(again.writable());
 }
@@ -144,7 +144,7 @@ TEST_CASE("store: the table rebuilds (versions 4, 6 and 8) keep every sweep, ste
     sqlite3_close(raw);
   }
   Store s(db.path.string());
-  CHECK(s.schema_version() == 8);
+  CHECK(s.schema_version() == 9);
   CHECK(s.list_sweeps(std::nullopt, 10, 0).size() == 2);
   CHECK(s.list_sweeps(std::nullopt, 10, 0)[0].id == "b");  // creation order kept
   auto steps = s.steps("a");
@@ -461,5 +461,28 @@ TEST_CASE("store: datasets are stored once per content, listed, and not deleted 
   CHECK(s.delete_dataset(d.id) == Store::DeleteDataset::deleted);
   CHECK(s.delete_dataset(d.id) == Store::DeleteDataset::absent);
   CHECK(s.list_datasets(10, 0).empty());
-  CHECK(s.schema_version() == 8);
+  CHECK(s.schema_version() == 9);
+}
+
+TEST_CASE("store: a trace is a dataset format (version 9), and a format outside the list is refused") {
+  TempDb db("trace-datasets");
+  Store s(db.path.string());
+  CHECK(s.schema_version() == 9);
+  DatasetRow d;
+  d.id = "ds-00000000000000bb";
+  d.sha256 = std::string(62, '0') + "bb";
+  d.format = "trace";
+  d.bytes = 60;
+  d.items = 1;
+  d.stats = {{"prompt_tokens", {{"max", 512}}}};
+  auto [row, inserted] = s.insert_dataset(d, R"({"timestamp": 0, "input_length": 512, "output_length": 8})");
+  CHECK(inserted);
+  CHECK(s.dataset(d.id)->format == "trace");
+  DatasetRow odd = d;
+  odd.id = "ds-00000000000000cc";
+  odd.sha256 = std::string(62, '0') + "cc";
+  odd.format = "csv";
+  CHECK_THROWS_AS(s.insert_dataset(odd, "x"), StoreError);
+  CHECK_FALSE(s.dataset(odd.id).has_value());
+  CHECK(s.list_datasets(10, 0).size() == 1);
 }

@@ -206,7 +206,9 @@ TEST_CASE("workload: prefix parses with its defaults, and its errors name the fi
   CHECK(field(R"({"prompt_tokens": {"dist": "lognormal", "median": 100, "p95": 400},
                   "prefix": {"ratio": 0.5, "cache": "warm"}})") == "/workload/prefix/ratio");
   CHECK(check_dataset_workload(json::parse(R"({"dataset": {"id": "ds-0123456789abcdef"}, "prefix": {"tokens": 4}})"))
-            ->field == "/workload/prefix");
+            ->field == "/workload/prefix/tokens");
+  CHECK_FALSE(check_dataset_workload(
+      json::parse(R"({"dataset": {"id": "ds-0123456789abcdef"}, "prefix": {"cache": "cold"}})")));
 }
 
 TEST_CASE("workload: request i carries prefix i mod count, and a salt makes every word its own") {

@@ -25,7 +25,7 @@ Result<CheckSettings> parse_check(const json& j, ArrivalProcess process) {
     if (j.contains("rate_rps")) {
       return invalid(f + "/concurrency", "a check runs at a rate (rate_rps) or with N users (concurrency), not both");
     }
-    if (process == ArrivalProcess::all_at_once) {
+    if (process == ArrivalProcess::all_at_once || process == ArrivalProcess::trace) {
       return invalid(f + "/concurrency", "a closed loop has no arrival process: leave arrival.process unset");
     }
     if (j.contains("max_concurrency") && j.at("max_concurrency") != 0) {
@@ -36,13 +36,18 @@ Result<CheckSettings> parse_check(const json& j, ArrivalProcess process) {
     c.rate_rps = std::numeric_limits<double>::infinity();
     if (j.contains("rate_rps"))
       return invalid(f + "/rate_rps", "must be absent with all_at_once arrivals (the rate is infinite)");
+  } else if (process == ArrivalProcess::trace) {
+    c.rate_rps = 0;  // the trace's own, scaled by arrival.speed
+    if (j.contains("rate_rps"))
+      return invalid(f + "/rate_rps",
+                     "must be absent with a trace: it replays its own arrivals (arrival.speed scales them)");
   } else if (!j.contains("rate_rps")) {
     return invalid(f + "/rate_rps", "is required: the fixed request rate of the check (or concurrency: N users)");
   }
   fields::Reader r(j, f);
   if (closed_loop)
     r.integer("concurrency", c.concurrency, 1, 100'000);
-  else if (process != ArrivalProcess::all_at_once)
+  else if (process != ArrivalProcess::all_at_once && process != ArrivalProcess::trace)
     r.positive("rate_rps", c.rate_rps);
   r.seconds("duration_s", c.duration)
       .seconds("warmup_s", c.warmup, true)
