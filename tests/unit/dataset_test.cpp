@@ -350,5 +350,5 @@ TEST_CASE("dataset: a trace row's prompt is its blocks' shared text, then text o
   const auto wagain = words_of(again.prompt);
   CHECK(std::equal(wa.begin(), wa.begin() + 32, wagain.begin()));
   CHECK(again.prompt != a.prompt);
-  CHECK(w.item(base + 0, 99).prompt != a.prompt);       // a cold step's salt changes the blocks
+  CHECK(w.item(base + 0, 99).prompt != a.prompt);  // a cold step's salt changes the blocks
 }
