@@ -51,47 +51,68 @@ std::optional<nlohmann::json> read_json_file(const std::string& path, const char
 
 }  // namespace
 
-std::variant<Startup, int> startup_from_command_line(int argc, char** argv) {
-  CLI::App app{"capsweepd: finds the highest request rate an LLM endpoint serves within its SLO"};
+namespace {
+
+// capsweepd's flags, as given (empty or zero: not given).
+struct Flags {
   std::string config_path, tokens_path, listen, db, allow_csv, log_format = "text";
   int max_concurrent = 0;
   bool insecure_no_auth = false;
-  app.add_option("--config", config_path, "JSON settings file (schema/config.schema.json); flags override it");
-  app.add_option("--listen", listen, "HOST:PORT to serve the API on (default 127.0.0.1:8080)");
-  app.add_option("--db", db, "SQLite database file (default capsweep.db)");
-  app.add_option("--max-concurrent-sweeps", max_concurrent, "sweeps running at once (each on its own target)")
+};
+
+void add_flags(CLI::App& app, Flags& f) {
+  app.add_option("--config", f.config_path, "JSON settings file (schema/config.schema.json); flags override it");
+  app.add_option("--listen", f.listen, "HOST:PORT to serve the API on (default 127.0.0.1:8080)");
+  app.add_option("--db", f.db, "SQLite database file (default capsweep.db)");
+  app.add_option("--max-concurrent-sweeps", f.max_concurrent, "sweeps running at once (each on its own target)")
       ->check(CLI::Range(1, 64));
-  app.add_option("--allow-targets", allow_csv, "comma-separated hosts/CIDRs sweeps may target (default loopback)");
-  app.add_option("--tokens-file", tokens_path,
+  app.add_option("--allow-targets", f.allow_csv, "comma-separated hosts/CIDRs sweeps may target (default loopback)");
+  app.add_option("--tokens-file", f.tokens_path,
                  "JSON file holding the tokens array (e.g. a mounted Secret); replaces the config file's tokens");
-  app.add_option("--log-format", log_format, "log lines as text, logfmt or json")
+  app.add_option("--log-format", f.log_format, "log lines as text, logfmt or json")
       ->check(CLI::IsMember({"text", "logfmt", "json"}));
-  app.add_flag("--insecure-no-auth", insecure_no_auth,
+  app.add_flag("--insecure-no-auth", f.insecure_no_auth,
                "serve a non-loopback address without bearer tokens (refused otherwise)");
+}
+
+// The settings document: the config file's, the tokens file's tokens, then the flags over it;
+// nullopt (the reason printed) when a file cannot be read.
+std::optional<nlohmann::json> settings_document(const Flags& f) {
+  auto doc = read_json_file(f.config_path, "config file");
+  if (!doc) return std::nullopt;
+  if (!f.tokens_path.empty()) {
+    auto tokens = read_json_file(f.tokens_path, "tokens file");
+    if (!tokens) return std::nullopt;
+    if (!tokens->is_array()) {
+      fmt::print(stderr, "capsweepd: tokens file {}: must hold a JSON array of {{\"token\", \"role\", \"name\"}}\n",
+                 f.tokens_path);
+      return std::nullopt;
+    }
+    (*doc)["tokens"] = std::move(*tokens);
+  }
+  if (!f.listen.empty()) (*doc)["listen"] = f.listen;
+  if (f.insecure_no_auth) (*doc)["insecure_no_auth"] = true;
+  if (!f.db.empty()) (*doc)["db"] = f.db;
+  if (f.max_concurrent > 0) (*doc)["max_concurrent_sweeps"] = f.max_concurrent;
+  if (!f.allow_csv.empty()) (*doc)["allow_targets"] = split_commas(f.allow_csv);
+  return doc;
+}
+
+}  // namespace
+
+std::variant<Startup, int> startup_from_command_line(int argc, char** argv) {
+  CLI::App app{"capsweepd: finds the highest request rate an LLM endpoint serves within its SLO"};
+  Flags flags;
+  add_flags(app, flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;
   }
-  log::set_format(*log::parse_format(log_format));
-  auto doc = read_json_file(config_path, "config file");
+  log::set_format(*log::parse_format(flags.log_format));
+  auto doc = settings_document(flags);
   if (!doc) return 2;
-  if (!tokens_path.empty()) {
-    auto tokens = read_json_file(tokens_path, "tokens file");
-    if (!tokens) return 2;
-    if (!tokens->is_array()) {
-      fmt::print(stderr, "capsweepd: tokens file {}: must hold a JSON array of {{\"token\", \"role\", \"name\"}}\n",
-                 tokens_path);
-      return 2;
-    }
-    (*doc)["tokens"] = std::move(*tokens);
-  }
-  if (!listen.empty()) (*doc)["listen"] = listen;
-  if (insecure_no_auth) (*doc)["insecure_no_auth"] = true;
-  if (!db.empty()) (*doc)["db"] = db;
-  if (max_concurrent > 0) (*doc)["max_concurrent_sweeps"] = max_concurrent;
-  if (!allow_csv.empty()) (*doc)["allow_targets"] = split_commas(allow_csv);
   auto config = parse_config(*doc);
   if (!config) {
     fmt::print(stderr, "capsweepd: config {}: {}\n", config.error().field, config.error().message);

@@ -41,22 +41,24 @@ bool positive_finite(double x) {
   return std::isfinite(x) && x > 0;
 }
 
+// Every request at time zero: as many as the limit's count.
+Result<Schedule> all_at_once_schedule(const ArrivalSpec& spec, const ScheduleLimit& limit) {
+  if (!limit.count) return invalid("/requests", "all_at_once arrival needs a request count");
+  if (*limit.count > kMaxScheduledRequests) {
+    return invalid("/requests", fmt::format("at most {} requests", kMaxScheduledRequests));
+  }
+  return Schedule{spec, std::vector<Nanos>(*limit.count, Nanos{0})};
+}
+
 }  // namespace
 
 Result<Schedule> make_schedule(const ArrivalSpec& spec, const ScheduleLimit& limit, std::uint64_t seed) {
   if (!limit.duration && !limit.count) {
     return invalid("", "a schedule needs a duration or a request count");
   }
-  Schedule out{spec, {}};
   if (spec.process == ArrivalProcess::trace) return invalid("/process", "a trace's arrivals are replayed, not drawn");
-  if (spec.process == ArrivalProcess::all_at_once) {
-    if (!limit.count) return invalid("/requests", "all_at_once arrival needs a request count");
-    if (*limit.count > kMaxScheduledRequests) {
-      return invalid("/requests", fmt::format("at most {} requests", kMaxScheduledRequests));
-    }
-    out.send_times.assign(*limit.count, Nanos{0});
-    return out;
-  }
+  if (spec.process == ArrivalProcess::all_at_once) return all_at_once_schedule(spec, limit);
+  Schedule out{spec, {}};
   if (!positive_finite(spec.rate_rps)) {
     return invalid("/rate_rps", fmt::format("rate must be a positive finite number of "
                                             "requests per second (got {})",

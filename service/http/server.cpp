@@ -285,6 +285,24 @@ asio::awaitable<void> Server::State::answer_and_close(beast::tcp_stream& stream,
   }
 }
 
+namespace {
+
+// A header that did not fit: 414 when its first line alone is longer than a target may be,
+// else 431. The bytes read so far are still in the buffer (the parser takes a header whole).
+Response header_too_large(const beast::flat_buffer& buffer, const ServerOptions& options) {
+  const std::string_view head(static_cast<const char*>(buffer.data().data()), buffer.size());
+  const auto eol = head.find("\r\n");
+  const bool long_target = (eol == std::string_view::npos ? head.size() : eol) > options.target_limit;
+  if (long_target) {
+    return server_error(bhttp::status::uri_too_long, "uri_too_long",
+                        fmt::format("the request target exceeds {} bytes", options.target_limit), options);
+  }
+  return server_error(bhttp::status::request_header_fields_too_large, "request_header_fields_too_large",
+                      fmt::format("the request header exceeds {} bytes", options.header_limit), options);
+}
+
+}  // namespace
+
 asio::awaitable<void> Server::State::serve(std::shared_ptr<Connection> conn, std::uint64_t id, asio::ip::address peer) {
   auto self = shared_from_this();
   auto& stream = conn->stream;
@@ -305,17 +323,7 @@ asio::awaitable<void> Server::State::serve(std::shared_ptr<Connection> conn, std
       break;
     }
     if (ec == bhttp::error::header_limit) {
-      // The header did not fit: 414 when its first line alone is longer than a target may be,
-      // else 431. The bytes read so far are still in the buffer (the parser takes a header whole).
-      const std::string_view head(static_cast<const char*>(buffer.data().data()), buffer.size());
-      const auto eol = head.find("\r\n");
-      const bool long_target = (eol == std::string_view::npos ? head.size() : eol) > options.target_limit;
-      Response res =
-          long_target ? server_error(bhttp::status::uri_too_long, "uri_too_long",
-                                     fmt::format("the request target exceeds {} bytes", options.target_limit), options)
-                      : server_error(bhttp::status::request_header_fields_too_large, "request_header_fields_too_large",
-                                     fmt::format("the request header exceeds {} bytes", options.header_limit), options);
-      co_await answer_and_close(stream, std::move(res));
+      co_await answer_and_close(stream, header_too_large(buffer, options));
       break;
     }
     if (!got) break;  // EOF, timeout, reset, shutdown or a malformed request: close quietly
