@@ -247,6 +247,22 @@ std::string figure_text(const json& v) {
   return out.empty() ? "-" : out;
 }
 
+// The load an open-loop check offered: its rate, a trace's replay speed, or its sessions' rate
+// beside the requests (turns) they offered.
+std::string check_load(const json& r) {
+  const json& c = at(r, "conditions");
+  const json& offered = at(at(r, "observations"), "offered_rate_rps");
+  if (text_of(c, "arrival", "") == "trace") {
+    return fmt::format("a trace replayed at {}x speed ({} req/s offered)", num(at(at(c, "trace"), "speed"), "{:g}"),
+                       num(offered, "{:.2f}"));
+  }
+  if (c.contains("sessions")) {
+    return fmt::format("{} sessions/s ({} req/s offered as their turns)", num(at(c, "rate_rps"), "{:g}"),
+                       num(at(at(c, "sessions"), "offered_rate_rps"), "{:.2f}"));
+  }
+  return fmt::format("{} req/s", num(at(c, "rate_rps"), "{:g}"));
+}
+
 }  // namespace
 
 std::string scenario_text(const json& sweep) {
@@ -324,8 +340,8 @@ std::string verdict_text(const json& sweep) {
             ? fmt::format("{}: {} with {} users in a closed loop ({} req/s achieved, {} s measured) against {}", v,
                           slo_text(slo), num(at(c, "concurrency"), "{:g}"), num(at(c, "achieved_rate_rps"), "{:.2f}"),
                           num(at(c, "duration_s"), "{:g}"), text_of(at(r, "target"), "base_url", ""))
-            : fmt::format("{}: {} at {} req/s ({} arrivals, {} s measured) against {}", v, slo_text(slo),
-                          num(at(c, "rate_rps"), "{:g}"), text_of(c, "arrival", ""), num(at(c, "duration_s"), "{:g}"),
+            : fmt::format("{}: {} at {} ({} arrivals, {} s measured) against {}", v, slo_text(slo), check_load(r),
+                          text_of(c, "arrival", ""), num(at(c, "duration_s"), "{:g}"),
                           text_of(at(r, "target"), "base_url", ""));
     for (const auto& k : at(r, "criteria")) {
       out += fmt::format("\n  {:<22} measured {:>10}  bound {:>10}  {}", criterion_name(text_of(k, "name", "")),

@@ -57,21 +57,39 @@ Answer get_steps_csv(Env& env, const Call& c) {
   for (const char* k : {"p99_schedule_lag_ms", "duration_s"}) keys.emplace_back(k);
   static const std::array<const char*, 6> server_keys{"mean_running", "max_running",         "mean_waiting",
                                                       "max_waiting",  "mean_kv_cache_usage", "max_kv_cache_usage"};
+  const auto steps = env.ctx.store->steps(c.id);
+  // Sessions (workload.sessions): each turn's figures, turn 1 to the most turns any step measured.
+  std::vector<std::string> turn_keys{"completed", "mean_prompt_tokens"};
+  for (auto& k : report::latency_keys("ttft", qs)) turn_keys.push_back(std::move(k));
+  for (auto& k : report::latency_keys("itl", qs)) turn_keys.push_back(std::move(k));
+  turn_keys.emplace_back("mean_e2el_ms");
+  std::size_t turns = 0;
+  for (const auto& s : steps) turns = std::max(turns, json_at(s.summary, "turns").size());
   std::string csv = "step,kind,phase,offered_rate_rps,verdict,generator_limited";
   for (const auto& k : keys) csv += "," + k;
   for (const char* k : server_keys) csv += std::string(",server_") + k;
+  if (turns > 0) csv += ",offered_session_rate_sps";
+  for (std::size_t t = 1; t <= turns; ++t) {
+    for (const auto& k : turn_keys) csv += fmt::format(",turn{}_{}", t, k);
+  }
   csv += "\n";
   auto cell = [](const json& j, const std::string& k) {
     auto it = j.find(k);
     return it != j.end() && it->is_number() ? fmt::format(",{:.4f}", it->get<double>()) : std::string(",");
   };
-  for (const auto& s : env.ctx.store->steps(c.id)) {
+  for (const auto& s : steps) {
     csv += fmt::format("{},{},{},{},{},{}", s.index, s.kind, s.phase,
                        s.offered_rate_rps ? fmt::format("{:.4f}", *s.offered_rate_rps) : std::string(), s.verdict,
                        s.generator_limited ? 1 : 0);
     for (const auto& k : keys) csv += cell(s.summary, k);
     const json server = s.server.is_object() ? s.server : json::object();
     for (const char* k : server_keys) csv += cell(server, k);
+    if (turns > 0) csv += cell(json_at(s.summary, "sessions"), "offered_rate_sps");
+    const json& step_turns = json_at(s.summary, "turns");
+    for (std::size_t t = 0; t < turns; ++t) {
+      const json& turn = t < step_turns.size() ? step_turns[t] : json::object();
+      for (const auto& k : turn_keys) csv += cell(turn, k);
+    }
     csv += "\n";
   }
   return text_response(c.req, "text/csv; charset=utf-8", std::move(csv), c.id + "-steps.csv");
@@ -143,10 +161,10 @@ asio::awaitable<http::Reply> stream_requests_csv(Env& env, asio::any_io_executor
   auto next_page = [&](std::string& text) {
     const auto page = env.ctx.store->requests_page(c.id, after, kPage);
     for (const auto& [step, r] : page) {
-      text += fmt::format("{},{},{:.3f},{},{},{},{},{},{},{},{},{},{},{}\n", step, r.index, r.scheduled_ms,
+      text += fmt::format("{},{},{:.3f},{},{},{},{},{},{},{},{},{},{},{},{}\n", step, r.index, r.scheduled_ms,
                           num(r.dispatched_ms), num(r.sent_ms), num(r.finished_ms), num(r.ttft_ms), num(r.e2el_ms),
                           r.input_tokens, r.output_tokens, r.chunks, printable_ascii(r.outcome, 40), num(tpot_ms(r)),
-                          r.itl_ms);
+                          r.itl_ms, r.turn ? std::to_string(r.turn) : std::string());
     }
     if (page.size() < kPage) return false;
     after = store::Store::RequestKey{page.back().first, page.back().second.index};
@@ -155,7 +173,7 @@ asio::awaitable<http::Reply> stream_requests_csv(Env& env, asio::any_io_executor
   co_return co_await stream_pages(
       env, pool, c, stream, "text/csv; charset=utf-8", c.id + "-requests.csv",
       "step,request,scheduled_ms,dispatched_ms,sent_ms,finished_ms,ttft_ms,e2el_ms,input_tokens,output_tokens,chunks,"
-      "outcome,tpot_ms,itl_ms\n",
+      "outcome,tpot_ms,itl_ms,turn\n",
       next_page);
 }
 

@@ -22,6 +22,23 @@ void put_latency(nlohmann::json& j, const char* name, const SampleSet& s, const 
   for (double q : percentiles) j[fmt::format("{}_{}_ms", percentile_key(q), name)] = s.percentile(q);
 }
 
+// Each session turn's latencies and prompt lengths, turn 1 first.
+nlohmann::json turns_summary(const std::vector<StepMetrics::Turn>& turns, const std::vector<double>& percentiles) {
+  nlohmann::json out = nlohmann::json::array();
+  for (std::size_t k = 0; k < turns.size(); ++k) {
+    const StepMetrics::Turn& t = turns[k];
+    nlohmann::json j = {{"turn", k + 1}, {"measured", t.measured}, {"completed", t.completed}};
+    put_latency(j, "ttft", t.ttft_ms, percentiles);
+    put_latency(j, "itl", t.itl_ms, percentiles);
+    put_latency(j, "e2el", t.e2el_ms, percentiles);
+    j["mean_prompt_tokens"] = t.prompt_tokens.mean();
+    j["median_prompt_tokens"] = t.prompt_tokens.percentile(50);
+    j["max_prompt_tokens"] = t.prompt_tokens.max();
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
 // A latency's distribution at a fixed grid of percentiles, as [q, value] pairs, for the CDFs
 // of a check's report (empty when the metric has no sample).
 nlohmann::json distribution(const SampleSet& s) {
@@ -134,6 +151,7 @@ nlohmann::json StepMetrics::summary(const std::vector<double>& percentiles) cons
     put("itl_reasoning", itl_reasoning_ms);
     put("itl_output", itl_output_ms);
   }
+  if (!turns.empty()) j["turns"] = turns_summary(turns, percentiles);
   j["distribution"] = {
       {"ttft_ms", distribution(ttft_ms)}, {"itl_ms", distribution(itl_ms)}, {"e2el_ms", distribution(e2el_ms)}};
   j["itl_samples"] = itl_ms.count();
@@ -162,6 +180,17 @@ void StepMetrics::merge(const StepMetrics& o) {
   incomplete_without_first_output_ms.insert(incomplete_without_first_output_ms.end(),
                                             o.incomplete_without_first_output_ms.begin(),
                                             o.incomplete_without_first_output_ms.end());
+  if (turns.size() < o.turns.size()) turns.resize(o.turns.size());
+  for (std::size_t k = 0; k < o.turns.size(); ++k) {
+    Turn& t = turns[k];
+    const Turn& u = o.turns[k];
+    t.measured += u.measured;
+    t.completed += u.completed;
+    t.ttft_ms.merge(u.ttft_ms);
+    t.itl_ms.merge(u.itl_ms);
+    t.e2el_ms.merge(u.e2el_ms);
+    t.prompt_tokens.merge(u.prompt_tokens);
+  }
   total_reasoning_tokens += o.total_reasoning_tokens;
   requests_with_reasoning += o.requests_with_reasoning;
   measured += o.measured;
@@ -237,6 +266,7 @@ void StepAccumulator::add(const RequestRecord& r) {
   // Not a latency sample, but a bound exceeded counts against it.
   if (r.outcome == Outcome::abandoned) add_censored(r, to_ms(r.finished - r.scheduled));
   if (r.outcome == Outcome::incomplete) add_censored(r, to_ms(window_.drain_end - r.scheduled));
+  if (r.turn > 0) add_turn(r, ok);
   if (!ok) return;
 
   ++m_.completed;
@@ -277,6 +307,18 @@ void StepAccumulator::add_latencies(const RequestRecord& r) {
   }
 }
 
+void StepAccumulator::add_turn(const RequestRecord& r, bool ok) {
+  if (m_.turns.size() < r.turn) m_.turns.resize(r.turn);
+  StepMetrics::Turn& t = m_.turns[r.turn - 1];
+  ++t.measured;
+  if (!ok) return;
+  ++t.completed;
+  t.ttft_ms.add(to_ms(*r.first_token() - r.scheduled));
+  t.e2el_ms.add(to_ms(*r.last_token() - r.scheduled));
+  for_each_token_gap_ms(r, [&t](double gap) { t.itl_ms.add(gap); });
+  t.prompt_tokens.add(r.input_tokens);
+}
+
 void StepAccumulator::merge(StepAccumulator&& other) {
   m_.merge(other.m_);
   last_event_ = std::max(last_event_, other.last_event_);
@@ -284,6 +326,12 @@ void StepAccumulator::merge(StepAccumulator&& other) {
 
 StepMetrics StepAccumulator::finish() && {
   m_.window_end = window_.end ? *window_.end : std::max(last_event_, window_.warmup);
+  if (window_.sessions) {
+    // Sessions arrive at the offered rate; the requests are their turns as they were due.
+    m_.offered_session_rate = window_.offered_rate_rps;
+    const double s = m_.duration_s();
+    m_.offered_rate_rps = s > 0 ? static_cast<double>(m_.scheduled_in_window) / s : 0;
+  }
   return std::move(m_);
 }
 

@@ -29,6 +29,9 @@ struct StepWindow {
   Nanos drain_end{0};
   // Offered request rate (+inf for all_at_once, 0 when unknown such as concurrency mode).
   double offered_rate_rps = 0;
+  // A step of sessions (workload.sessions): offered_rate_rps is the sessions' arrival rate,
+  // and the step's offered request rate is its turns scheduled in the window per second.
+  bool sessions = false;
 };
 
 // Per-request goodput bounds (vLLM's --goodput): a request is good when it succeeded and
@@ -108,9 +111,20 @@ struct StepMetrics {
   std::uint64_t sent_in_window = 0;           // measured requests sent in the window
   std::uint64_t scheduled_in_window = 0;
 
+  // Sessions (workload.sessions): each turn's own latencies and prompt lengths (turn k at
+  // index k - 1), over measured requests of that turn; empty for a step of no session.
+  static constexpr std::size_t kTurnExactSamples = std::size_t{1} << 12;
+  struct Turn {
+    std::uint64_t measured = 0, completed = 0;
+    SampleSet ttft_ms{kTurnExactSamples}, itl_ms{kTurnExactSamples}, e2el_ms{kTurnExactSamples};
+    SampleSet prompt_tokens{kTurnExactSamples};  // the server's count (usage), else expected
+  };
+  std::vector<Turn> turns;
+
   Nanos window_start{0};
   Nanos window_end{0};
-  double offered_rate_rps = 0;
+  double offered_rate_rps = 0;      // requests; with sessions, the turns scheduled per second
+  double offered_session_rate = 0;  // sessions: their arrival rate (0 for a step of none)
 
   double duration_s() const noexcept { return to_s(window_end - window_start); }
   // Measured requests whose user gave up (workload.abandon): neither completed nor failed.
@@ -178,6 +192,8 @@ class StepAccumulator {
   void add_censored(const RequestRecord& r, double elapsed_ms);
   // The latency samples of a successful request.
   void add_latencies(const RequestRecord& r);
+  // A measured session turn's own samples.
+  void add_turn(const RequestRecord& r, bool ok);
 
   StepWindow window_;
   GoodputBounds goodput_;

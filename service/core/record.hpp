@@ -53,6 +53,8 @@ struct RequestRecord {
   // when the server sent it, else the reasoning chunks' tokens counted.
   std::uint32_t reasoning_tokens = 0;
   Outcome outcome = Outcome::ok;
+  // A session's turn (workload.sessions), 1-based; 0 for a request of no session.
+  std::uint16_t turn = 0;
   // A user who gives up (workload.abandon): with no first token by abandon_at (from the step's
   // origin), or after abandon_after_tokens tokens (0: never), the client closes the stream
   // and the request ends `abandoned`.

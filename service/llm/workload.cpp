@@ -267,6 +267,10 @@ Result<WorkloadSpec> parse_workload(const nlohmann::json& j, const std::string& 
       auto a = parse_abandon(value, f);
       if (!a) return a.error();
       w.abandon = *a;
+    } else if (key == "sessions") {
+      auto ss = parse_sessions(value, f);
+      if (!ss) return ss.error();
+      w.sessions = std::move(*ss);
     } else if (key == "prefix") {
       auto p = parse_prefix(value, f);
       if (!p) return p.error();
@@ -274,7 +278,7 @@ Result<WorkloadSpec> parse_workload(const nlohmann::json& j, const std::string& 
     } else {
       return invalid(f,
                      "unknown workload field (expected prompt_tokens, output_tokens, seed, "
-                     "shared_prefix_tokens, prefix, dataset or abandon)");
+                     "shared_prefix_tokens, prefix, dataset, abandon or sessions)");
     }
   }
   if (w.shared_prefix_tokens > 0) {
@@ -306,6 +310,10 @@ std::optional<Error> check_dataset_workload(const nlohmann::json& j, const std::
     for (const char* key : {"tokens", "ratio", "count"}) {
       if (p->contains(key)) return invalid(field + "/prefix/" + key, "the dataset gives the prompts");
     }
+  }
+  // A dataset's conversations give each session its turns.
+  if (auto ss = j.find("sessions"); ss != j.end() && ss->is_object() && ss->contains("turns")) {
+    return invalid(field + "/sessions/turns", "the dataset's conversations give the turns");
   }
   const auto& d = j.at("dataset");
   if (j.contains("output_tokens") && d.is_object() && d.contains("output_tokens")) {

@@ -15,6 +15,7 @@
 #include "core/random.hpp"
 #include "core/time.hpp"
 #include "llm/dataset.hpp"
+#include "llm/session.hpp"
 
 namespace capsweep::llm {
 
@@ -115,6 +116,7 @@ struct WorkloadSpec {
   PrefixSpec prefix;
   std::optional<DatasetRef> dataset;
   std::optional<AbandonSpec> abandon;
+  std::optional<SessionSpec> sessions;  // multi-turn sessions (llm/session.hpp)
 };
 // {"no_first_token_s": T, "after_tokens": k, "fraction": f}: at least one of the first two;
 // fraction (0, 1], default 1, only with after_tokens. Errors name the field.
@@ -146,6 +148,10 @@ class Workload {
   // What a warm prefix cache needs sent before a step of `salt`: each prefix once, as long as
   // the longest prompt carries it. Empty without shared prefixes.
   std::vector<std::string> warm_prompts(std::uint64_t salt) const;
+  // Session `id`'s script (workload.sessions; llm/session.cpp): its turns, their lengths, think
+  // times and reference answers, drawn from the seed and the id. With a dataset, the id's
+  // item: its chat messages (a conversation), or its prompt as a session of one turn.
+  SessionScript session(std::uint64_t id, std::uint64_t salt = 0) const;
   const WorkloadSpec& spec() const noexcept { return spec_; }
   const PromptSynth& synth() const noexcept { return synth_; }
 

@@ -58,6 +58,7 @@ void EnginePart::record_row(const RequestRecord& rec, std::uint64_t index) {
   row.input_tokens = rec.input_tokens;
   row.output_tokens = rec.output_tokens;
   row.chunks = static_cast<std::uint32_t>(rec.chunks.size());
+  row.turn = rec.turn;
   row.outcome = rec.outcome;
   // Each request's own ITL list, until the step has kept kMaxRowItlSamples of them (64 MiB):
   // past that, rows carry none and the summary says so (the step's ITL percentiles are
@@ -92,13 +93,21 @@ asio::awaitable<void> EnginePart::one(std::uint64_t index, Nanos scheduled, Nano
   rec.scheduled = scheduled;
   rec.dispatched = dispatched;
   if (spec.track_live) live[index] = &rec;
-  try {
+  co_await exchange(index, rec, [&] {
     const llm::WorkItem item = workload.item(spec.request_index_base + index, spec.prompt_salt);
     rec.input_tokens = item.input_tokens;
     if (item.abandon_without_first_token) rec.abandon_at = scheduled + *item.abandon_without_first_token;
     rec.abandon_after_tokens = item.abandon_after_tokens;
     rec.chunks.reserve(std::min<std::uint32_t>(item.max_tokens, 4096));  // no regrowth on typical answers
-    std::string body = llm::completion_body(target, item.prompt, item.max_tokens, item.messages);
+    return llm::completion_body(target, item.prompt, item.max_tokens, item.messages);
+  });
+  finish(rec, index);
+}
+
+asio::awaitable<void> EnginePart::exchange(std::uint64_t index, RequestRecord& rec,
+                                           const std::function<std::string()>& build) {
+  try {
+    std::string body = build();
     progress.sent.fetch_add(1, std::memory_order_relaxed);
     if (spec.fail_request && *spec.fail_request == index)
       throw std::runtime_error("test hook: request failed in the generator");
@@ -112,7 +121,6 @@ asio::awaitable<void> EnginePart::one(std::uint64_t index, Nanos scheduled, Nano
       log::error(fmt::format("loadgen: request {} failed in the generator: {}", index, e.what()));
     }
   }
-  finish(rec, index);
 }
 
 void EnginePart::finish(RequestRecord& rec, std::uint64_t index) {
@@ -129,13 +137,14 @@ void EnginePart::finish(RequestRecord& rec, std::uint64_t index) {
   (rec.outcome == Outcome::ok ? progress.done : progress.failed).fetch_add(1, std::memory_order_relaxed);
   --in_flight;
   progress.in_flight.fetch_sub(1, std::memory_order_relaxed);
-  // A slot freed: the oldest request waiting behind the concurrency cap goes now.
-  if (!capped.empty() && !abandoning && !cancelled) {
+  // A slot freed: the oldest request waiting behind the concurrency cap goes now (sessions:
+  // when a session ends, engine_session.cpp).
+  if (!capped.empty() && !abandoning && !cancelled && !workload.spec().sessions) {
     const Waiting w = capped.front();
     capped.pop_front();
     launch(w.index, w.scheduled, w.dispatched);
   }
-  if (in_flight == 0) drained.cancel();
+  if (in_flight == 0 && sessions_open == 0) drained.cancel();
 }
 
 asio::awaitable<void> EnginePart::dispatch_rate() {
@@ -157,8 +166,10 @@ asio::awaitable<void> EnginePart::dispatch_rate() {
       ++measured_dispatched;
       if (dispatched - times[k] > spec.lag_bound) ++measured_lagging;
     }
-    if (cap > 0 && in_flight >= cap) {
+    if (cap > 0 && (workload.spec().sessions ? sessions_open : in_flight) >= cap) {
       capped.push_back({i, times[k], dispatched});
+    } else if (workload.spec().sessions) {
+      start_session(i, times[k], dispatched);
     } else {
       launch(i, times[k], dispatched);
     }
@@ -190,7 +201,7 @@ asio::awaitable<void> EnginePart::monitor() {
   // Event-loop delay: how late a 5 ms timer fires; and the live p95 TTFT.
   auto next = SteadyClock::now();
   int ticks = 0;
-  while (!stopping || in_flight > 0) {
+  while (!stopping || in_flight > 0 || sessions_open > 0) {
     next += std::chrono::milliseconds(5);
     monitor_timer.expires_at(next);
     co_await monitor_timer.async_wait(use_tuple);
@@ -215,32 +226,25 @@ asio::awaitable<void> EnginePart::main() {
     dispatch_timer.expires_at(t0);
     co_await dispatch_timer.async_wait(use_tuple);
     // This part's users: u ≡ part (mod parts).
-    for (std::uint32_t w = share.part; w < spec.concurrency; w += share.parts)
-      asio::co_spawn(io, worker(end, w), log_exception);
+    for (std::uint32_t w = share.part; w < spec.concurrency; w += share.parts) {
+      asio::co_spawn(io, workload.spec().sessions ? session_user(end) : worker(end, w), log_exception);
+    }
     while (!stopping && (spec.requests ? next_index() < *spec.requests : now() < end)) {
       dispatch_timer.expires_at(spec.requests ? SteadyClock::now() + std::chrono::milliseconds(5) : t0 + end);
       co_await dispatch_timer.async_wait(use_tuple);
     }
   }
   stopping = true;
-  // Drain: wait for the requests in flight until the drain deadline.
-  if (in_flight > 0 || !capped.empty()) {
+  // Drain: wait for the requests in flight (and the sessions' turns still to come) until the
+  // drain deadline.
+  while ((in_flight > 0 || !capped.empty() || sessions_open > 0) && now() < drain_deadline && !cancelled) {
     drained.expires_at(t0 + drain_deadline);
     co_await drained.async_wait(use_tuple);
   }
-  if (in_flight > 0 || !capped.empty()) {
+  if (in_flight > 0 || !capped.empty() || sessions_open > 0) {
     abandoning = true;
     // Requests still waiting behind the cap never went out: incomplete all the same.
-    for (const auto& w : capped) {
-      RequestRecord rec;
-      rec.scheduled = w.scheduled;
-      rec.dispatched = rec.sent = w.dispatched;
-      rec.outcome = cancelled ? Outcome::cancelled : Outcome::incomplete;
-      record_row(rec, w.index);
-      acc.add(rec);
-      if (spec.on_ended) spec.on_ended(rec);
-    }
-    capped.clear();
+    settle_waiting(cancelled ? Outcome::cancelled : Outcome::incomplete);
     endpoint->cancel_all();
     // Aborted requests settle at once; should one not (a bug, never a target's doing), the
     // step still ends: its state is then left alone rather than freed under it.
@@ -273,6 +277,22 @@ void EnginePart::take_result(PartResult& out) {
   }
   out.acc.emplace(std::move(acc));
   out.rows = std::move(rows);
+  out.sessions = session_counts;
+}
+
+void EnginePart::settle_waiting(Outcome outcome) {
+  const bool sessions = workload.spec().sessions.has_value();
+  for (const auto& w : capped) {
+    RequestRecord rec;
+    rec.scheduled = w.scheduled;
+    rec.dispatched = rec.sent = w.dispatched;
+    rec.turn = sessions ? 1 : 0;  // a session waiting: its first turn never went
+    rec.outcome = outcome;
+    record_row(rec, sessions ? w.index * llm::kMaxSessionTurns : w.index);
+    acc.add(rec);
+    if (spec.on_ended) spec.on_ended(rec);
+  }
+  capped.clear();
 }
 
 void EnginePart::cancel() {
@@ -280,16 +300,7 @@ void EnginePart::cancel() {
   stopping = true;
   dispatch_timer.cancel();
   abandoning = true;
-  for (const auto& w : capped) {
-    RequestRecord rec;
-    rec.scheduled = w.scheduled;
-    rec.dispatched = rec.sent = w.dispatched;
-    rec.outcome = Outcome::cancelled;
-    record_row(rec, w.index);
-    acc.add(rec);
-    if (spec.on_ended) spec.on_ended(rec);
-  }
-  capped.clear();
+  settle_waiting(Outcome::cancelled);
   endpoint->cancel_all();
   drained.cancel();
 }

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -42,6 +43,7 @@ struct PartResult {
   std::optional<Decision> decision;
   int looks = 0;
   double look_confidence = 0;
+  SessionCounts sessions;
 };
 
 // Everything one engine part of a step needs on its generator thread: its share of the
@@ -116,8 +118,12 @@ struct EnginePart {
 
   // A request taken up: counted in flight here and over every part.
   void enter();
-  // Takes up request `index` now: counted in flight, its coroutine spawned.
+  // Takes up request `index` now: counted in flight, its coroutine spawned (a session's first
+  // turn: the session's).
   void launch(std::uint64_t index, Nanos scheduled, Nanos dispatched);
+  // Builds a request's body (`build` may throw) and sends it. A failure of our own (an
+  // exception while building or sending it, e.g. bad_alloc) ends it as client_error.
+  asio::awaitable<void> exchange(std::uint64_t index, RequestRecord& rec, const std::function<std::string()>& build);
   // One request, settled exactly once whatever happens: a failure of our own (an exception
   // while building or sending it, e.g. bad_alloc) ends it as client_error, so the count of
   // requests in flight always returns to zero and the drain cannot wait forever.
@@ -131,6 +137,25 @@ struct EnginePart {
   asio::awaitable<void> dispatch_rate();
   // One closed-loop user: sends, waits for the answer (and its think time), sends again.
   asio::awaitable<void> worker(Nanos end, std::uint32_t user);
+
+  // Sessions (workload.sessions; engine_session.cpp). Session `s` arrives at `arrival` (its
+  // first turn's schedule; the generator took it up at `dispatched`) and sends its turns in
+  // order, each a think time after the answer before it, with the conversation so far. Turn k
+  // of session s is request s * kMaxSessionTurns + k - 1.
+  asio::awaitable<void> session(std::uint64_t s, Nanos arrival, Nanos dispatched);
+  // Rate mode: counts session `s` open and spawns it. With a concurrency cap, the cap holds
+  // the sessions open: one past it waits (`capped`) for a session to end.
+  void start_session(std::uint64_t s, Nanos arrival, Nanos dispatched);
+  // One closed-loop user of sessions: a session, then the next at once, to the step's end.
+  asio::awaitable<void> session_user(Nanos end);
+  // Whether a session's turn due at `due` (from t0) is still sent: not after the step's end,
+  // its decision, a cancel or the drain's end.
+  bool turn_may_go(Nanos due) const;
+  // Waits until `due` in short slices (a step's end or a cancel is noticed at once); false
+  // when the turn may no longer go.
+  asio::awaitable<bool> wait_for_turn(Nanos due);
+  std::uint64_t sessions_open = 0;  // sessions begun and not ended (a turn in flight or a think time)
+  SessionCounts session_counts;
 
   // The self-watch: event-loop delay every 5 ms, and the live p95 TTFT for progress.
   asio::awaitable<void> monitor();
@@ -146,6 +171,10 @@ struct EnginePart {
 
   static constexpr Nanos kSettleBound = std::chrono::seconds(3);
   bool unsettled = false;  // requests never settled: io stopped, state must not be freed
+
+  // Settles every request (or session) still waiting behind the cap, which never went out,
+  // with `outcome`.
+  void settle_waiting(Outcome outcome);
 
   // The user's cancel: no more dispatch, waiting requests settled as cancelled, the rest aborted.
   void cancel();

@@ -38,6 +38,21 @@ nlohmann::json StepResult::summary(const std::vector<double>& percentiles) const
     pc["hit_rate"] = j["server"].value("prefix_cache_hit_rate", nlohmann::json());
     j["prefix_cache"] = std::move(pc);
   }
+  if (sessions) {
+    // The sessions' own rate beside the requests' (their turns): offered_rate_rps is then the
+    // turns scheduled per second (core/metrics.cpp).
+    const double started = static_cast<double>(sessions->started);
+    j["sessions"] = {
+        {"history", llm::to_string(sessions->history)},
+        {"offered_rate_sps", std::isfinite(metrics.offered_session_rate) ? nlohmann::json(metrics.offered_session_rate)
+                                                                         : nlohmann::json(nullptr)},
+        {"started", sessions->started},
+        {"completed", sessions->completed},
+        {"cut", sessions->cut},
+        {"broken", sessions->broken},
+        {"turns_sent", sessions->turns_sent},
+        {"mean_turns_sent", started > 0 ? static_cast<double>(sessions->turns_sent) / started : 0.0}};
+  }
   if (look_confidence > 0) {
     j["stop"] = {{"mode", "decided"},
                  {"by", to_string(stopped_by)},

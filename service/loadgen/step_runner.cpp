@@ -67,7 +67,7 @@ struct StepPlan {
   Nanos drain_deadline{0};
 };
 
-Result<StepPlan> plan_step(const StepSpec& spec) {
+Result<StepPlan> plan_step(const StepSpec& spec, bool sessions) {
   if (spec.mode == Mode::concurrency && spec.concurrency == 0) {
     return invalid("/concurrency", "concurrency mode needs a concurrency of at least 1");
   }
@@ -102,6 +102,7 @@ Result<StepPlan> plan_step(const StepSpec& spec) {
   }
   plan.drain_deadline = std::max(schedule_end, spec.duration) + spec.drain_timeout;
   plan.window.drain_end = plan.drain_deadline;
+  plan.window.sessions = sessions && spec.mode == Mode::rate;
   return plan;
 }
 
@@ -167,6 +168,7 @@ void merge_parts(std::vector<PartResult>& parts, double wall_s, StepResult& resu
     first.itl_lists_cut = first.itl_lists_cut || other.itl_lists_cut;
     first.cancelled = first.cancelled || other.cancelled;
     first.cpu_s = std::max(first.cpu_s, other.cpu_s);
+    first.sessions.add(other.sessions);
   }
   if (parts.size() > 1) {
     // Completion order over all parts; requests that never finished last, by index.
@@ -189,6 +191,7 @@ void merge_parts(std::vector<PartResult>& parts, double wall_s, StepResult& resu
   result.generator_cpu = wall_s > 0 ? first.cpu_s / wall_s : 0;  // the busiest part's share of a core
   result.metrics = std::move(*first.acc).finish();
   result.requests = std::move(first.rows);
+  if (first.sessions.started > 0) result.sessions = first.sessions;
 }
 
 // The step's engine parts, each holding its share of the one schedule (engine_parts of them).
@@ -253,7 +256,7 @@ PrefixCacheState StepRunner::prepare_prefix_cache(const StepSpec& spec) {
 }
 
 Result<StepResult> StepRunner::run(const StepSpec& spec) {
-  auto plan = plan_step(spec);
+  auto plan = plan_step(spec, workload_->spec().sessions.has_value());
   if (!plan) return plan.error();
   const PrefixCacheState prefix_cache = prepare_prefix_cache(spec);
   std::atomic<std::uint64_t> peak_in_flight{0};
@@ -261,7 +264,9 @@ Result<StepResult> StepRunner::run(const StepSpec& spec) {
   if (!made) return made.error();
   std::vector<std::unique_ptr<EnginePart>> states = std::move(*made);
   const auto parts = static_cast<std::uint32_t>(states.size());
-  if (spec.decide && spec.mode == Mode::rate && !spec.requests) {
+  // A decision looks at requests as they end; a session's later turns are not yet scheduled
+  // then, so a step of sessions runs its fixed length.
+  if (spec.decide && spec.mode == Mode::rate && !spec.requests && !workload_->spec().sessions) {
     auto& s0 = *states.front();
     s0.decider.emplace(spec.decide->slo, spec.warmup, spec.decide->settings);
     if (!s0.decider->can_decide()) s0.decider.reset();  // nothing to decide: the fixed length
@@ -301,6 +306,7 @@ Result<StepResult> StepRunner::run(const StepSpec& spec) {
   const double wall = std::chrono::duration<double>(SteadyClock::now() - wall_start).count();
   merge_parts(measured, wall, result);
   result.peak_in_flight = peak_in_flight.load();
+  if (result.sessions) result.sessions->history = workload_->spec().sessions->history;
   if (scraper) result.server = scraper->stop();
   cancel_requested_ = false;
   result.backlog = client_backlog(result.requests, result.metrics);

@@ -97,10 +97,26 @@ struct RequestRow {
   double finished_ms = 0;  // NaN for a request still in flight when the step ended
   double ttft_ms = 0, e2el_ms = 0;
   std::uint32_t input_tokens = 0, output_tokens = 0, chunks = 0;
+  std::uint16_t turn = 0;  // a session's turn, 1-based (session: index / kMaxSessionTurns); 0: none
   Outcome outcome = Outcome::ok;
   // Inter-token latencies (ms): one per token gap, a chunk of k tokens giving k gaps of its
   // gap / k, as the step's ITL samples are made. Empty with fewer than two tokens.
   std::vector<float> itl_ms;
+};
+
+// How a step's sessions (workload.sessions) went: begun, answered to their last turn, cut (a
+// turn was due after the step's end, its decision or a cancel: not sent), broken (a turn
+// failed, and its user did not go on), and their turns sent.
+struct SessionCounts {
+  std::uint64_t started = 0, completed = 0, cut = 0, broken = 0, turns_sent = 0;
+  llm::History history = llm::History::server;
+  void add(const SessionCounts& o) {
+    started += o.started;
+    completed += o.completed;
+    cut += o.cut;
+    broken += o.broken;
+    turns_sent += o.turns_sent;
+  }
 };
 
 // What a step did about the target's prefix cache (workload.prefix).
@@ -135,6 +151,8 @@ struct StepResult {
   // The target's prefix cache as the step left it before its start: the workload's cache
   // state, and the warm-up's requests when it was warmed.
   PrefixCacheState prefix_cache;
+  // A step of sessions (workload.sessions): how they went.
+  std::optional<SessionCounts> sessions;
   // What ended the step; with spec.decide, the decision (if one was reached), the looks taken
   // and the confidence of each.
   StopReason stopped_by = StopReason::fixed_length;

@@ -64,6 +64,7 @@ struct RequestRow {
   // The request's inter-token latencies in ms, space-separated (one per token gap); "" when
   // it has fewer than two tokens.
   std::string itl_ms;
+  std::uint32_t turn = 0;  // a session's turn (1-based); 0: not a session's request
 };
 
 // A stored dataset's description (its bytes are read apart: dataset_content()).

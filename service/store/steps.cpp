@@ -31,12 +31,13 @@ RequestRow request_from(const Stmt& q) {
   r.chunks = static_cast<std::uint32_t>(q.integer(10));
   r.outcome = q.text(11);
   r.itl_ms = q.text(12);
+  if (!q.is_null(13)) r.turn = static_cast<std::uint32_t>(q.integer(13));
   return r;
 }
 
 constexpr const char* kRequestColumns =
     "step_index, request_index, scheduled_ms, dispatched_ms, sent_ms, finished_ms, ttft_ms, e2el_ms, input_tokens, "
-    "output_tokens, chunks, outcome, itl_ms";
+    "output_tokens, chunks, outcome, itl_ms, turn";
 
 }  // namespace
 
@@ -150,14 +151,14 @@ std::vector<RequestRow> Store::step_requests(const std::string& sweep_id, int st
 // A step's request rows in batches of kBatch rows per INSERT (one statement prepared for the
 // full batches, one for the rest): far fewer statement executions than a row at a time.
 void Store::insert_requests(const std::string& sweep_id, int step_index, const std::vector<RequestRow>& requests) {
-  constexpr std::size_t kBatch = 64;  // 14 columns x 64 rows stays under SQLite's variable limit
-  constexpr int kColumns = 14;
+  constexpr std::size_t kBatch = 64;  // 15 columns x 64 rows stays under SQLite's variable limit
+  constexpr int kColumns = 15;
   auto statement = [&](std::size_t rows) {
     std::string sql =
         "INSERT INTO requests (sweep_id, step_index, request_index, scheduled_ms, dispatched_ms, sent_ms, "
-        "finished_ms, ttft_ms, e2el_ms, input_tokens, output_tokens, chunks, outcome, itl_ms) VALUES ";
+        "finished_ms, ttft_ms, e2el_ms, input_tokens, output_tokens, chunks, outcome, itl_ms, turn) VALUES ";
     for (std::size_t i = 0; i < rows; ++i)
-      sql += i ? ", (?,?,?,?,?,?,?,?,?,?,?,?,?,?)" : "(?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+      sql += i ? ", (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)" : "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
     return std::make_unique<Stmt>(db_, sql);
   };
   std::unique_ptr<Stmt> full;
@@ -180,6 +181,10 @@ void Store::insert_requests(const std::string& sweep_id, int step_index, const s
         r.bind_null(b + 14);
       else
         r.bind(b + 14, q.itl_ms);
+      if (q.turn == 0)
+        r.bind_null(b + 15);
+      else
+        r.bind(b + 15, q.turn);
     }
     r.step();
   }

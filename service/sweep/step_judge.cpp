@@ -82,6 +82,13 @@ void measure_rate(const StepOrder& order, const loadgen::StepResult& result, Ste
   } else {
     o.measured_rate_rps = result.metrics.request_throughput();
   }
+  // Sessions: the arrival process starts sessions, so the orchestrator steers by sessions per
+  // second: the requests' rate over the turns each session sent.
+  if (result.sessions && result.sessions->turns_sent > 0) {
+    o.measured_rate_rps *=
+        static_cast<double>(result.sessions->started) / static_cast<double>(result.sessions->turns_sent);
+    if (summary.contains("rate_rps")) summary["rate_rps"] = o.measured_rate_rps;
+  }
 }
 
 // The capacity witnesses of a fixed-rate step (completions short of arrivals, a growing
@@ -171,6 +178,7 @@ std::vector<store::RequestRow> stored_requests(const loadgen::StepResult& result
     q.input_tokens = r.input_tokens;
     q.output_tokens = r.output_tokens;
     q.chunks = r.chunks;
+    q.turn = r.turn;
     q.outcome = std::string(to_string(r.outcome));
     // "12.345 11.9 ..." (ms, to the microsecond): formatted here, after the step, never on
     // the load engine's thread.

@@ -201,6 +201,11 @@ json check_result(const JobSpec& spec, const StepOutcome& s) {
                      {"loop", spec.arrival.loop},
                      {"dataset", spec.workload.dataset ? json(spec.workload.dataset->id) : json(nullptr)}};
   }
+  if (spec.workload.sessions) {
+    // Sessions arrive at rate_rps (sessions/s); their turns are the requests offered.
+    cond["sessions"] = {{"history", llm::to_string(spec.workload.sessions->history)},
+                        {"offered_rate_rps", s.summary.value("offered_rate_rps", json(nullptr))}};
+  }
   if (closed_loop) {
     cond["concurrency"] = spec.check.concurrency;
     // What N users achieved, and how long each waited per request (the mean E2EL).

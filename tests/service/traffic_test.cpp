@@ -51,6 +51,15 @@ json abandon_check(const SimFixture& sim, double rate, double duration_s, const 
           {"slo", {{"ttft_ms", {{"p95", 2000}}}, {"max_error_rate", 0.01}}}};
 }
 
+// The cells of a CSV line (no quoting: capsweep's CSVs have none in these columns).
+std::vector<std::string> csv_cells(const std::string& line) {
+  std::vector<std::string> cells;
+  std::istringstream cs(line);
+  for (std::string cell; std::getline(cs, cell, ',');) cells.push_back(cell);
+  if (!line.empty() && line.back() == ',') cells.emplace_back();
+  return cells;
+}
+
 // The rows of a job's requests.csv whose outcome is `outcome`.
 std::size_t rows_with(const Daemon& d, const std::string& id, const std::string& outcome) {
   const auto csv = d.get("/v1/sweeps/" + id + "/requests.csv");
@@ -59,9 +68,7 @@ std::size_t rows_with(const Daemon& d, const std::string& id, const std::string&
   std::getline(lines, line);  // header
   std::size_t n = 0;
   while (std::getline(lines, line)) {
-    std::vector<std::string> cells;
-    std::istringstream cs(line);
-    for (std::string cell; std::getline(cs, cell, ',');) cells.push_back(cell);
+    const auto cells = csv_cells(line);
     if (cells.size() > 11 && cells[11] == outcome) ++n;
   }
   return n;
@@ -363,4 +370,127 @@ TEST_CASE("traffic: a trace replays its own arrivals, scaled and looped, and its
   // the one token every request computes: (19 x 128 + 10 x 191) / (30 x 192).
   CHECK(s["prefix_cache"]["state"] == "cold");
   CHECK(s["prefix_cache"]["hit_rate"].get<double>() == Approx((19.0 * 128 + 10 * 191) / (30 * 192)).margin(0.01));
+}
+
+namespace {
+
+// A check of 5-turn sessions arriving at `rate` sessions/s: P = 30 prompt tokens per user
+// turn, O = 20 answer tokens, 100 ms of think time, the history as `history` says.
+json session_check(const std::string& url, const std::string& history, double rate) {
+  return {
+      {"name", "chat sessions"},
+      {"kind", "check"},
+      {"target", {{"base_url", url}, {"api", "chat"}, {"model", "sim-8b"}}},
+      {"workload",
+       {{"prompt_tokens", {{"dist", "fixed"}, {"value", 30}}},
+        {"output_tokens", {{"dist", "fixed"}, {"value", 20}}},
+        {"seed", 9},
+        {"sessions", {{"turns", 5}, {"think_time_ms", {{"dist", "fixed"}, {"value", 100}}}, {"history", history}}}}},
+      {"arrival", {{"process", "poisson"}}},
+      {"check", {{"rate_rps", rate}, {"duration_s", 5}, {"warmup_s", 1}}},
+      {"slo", {{"ttft_ms", {{"p95", 2000}}}, {"max_error_rate", 0.01}}}};
+}
+
+}  // namespace
+
+TEST_CASE("traffic: a session's turn k sends the whole history: k x P + (k - 1) x O tokens, as the server counts") {
+  llmsim::SimConfig cfg;
+  cfg.engine.decode_base_ms = 2;  // a 20-token answer in about 40 ms
+  cfg.engine.decode_per_seq_ms = 0;
+  cfg.engine.prefill_ms_per_token = 0;
+  SimFixture sim(cfg);
+  TempDir dir;
+  Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
+  const std::string url = "http://127.0.0.1:" + std::to_string(sim.endpoint().port());
+  for (const std::string history : {"server", "reference"}) {
+    INFO("history " << history);
+    const auto [id, view] = run_job(d, session_check(url, history, 3));
+    const json& cond = view["result"]["conditions"];
+    CHECK(cond["sessions"]["history"] == history);
+    const json s = d.get_json("/v1/sweeps/" + id + "/steps")["steps"][0]["summary"];
+    INFO(s.dump(1));
+    // Sessions arrive at 3/s for 6 s (warm-up included); each asks 5 turns.
+    const json& sessions = s["sessions"];
+    CHECK(sessions["history"] == history);
+    CHECK(sessions["started"].get<double>() > 8);
+    CHECK(sessions["broken"] == 0);
+    CHECK(sessions["completed"].get<std::uint64_t>() + sessions["cut"].get<std::uint64_t>() == sessions["started"]);
+    CHECK(sessions["completed"].get<std::uint64_t>() > 0);
+    // The requests offered are the sessions' turns: several per session.
+    CHECK(s["offered_rate_rps"].get<double>() > 2 * sessions["offered_rate_sps"].get<double>());
+    // The model: turn k's prompt is k user turns of 30 and k - 1 answers of 20.
+    REQUIRE(s["turns"].size() == 5);
+    for (std::size_t k = 1; k <= 5; ++k) {
+      const json& t = s["turns"][k - 1];
+      const double expected = 30.0 * static_cast<double>(k) + 20.0 * static_cast<double>(k - 1);
+      CHECK(t["turn"] == k);
+      CHECK(t["completed"].get<std::uint64_t>() > 0);
+      CHECK(t["mean_prompt_tokens"].get<double>() == Approx(expected));
+      CHECK(t["max_prompt_tokens"].get<double>() == Approx(expected));
+    }
+    // Every request of requests.csv carries its turn, and the server's count of its prompt.
+    const auto csv = d.get("/v1/sweeps/" + id + "/requests.csv");
+    std::istringstream lines(csv.body);
+    std::string line;
+    std::getline(lines, line);
+    REQUIRE(csv_cells(line).back() == "turn");
+    std::map<int, std::size_t> per_turn;
+    while (std::getline(lines, line)) {
+      const auto cells = csv_cells(line);
+      REQUIRE(cells.size() == 15);
+      REQUIRE_FALSE(cells[14].empty());
+      const int turn = std::stoi(cells[14]);
+      if (cells[11] != "ok") continue;
+      ++per_turn[turn];
+      CHECK(std::stoi(cells[8]) == 30 * turn + 20 * (turn - 1));
+    }
+    REQUIRE(per_turn.size() == 5);
+    CHECK(per_turn[1] >= per_turn[5]);  // sessions cut at the step's end lose their last turns
+    // steps.csv gives each turn's figures; the report a table of them.
+    const auto steps_csv = d.get("/v1/sweeps/" + id + "/steps.csv");
+    std::istringstream sl(steps_csv.body);
+    std::string header, row;
+    std::getline(sl, header);
+    std::getline(sl, row);
+    const auto names = csv_cells(header), values = csv_cells(row);
+    REQUIRE(names.size() == values.size());
+    const auto col = std::find(names.begin(), names.end(), "turn5_mean_prompt_tokens");
+    REQUIRE(col != names.end());
+    CHECK(std::stod(values[static_cast<std::size_t>(col - names.begin())]) == Approx(230));
+    const auto report = d.get("/v1/sweeps/" + id + "/report");
+    CHECK(report.body.find("id=\"turns\"") != std::string::npos);
+    CHECK(report.body.find("sessions/s") != std::string::npos);
+  }
+}
+
+TEST_CASE("traffic: bad sessions settings get a 400 naming the field, and nothing is stored") {
+  llmsim::SimConfig cfg;
+  SimFixture sim(cfg);
+  TempDir dir;
+  Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
+  const std::string url = "http://127.0.0.1:" + std::to_string(sim.endpoint().port());
+  for (const auto& [sessions, field] : std::vector<std::pair<json, std::string>>{
+           {{{"turns", 0}}, "/workload/sessions/turns"},
+           {{{"turns", 65}}, "/workload/sessions/turns"},
+           {{{"turns", 2.5}}, "/workload/sessions/turns"},
+           {{{"turns", {{"dist", "uniform"}, {"min", 1}, {"max", 100}}}}, "/workload/sessions/turns"},
+           {{{"history", "mine"}}, "/workload/sessions/history"},
+           {{{"think_time_ms", -5}}, "/workload/sessions/think_time_ms"},
+           {{{"turn", 3}}, "/workload/sessions/turn"},
+           {json::array(), "/workload/sessions"}}) {
+    json spec = session_check(url, "server", 2);
+    spec["workload"]["sessions"] = sessions;
+    const auto r = d.post("/v1/sweeps", spec.dump());
+    INFO(sessions.dump() << " " << r.body);
+    CHECK(r.status == 400);
+    CHECK(json::parse(r.body)["error"].value("field", "").rfind(field, 0) == 0);
+  }
+  // What presumes independent requests is refused with sessions.
+  json spec = session_check(url, "server", 2);
+  spec["workload"]["abandon"] = {{"no_first_token_s", 1}};
+  auto r = d.post("/v1/sweeps", spec.dump());
+  CHECK(r.status == 400);
+  CHECK(json::parse(r.body)["error"].value("field", "") == "/workload/abandon");
+  CHECK(d.get_json("/v1/sweeps")["sweeps"].empty());
+  CHECK(d.get("/healthz").status == 200);
 }

@@ -71,6 +71,7 @@ std::vector<RequestRow> requests(int n) {
     r.ttft_ms = 20;
     r.outcome = i == n - 1 ? "incomplete" : "ok";
     if (i % 2 == 0) r.itl_ms = fmt::format("{}.5 {}.25", i, i + 1);
+    if (i % 3 == 1) r.turn = static_cast<std::uint32_t>(i + 1);  // some rows a session's turn
     out.push_back(r);
   }
   return out;
@@ -82,12 +83,12 @@ TEST_CASE("store: migrations apply once and the version is recorded - WAL is on"
   TempDb db;
   {
     Store s(db.path.string());
-    CHECK(s.schema_version() == 9);
+    CHECK(s.schema_version() == 10);
     s.insert_sweep(sweep_row("a"));
     CHECK(fs::exists(db.path.string() + "-wal"));
   }
   Store again(db.path.string());  // reopening applies nothing twice and keeps the data
-  CHECK(again.schema_version() == 9);
+  CHECK(again.schema_version() == 10);
   CHECK(again.sweep("a").has_value());
   CHECK(again.writable());
 }
@@ -144,7 +145,7 @@ TEST_CASE("store: the table rebuilds (versions 4, 6 and 8) keep every sweep, ste
     sqlite3_close(raw);
   }
   Store s(db.path.string());
-  CHECK(s.schema_version() == 9);
+  CHECK(s.schema_version() == 10);
   CHECK(s.list_sweeps(std::nullopt, 10, 0).size() == 2);
   CHECK(s.list_sweeps(std::nullopt, 10, 0)[0].id == "b");  // creation order kept
   auto steps = s.steps("a");
@@ -261,6 +262,10 @@ TEST_CASE("store: a step and its requests are written together, in order, or not
   CHECK(one[0].itl_ms == "0.5 1.25");
   CHECK(one[1].itl_ms.empty());
   CHECK(one[2].itl_ms == "2.5 3.25");
+  // A session's turn comes back as written (version 10); a request of no session has none.
+  CHECK(one[0].turn == 0);
+  CHECK(one[1].turn == 2);
+  CHECK(one[2].turn == 0);
   CHECK(s.step_requests("a", 1, 2).size() == 2);
   CHECK(s.step_requests("a", 9, 100).empty());
   // A step with no server summary stores none.
@@ -461,13 +466,13 @@ TEST_CASE("store: datasets are stored once per content, listed, and not deleted 
   CHECK(s.delete_dataset(d.id) == Store::DeleteDataset::deleted);
   CHECK(s.delete_dataset(d.id) == Store::DeleteDataset::absent);
   CHECK(s.list_datasets(10, 0).empty());
-  CHECK(s.schema_version() == 9);
+  CHECK(s.schema_version() == 10);
 }
 
 TEST_CASE("store: a trace is a dataset format (version 9), and a format outside the list is refused") {
   TempDb db("trace-datasets");
   Store s(db.path.string());
-  CHECK(s.schema_version() == 9);
+  CHECK(s.schema_version() == 10);
   DatasetRow d;
   d.id = "ds-00000000000000bb";
   d.sha256 = std::string(62, '0') + "bb";

@@ -1,0 +1,178 @@
+#include "llm/session.hpp"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/numeric.hpp"
+#include "core/random.hpp"
+#include "core/text.hpp"
+#include "llm/workload.hpp"
+
+namespace capsweep::llm {
+
+std::string_view to_string(History h) noexcept { return h == History::server ? "server" : "reference"; }
+
+Result<SessionSpec> parse_sessions(const nlohmann::json& j, const std::string& field) {
+  if (!j.is_object()) return invalid(field, "must be an object such as {\"turns\": 5, \"history\": \"server\"}");
+  SessionSpec s;
+  for (const auto& [key, value] : j.items()) {
+    const std::string f = field + "/" + key;
+    if (key == "turns") {
+      if (value.is_number()) {
+        if (!value.is_number_integer() || value.get<std::int64_t>() < 1 ||
+            value.get<std::int64_t>() > kMaxSessionTurns) {
+          return invalid(f, "must be an integer number of turns in [1, 64] or a length distribution");
+        }
+        s.turns = LengthDist::fixed(value.get<std::uint32_t>());
+      } else {
+        auto d = parse_length_dist(value, f);
+        if (!d) return d.error();
+        if (d->upper_bound() > kMaxSessionTurns) {
+          return invalid(f, "a session has at most 64 turns: give the distribution a max of 64 or less");
+        }
+        s.turns = *d;
+      }
+    } else if (key == "think_time_ms") {
+      auto d = parse_length_dist(value, f);
+      if (!d) return d.error();
+      s.think_time_ms = *d;
+    } else if (key == "history") {
+      if (value == "server") {
+        s.history = History::server;
+      } else if (value == "reference") {
+        s.history = History::reference;
+      } else {
+        return invalid(f, "must be \"server\" (the target's answers) or \"reference\" (the reference answers)");
+      }
+    } else {
+      return invalid(f, "unknown sessions field (expected turns, think_time_ms or history)");
+    }
+  }
+  return s;
+}
+
+Conversation::Conversation(std::string system) {
+  if (!system.empty()) {
+    tokens_ = count_words(system);
+    messages_.push_back({"system", std::move(system)});
+  }
+}
+
+void Conversation::add_user(const std::string& text, std::uint32_t tokens) {
+  messages_.push_back({"user", text});
+  tokens_ = saturate<std::uint32_t>(double(tokens_) + tokens);
+}
+
+void Conversation::add_assistant(const std::string& text, std::uint32_t tokens) {
+  messages_.push_back({"assistant", text});
+  tokens_ = saturate<std::uint32_t>(double(tokens_) + tokens);
+}
+
+std::string Conversation::messages_json() const {
+  nlohmann::json a = nlohmann::json::array();
+  for (const Message& m : messages_) a.push_back({{"role", m.role}, {"content", m.text}});
+  return a.dump();
+}
+
+std::string Conversation::as_prompt() const {
+  std::string out;
+  for (const Message& m : messages_) {
+    if (!out.empty()) out += "\n\n";
+    out += m.text;
+  }
+  return out;
+}
+
+namespace {
+
+std::uint32_t tokens_of(std::string_view text, double tokens_per_word) {
+  return std::max<std::uint32_t>(1, saturate<std::uint32_t>(std::round(count_words(text) * tokens_per_word)));
+}
+
+std::uint64_t mix(std::uint64_t x) noexcept {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+SessionScript script_from_messages(std::string_view messages_json, double tokens_per_word) {
+  SessionScript s;
+  const auto j = nlohmann::json::parse(messages_json, nullptr, false);
+  if (!j.is_array()) return s;
+  for (const auto& m : j) {
+    if (!m.is_object() || !m.contains("content") || !m["content"].is_string()) continue;
+    const std::string role = m.value("role", "");
+    const std::string& text = m["content"].get_ref<const std::string&>();
+    if (role == "system" || role == "developer") {
+      if (!s.system.empty()) s.system += "\n\n";
+      s.system += text;
+    } else if (role == "user") {
+      if (s.turns.size() == kMaxSessionTurns) break;
+      SessionTurn t;
+      t.user = text;
+      t.user_tokens = tokens_of(text, tokens_per_word);
+      s.turns.push_back(std::move(t));
+    } else if (role == "assistant" && !s.turns.empty() && s.turns.back().reference.empty()) {
+      s.turns.back().reference = text;
+      s.turns.back().reference_tokens = tokens_of(text, tokens_per_word);
+    }
+  }
+  return s;
+}
+
+SessionScript Workload::session(std::uint64_t id, std::uint64_t salt) const {
+  const SessionSpec& spec = spec_.sessions ? *spec_.sessions : SessionSpec{};
+  Rng rng(mix(spec_.seed ^ mix(id ^ 0x5e5510)));
+  Rng think_rng(mix(spec_.seed ^ mix(id ^ 0x7417)));
+  SessionScript s;
+  const bool from_dataset = !dataset_.empty();
+  if (from_dataset) {
+    const DatasetEntry& d = dataset_[entry_of(id)];
+    if (!d.messages.empty()) {
+      s = script_from_messages(d.messages, synth_.tokens_per_word());
+    } else {
+      // A single prompt: a session of one turn, its answer's length as the item gives it.
+      SessionTurn t;
+      t.user = d.prompt;
+      t.user_tokens = tokens_of(d.prompt, synth_.tokens_per_word());
+      if (d.output_tokens) {
+        t.reference_tokens = *d.output_tokens;
+      } else if (d.max_tokens) {
+        t.reference_tokens = *d.max_tokens;
+      } else if (d.reference_output_words > 0) {
+        t.reference_tokens = std::max<std::uint32_t>(
+            1, saturate<std::uint32_t>(std::round(d.reference_output_words * synth_.tokens_per_word())));
+      }
+      s.turns.push_back(std::move(t));
+    }
+  } else {
+    s.turns.resize(spec.turns.sample(rng));
+  }
+  const bool lengths_from_dataset = from_dataset && (!spec_.dataset || spec_.dataset->output_from_dataset);
+  for (std::size_t k = 0; k < s.turns.size(); ++k) {
+    SessionTurn& t = s.turns[k];
+    // Turn 1 carries the session's shared prefix (if any); the others are text of their own.
+    const std::uint64_t index = k == 0 ? id : mix(id ^ 0x7a11) + k;
+    if (!from_dataset) {
+      t.user_tokens = spec_.prompt_tokens.sample(rng);
+      t.user = k == 0 ? synth_.make(t.user_tokens, index, salt) : synth_.make_from_blocks({}, 0, t.user_tokens, index, salt);
+    }
+    if (lengths_from_dataset && t.reference_tokens > 0) {
+      t.max_tokens = t.reference_tokens;
+    } else {
+      t.max_tokens = spec_.output_tokens.sample(rng);
+    }
+    if (t.reference.empty()) {
+      // No reference answer given: text of the answer's length stands for it.
+      t.reference = synth_.make_from_blocks({}, 0, t.max_tokens, mix(index ^ 0xa25e), salt);
+      t.reference_tokens = t.max_tokens;
+    }
+    if (k > 0 && spec.think_time_ms) t.think_before = std::chrono::milliseconds(spec.think_time_ms->sample(think_rng));
+  }
+  return s;
+}
+
+}  // namespace capsweep::llm

@@ -1,0 +1,126 @@
+// Sessions (workload.sessions) on an engine part: each session sends its turns in order, a
+// think time after each answer, with the whole conversation so far. In rate mode the sessions
+// (not the requests) arrive by the schedule; in concurrency mode each user runs one session
+// after another. A turn is timed from when it was due (the answer before it plus the think
+// time), as a request of the schedule is from its scheduled time.
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "llm/answer.hpp"
+#include "llm/session.hpp"
+#include "llm/target.hpp"
+#include "loadgen/engine_part.hpp"
+
+namespace capsweep::loadgen {
+
+namespace {
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+
+// The request a turn sends: the conversation as chat messages, or as one prompt for the
+// completions API.
+std::string turn_body(const llm::Target& target, const llm::Conversation& chat, std::uint32_t max_tokens) {
+  if (target.api == llm::Api::chat) return llm::completion_body(target, {}, max_tokens, chat.messages_json());
+  return llm::completion_body(target, chat.as_prompt(), max_tokens);
+}
+}  // namespace
+
+bool EnginePart::turn_may_go(Nanos due) const {
+  if (cancelled || abandoning || decision) return false;
+  if (due >= drain_deadline) return false;
+  return spec.requests || due < spec.duration;  // a timed step sends nothing due after its end
+}
+
+asio::awaitable<bool> EnginePart::wait_for_turn(Nanos due) {
+  asio::steady_timer timer(io);
+  while (turn_may_go(due) && now() < due) {
+    timer.expires_at(std::min(t0 + due, SteadyClock::now() + std::chrono::milliseconds(20)));
+    co_await timer.async_wait(use_tuple);
+  }
+  co_return turn_may_go(due);
+}
+
+void EnginePart::start_session(std::uint64_t s, Nanos arrival, Nanos dispatched) {
+  ++sessions_open;
+  ++session_counts.started;
+  asio::co_spawn(io, session(s, arrival, dispatched), log_exception);
+}
+
+asio::awaitable<void> EnginePart::session(std::uint64_t s, Nanos arrival, Nanos dispatched) {
+  const llm::SessionScript script = workload.session(spec.request_index_base + s, spec.prompt_salt);
+  const bool server_history = workload.spec().sessions->history == llm::History::server;
+  llm::Conversation chat(script.system);
+  Nanos due = arrival;
+  bool ended = true;  // every turn answered
+  for (std::size_t k = 0; k < script.turns.size(); ++k) {
+    const llm::SessionTurn& turn = script.turns[k];
+    if (k > 0) {
+      due = now() + turn.think_before;
+      if (!co_await wait_for_turn(due)) {
+        ++session_counts.cut;
+        ended = false;
+        break;
+      }
+      dispatched = now();
+      progress.scheduled.fetch_add(1, std::memory_order_relaxed);
+      if (spec.on_scheduled) spec.on_scheduled(due);
+    }
+    const std::uint64_t index = s * llm::kMaxSessionTurns + k;
+    chat.add_user(turn.user, turn.user_tokens);
+    RequestRecord rec;
+    rec.scheduled = due;
+    rec.dispatched = dispatched;
+    rec.turn = static_cast<std::uint16_t>(k + 1);
+    std::vector<std::string> events;
+    if (server_history) rec.events = &events;
+    if (spec.track_live) live[index] = &rec;
+    enter();
+    ++session_counts.turns_sent;
+    co_await exchange(index, rec, [&] {
+      rec.input_tokens = chat.tokens();
+      return turn_body(target, chat, turn.max_tokens);
+    });
+    const bool ok = rec.outcome == Outcome::ok && !rec.chunks.empty();
+    const std::uint32_t answered = rec.output_tokens;
+    finish(rec, index);
+    if (!ok) {
+      // A failed turn: its user does not go on with a conversation missing an answer.
+      if (!turn_may_go(due)) {
+        ++session_counts.cut;
+      } else {
+        ++session_counts.broken;
+      }
+      ended = false;
+      break;
+    }
+    if (server_history) {
+      chat.add_assistant(llm::assemble_answer(events).text, answered);
+    } else {
+      chat.add_assistant(turn.reference, turn.reference_tokens);
+    }
+  }
+  if (ended) ++session_counts.completed;
+  --sessions_open;
+  // A session ended: the oldest one waiting behind the cap on open sessions begins now.
+  if (!capped.empty() && !abandoning && !cancelled) {
+    const Waiting w = capped.front();
+    capped.pop_front();
+    start_session(w.index, w.scheduled, w.dispatched);
+  }
+  if (in_flight == 0 && sessions_open == 0 && capped.empty()) drained.cancel();
+}
+
+asio::awaitable<void> EnginePart::session_user(Nanos end) {
+  while (!stopping && now() < end && (!spec.requests || next_index() < *spec.requests)) {
+    const std::uint64_t s = next_index();
+    ++next_local;
+    const Nanos t = now();
+    progress.scheduled.fetch_add(1, std::memory_order_relaxed);
+    ++sessions_open;
+    ++session_counts.started;
+    co_await session(s, t, t);
+  }
+}
+
+}  // namespace capsweep::loadgen
