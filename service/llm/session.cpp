@@ -10,7 +10,9 @@
 
 namespace capsweep::llm {
 
-std::string_view to_string(History h) noexcept { return h == History::server ? "server" : "reference"; }
+std::string_view to_string(History h) noexcept {
+  return h == History::server ? "server" : "reference";
+}
 
 Result<SessionSpec> parse_sessions(const nlohmann::json& j, const std::string& field) {
   if (!j.is_object()) return invalid(field, "must be an object such as {\"turns\": 5, \"history\": \"server\"}");
@@ -51,9 +53,9 @@ Result<SessionSpec> parse_sessions(const nlohmann::json& j, const std::string& f
   return s;
 }
 
-Conversation::Conversation(std::string system) {
+Conversation::Conversation(std::string system, std::uint32_t system_tokens) {
   if (!system.empty()) {
-    tokens_ = count_words(system);
+    tokens_ = system_tokens;
     messages_.push_back({"system", std::move(system)});
   }
 }
@@ -120,6 +122,7 @@ SessionScript script_from_messages(std::string_view messages_json, double tokens
       s.turns.back().reference_tokens = tokens_of(text, tokens_per_word);
     }
   }
+  if (!s.system.empty()) s.system_tokens = tokens_of(s.system, tokens_per_word);
   return s;
 }
 
@@ -158,7 +161,8 @@ SessionScript Workload::session(std::uint64_t id, std::uint64_t salt) const {
     const std::uint64_t index = k == 0 ? id : mix(id ^ 0x7a11) + k;
     if (!from_dataset) {
       t.user_tokens = spec_.prompt_tokens.sample(rng);
-      t.user = k == 0 ? synth_.make(t.user_tokens, index, salt) : synth_.make_from_blocks({}, 0, t.user_tokens, index, salt);
+      t.user =
+          k == 0 ? synth_.make(t.user_tokens, index, salt) : synth_.make_from_blocks({}, 0, t.user_tokens, index, salt);
     }
     if (lengths_from_dataset && t.reference_tokens > 0) {
       t.max_tokens = t.reference_tokens;

@@ -55,6 +55,7 @@ struct SessionTurn {
 // and its turns in order.
 struct SessionScript {
   std::string system;
+  std::uint32_t system_tokens = 0;
   std::vector<SessionTurn> turns;
 };
 
@@ -62,7 +63,7 @@ struct SessionScript {
 // count (the server's own count comes back in its usage).
 class Conversation {
  public:
-  explicit Conversation(std::string system = {});
+  explicit Conversation(std::string system = {}, std::uint32_t system_tokens = 0);
   void add_user(const std::string& text, std::uint32_t tokens);
   void add_assistant(const std::string& text, std::uint32_t tokens);
   // The chat API's messages: a JSON array text of {"role", "content"}.

@@ -50,7 +50,7 @@ void EnginePart::start_session(std::uint64_t s, Nanos arrival, Nanos dispatched)
 asio::awaitable<void> EnginePart::session(std::uint64_t s, Nanos arrival, Nanos dispatched) {
   const llm::SessionScript script = workload.session(spec.request_index_base + s, spec.prompt_salt);
   const bool server_history = workload.spec().sessions->history == llm::History::server;
-  llm::Conversation chat(script.system);
+  llm::Conversation chat(script.system, script.system_tokens);
   Nanos due = arrival;
   bool ended = true;  // every turn answered
   for (std::size_t k = 0; k < script.turns.size(); ++k) {

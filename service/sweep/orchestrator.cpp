@@ -23,7 +23,10 @@ Nanos sized_duration(const JobSpec& spec, double rate, int factor) {
   Nanos d = s.step_duration * factor;
   const auto need = samples_needed(spec.slo);
   if (need.sized > 0 && rate > 0 && std::isfinite(rate)) {
-    const double want_s = static_cast<double>(need.sized) / rate;
+    // Sessions arrive at `rate`; each sends its turns (a dataset's conversations: at least one).
+    const double per_arrival =
+        spec.workload.sessions && !spec.workload.dataset ? spec.workload.sessions->turns.nominal_mean() : 1.0;
+    const double want_s = static_cast<double>(need.sized) / (rate * std::max(1.0, per_arrival));
     // Past the longest step allowed the length is that (a tiny rate would overflow Nanos).
     const Nanos most = s.max_step_duration - s.warmup;
     if (want_s > to_s(most)) {

@@ -54,6 +54,32 @@ TEST_CASE("cli format: a check's verdict names each criterion") {
   CHECK(v.find("912.500") != std::string::npos);
 }
 
+TEST_CASE("cli format: a trace check's verdict names its replay speed; a session check its sessions and requests") {
+  json check = {{"status", "succeeded"},
+                {"spec", {{"slo", {{"ttft_ms", {{"p95", 800}}}}}}},
+                {"result",
+                 {{"kind", "check"},
+                  {"verdict", "pass"},
+                  {"target", {{"base_url", "http://h:1"}}},
+                  {"conditions",
+                   {{"rate_rps", nullptr},
+                    {"arrival", "trace"},
+                    {"trace", {{"speed", 2.5}, {"loop", false}}},
+                    {"duration_s", 60.0}}},
+                  {"observations", {{"offered_rate_rps", 7.25}}},
+                  {"criteria", json::array()}}}};
+  std::string v = verdict_text(check);
+  INFO(v);
+  CHECK(v.rfind("PASS: TTFT p95 \u2264 800 ms at a trace replayed at 2.5x speed (7.25 req/s offered)", 0) == 0);
+  CHECK(v.find("- req/s") == std::string::npos);
+  check["result"]["conditions"] = {{"rate_rps", 2.0},
+                                   {"arrival", "poisson"},
+                                   {"duration_s", 60.0},
+                                   {"sessions", {{"history", "server"}, {"offered_rate_rps", 9.5}}}};
+  v = verdict_text(check);
+  CHECK(v.rfind("PASS: TTFT p95 \u2264 800 ms at 2 sessions/s (9.50 req/s offered as their turns)", 0) == 0);
+}
+
 TEST_CASE("cli format: every kind's verdict prints the whole record - labels, arrivals, server gauges, basis") {
   json check = {{"status", "succeeded"},
                 {"result",

@@ -170,6 +170,31 @@ TEST_CASE("report: a check's page shows distributions with the bound and the ste
   CHECK(html.find("<td>333.0</td>") != std::string::npos);
   CHECK(html.find("7.5 / 0.5") != std::string::npos);
   CHECK(html.find("<td>31</td>") != std::string::npos);
+  CHECK(html.find("id=\"turns\"") == std::string::npos);  // no sessions, no turn table
+  // A trace's replay: its speed and what it offered, not a rate it never had.
+  json trace = sweep;
+  trace["result"]["conditions"] = {
+      {"mode", "rate"}, {"rate_rps", nullptr}, {"arrival", "trace"}, {"trace", {{"speed", 2}}}};
+  trace["result"]["observations"] = {{"offered_rate_rps", 6.5}};
+  CHECK(render_report(trace, json::array({check_step}))
+            .find("Check verdict: <b>pass</b> at a trace replayed at 2x speed (6.50 req/s offered)") !=
+        std::string::npos);
+  // Sessions: the rate is theirs, the requests are their turns; a table turn by turn.
+  json sessions = sweep;
+  sessions["result"]["conditions"] = {
+      {"mode", "rate"}, {"rate_rps", 2}, {"sessions", {{"history", "server"}, {"offered_rate_rps", 9.5}}}};
+  json step = check_step;
+  step["summary"]["sessions"] = {{"started", 12}, {"completed", 10}, {"cut", 2}, {"broken", 0}};
+  step["summary"]["turns"] = {{{"turn", 1}, {"completed", 12}, {"mean_prompt_tokens", 30.0}, {"p99.9_ttft_ms", 41.5}},
+                              {{"turn", 2}, {"completed", 10}, {"mean_prompt_tokens", 80.0}, {"p99.9_ttft_ms", 77.25}}};
+  const std::string with_sessions = render_report(sessions, json::array({step}));
+  CHECK(with_sessions.find("Check verdict: <b>pass</b> at 2 sessions/s (9.50 req/s offered as their turns)") !=
+        std::string::npos);
+  REQUIRE(with_sessions.find("id=\"turns\"") != std::string::npos);
+  const std::string table = with_sessions.substr(with_sessions.find("id=\"turns\""));
+  CHECK(table.find("<td>80</td>") != std::string::npos);
+  CHECK(table.find("<td>77.2</td>") != std::string::npos);
+  CHECK(table.find("12 sessions: 10 completed, 2 cut, 0 broken") != std::string::npos);
 }
 
 TEST_CASE("report: a regression's page shows both sides per round, the verdict tables and a chart per metric") {

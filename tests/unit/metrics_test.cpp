@@ -133,6 +133,51 @@ TEST_CASE("an open-ended window ends at the last token after warm-up") {
   CHECK(m.summary().at("offered_rate_rps").is_null());
 }
 
+TEST_CASE("sessions: each turn's latencies and prompt lengths, and the request rate beside the session rate") {
+  StepWindow w{1s, 11s, 11s, 2.0};
+  w.sessions = true;
+  auto turn = [](Nanos scheduled, Nanos ttft, int k, std::uint32_t prompt) {
+    RequestRecord r = ok_request(scheduled, scheduled + ttft, 10ms, 4);
+    r.turn = static_cast<std::uint16_t>(k);
+    r.input_tokens = prompt;
+    return r;
+  };
+  StepAccumulator a(w), b(w);
+  // 20 sessions of 3 turns in the window; one more in the warm-up (not measured).
+  for (int s = 0; s < 20; ++s) {
+    const Nanos start = 1s + std::chrono::milliseconds(400 * s);
+    StepAccumulator& acc = s % 2 ? a : b;  // two engine parts, merged
+    acc.add(turn(start, 50ms, 1, 100));
+    acc.add(turn(start + 200ms, 80ms, 2, 250));
+    acc.add(turn(start + 400ms, 120ms, 3, 400));
+  }
+  a.add(turn(500ms, 50ms, 1, 100));
+  RequestRecord failed = turn(2s, 10ms, 3, 400);
+  failed.chunks.clear();
+  failed.outcome = Outcome::http_5xx;
+  b.add(failed);
+  a.merge(std::move(b));
+  const auto m = std::move(a).finish();
+  REQUIRE(m.turns.size() == 3);
+  CHECK(m.turns[0].completed == 20);
+  CHECK(m.turns[2].measured == 21);
+  CHECK(m.turns[2].completed == 20);
+  CHECK(m.turns[1].ttft_ms.mean() == Approx(80));
+  CHECK(m.turns[2].prompt_tokens.mean() == Approx(400));
+  CHECK(m.turns[2].itl_ms.mean() == Approx(10));
+  CHECK(m.offered_session_rate == Approx(2.0));
+  CHECK(m.offered_rate_rps == Approx(61 / 10.0));  // the turns scheduled in the window
+  const auto j = m.summary();
+  REQUIRE(j.at("turns").size() == 3);
+  CHECK(j["turns"][0]["turn"] == 1);
+  CHECK(j["turns"][1]["mean_ttft_ms"].get<double>() == Approx(80));
+  CHECK(j["turns"][2]["max_prompt_tokens"].get<double>() == Approx(400));
+  // A step of no session has no turns in its summary.
+  StepAccumulator plain({0s, 10s, 10s, 1.0});
+  plain.add(ok_request(1s, 1100ms, 10ms, 3));
+  CHECK_FALSE(std::move(plain).finish().summary().contains("turns"));
+}
+
 TEST_CASE("goodput bounds are inclusive and TPOT-free for one-token requests") {
   GoodputBounds b;
   b.ttft = 200ms;

@@ -496,6 +496,15 @@ TEST_CASE("orchestrator: slow rates get steps long enough for their percentile v
   // A fast rate keeps the spec's own length.
   auto fast = next_action(spec, {baseline(20), probe(80)});
   CHECK(std::get<StepOrder>(fast).duration == spec.sweep.step_duration);
+  // Sessions of 4 turns: each arrival sends 4 requests, so a quarter of the length holds as many.
+  JobSpec sessions = spec;
+  llm::SessionSpec four;
+  four.turns = LengthDist::fixed(4);
+  sessions.workload.sessions = four;
+  const StepOrder s = std::get<StepOrder>(next_action(sessions, {baseline(0.5), probe(0.8)}));
+  REQUIRE(s.rate_rps == o.rate_rps);
+  CHECK(to_s(s.duration) == Approx(std::max(to_s(spec.sweep.step_duration), want_s / 4)).epsilon(1e-6));
+  CHECK(s.duration < o.duration);
 }
 
 TEST_CASE("orchestrator: when no step may hold enough requests the answer says so") {

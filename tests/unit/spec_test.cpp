@@ -9,6 +9,7 @@
 
 #include "api/schema.hpp"
 #include "core/schedule.hpp"
+#include "llm/workload.hpp"
 #include "sweep/kinds.hpp"
 #include "sweep/manager_parts.hpp"
 #include "sweep/orchestrator.hpp"
@@ -573,4 +574,37 @@ TEST_CASE("spec: a trace's replay is a check's, with a dataset, and its settings
   CHECK(first_error(sweep) == "/arrival/process");
   CHECK(first_error(with(demo(), "/arrival", json{{"process", "poisson"}, {"speed", 2}})) == "/arrival/speed");
   CHECK(first_error(with(demo(), "/arrival", json{{"process", "poisson"}, {"loop", true}})) == "/arrival/loop");
+}
+
+TEST_CASE("spec: sessions go with every kind but what presumes independent requests; errors name the field") {
+  const json sessions = {
+      {"turns", 4}, {"think_time_ms", {{"dist", "fixed"}, {"value", 500}}}, {"history", "reference"}};
+  json sweep = with(demo(), "/workload/sessions", sessions);
+  REQUIRE(first_error(sweep).empty());
+  validator().apply_defaults(sweep);
+  const auto js = sweep::parse_job_spec(sweep).value();
+  REQUIRE(js.workload.sessions.has_value());
+  CHECK(js.workload.sessions->turns.upper_bound() == 4);
+  CHECK(js.workload.sessions->history == llm::History::reference);
+
+  CHECK(first_error(with(demo(), "/workload/sessions/turns", 0)) == "/workload/sessions/turns");
+  CHECK(first_error(with(demo(), "/workload/sessions/history", "mine")) == "/workload/sessions/history");
+  CHECK(first_error(with(demo(), "/workload/sessions/turn", 3)).rfind("/workload/sessions", 0) == 0);
+  CHECK(first_error(with(sweep, "/workload/abandon", json{{"no_first_token_s", 2}})) == "/workload/abandon");
+  CHECK(first_error(with(sweep, "/step", json{{"stop", "decided"}})) == "/step/stop");
+  json trace = with(demo(), "/kind", "check");
+  trace.erase("sweep");
+  trace["check"] = {{"duration_s", 20}};
+  trace["arrival"] = {{"process", "trace"}};
+  trace["workload"] = {{"dataset", {{"id", "ds-0123456789abcdef"}}}, {"sessions", sessions}};
+  CHECK(first_error(trace) == "/workload/sessions");
+  // A dataset's conversations give their own turns: a count of turns with one is refused.
+  // (checked at submit, before the schema's defaults fill the spec in)
+  json dataset = {{"dataset", {{"id", "ds-0123456789abcdef"}}}, {"sessions", sessions}};
+  const auto refused = llm::check_dataset_workload(dataset);
+  REQUIRE(refused.has_value());
+  CHECK(refused->field == "/workload/sessions/turns");
+  dataset["sessions"].erase("turns");
+  CHECK_FALSE(llm::check_dataset_workload(dataset).has_value());
+  CHECK(first_error(with(demo(), "/workload", dataset)).empty());
 }
