@@ -54,7 +54,7 @@ TEST_CASE("cli format: a check's verdict names each criterion") {
   CHECK(v.find("912.500") != std::string::npos);
 }
 
-TEST_CASE("cli format: a trace check's verdict names its replay speed; a session check its sessions and requests") {
+TEST_CASE("cli format: a trace check's verdict names its replay speed, a session check its sessions and requests") {
   json check = {{"status", "succeeded"},
                 {"spec", {{"slo", {{"ttft_ms", {{"p95", 800}}}}}}},
                 {"result",

@@ -152,7 +152,7 @@ TEST_CASE("sessions: a session's script is a pure function of the seed and its i
   CHECK(seeded.session(42, 0).turns[1].user != w.session(42, 0).turns[1].user);
 }
 
-TEST_CASE("sessions: a dataset's conversations are the sessions' scripts; a single prompt is one turn") {
+TEST_CASE("sessions: a dataset's conversations are the sessions' scripts, a single prompt one turn") {
   WorkloadSpec spec;
   spec.output_tokens = LengthDist::fixed(9);
   spec.sessions = SessionSpec{};

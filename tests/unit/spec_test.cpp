@@ -576,7 +576,7 @@ TEST_CASE("spec: a trace's replay is a check's, with a dataset, and its settings
   CHECK(first_error(with(demo(), "/arrival", json{{"process", "poisson"}, {"loop", true}})) == "/arrival/loop");
 }
 
-TEST_CASE("spec: sessions go with every kind but what presumes independent requests; errors name the field") {
+TEST_CASE("spec: sessions go with every kind but what presumes independent requests, errors naming the field") {
   const json sessions = {
       {"turns", 4}, {"think_time_ms", {{"dist", "fixed"}, {"value", 500}}}, {"history", "reference"}};
   json sweep = with(demo(), "/workload/sessions", sessions);
