@@ -146,6 +146,9 @@ struct EnginePart {
   // Rate mode: counts session `s` open and spawns it. With a concurrency cap, the cap holds
   // the sessions open: one past it waits (`capped`) for a session to end.
   void start_session(std::uint64_t s, Nanos arrival, Nanos dispatched);
+  // A session ended (`answered`: every turn was): counted, and the oldest one waiting behind
+  // the cap begins.
+  void end_session(bool answered);
   // One closed-loop user of sessions: a session, then the next at once, to the step's end.
   asio::awaitable<void> session_user(Nanos end);
   // Whether a session's turn due at `due` (from t0) is still sent: not after the step's end,

@@ -100,7 +100,11 @@ asio::awaitable<void> EnginePart::session(std::uint64_t s, Nanos arrival, Nanos 
       chat.add_assistant(turn.reference, turn.reference_tokens);
     }
   }
-  if (ended) ++session_counts.completed;
+  end_session(ended);
+}
+
+void EnginePart::end_session(bool answered) {
+  if (answered) ++session_counts.completed;
   --sessions_open;
   // A session ended: the oldest one waiting behind the cap on open sessions begins now.
   if (!capped.empty() && !abandoning && !cancelled) {
