@@ -181,11 +181,17 @@ std::string record_text(const json& sweep) {
 std::string compare_text(const json& sweep) {
   const json& r = at(sweep, "result");
   const json& c = at(r, "conditions");
-  std::string out = fmt::format("{}: candidate {} ({}) against baseline {} ({}) at {} req/s, {} rounds of {} s\n",
+  // A trace's runs: at its own rate (a speed) or scaled to the rate.
+  const json& trace = at(c, "trace");
+  const std::string load = !trace.is_object() ? fmt::format("{} req/s", num(at(c, "rate_rps"), "{:g}"))
+                           : at(c, "rate_rps").is_null()
+                               ? fmt::format("a trace replayed at {}x speed", num(at(trace, "speed"), "{:g}"))
+                               : fmt::format("{} req/s (a trace scaled to it)", num(at(c, "rate_rps"), "{:g}"));
+  std::string out = fmt::format("{}: candidate {} ({}) against baseline {} ({}) at {}, {} rounds of {} s\n",
                                 upper(text_of(r, "verdict", "?")), text_of(at(r, "candidate"), "base_url", "?"),
                                 text_of(at(r, "candidate"), "model", "?"), text_of(at(r, "baseline"), "base_url", "?"),
-                                text_of(at(r, "baseline"), "model", "?"), num(at(c, "rate_rps"), "{:g}"),
-                                num(at(c, "rounds"), "{:g}"), num(at(c, "duration_s"), "{:g}"));
+                                text_of(at(r, "baseline"), "model", "?"), load, num(at(c, "rounds"), "{:g}"),
+                                num(at(c, "duration_s"), "{:g}"));
   out += fmt::format("  {:<20} {:<26} {:<26} {:>8}  {:<18} {:>9} {:>9}  {}\n", "metric", "baseline runs",
                      "candidate runs", "change", "interval", "threshold", "p", "verdict");
   for (const auto& [key, m] : at(r, "metrics").items()) {
@@ -375,6 +381,9 @@ std::string verdict_text(const json& sweep) {
   }
   out += fmt::format("\n  baseline {} req/s synchronous, probe {} req/s flat out",
                      num(at(at(r, "baseline"), "rate_rps"), "{:.2f}"), num(at(at(r, "probe"), "rate_rps"), "{:.1f}"));
+  if (at(r, "trace").is_object())
+    out += fmt::format("\n  load: trace {} replayed at each step's rate, looped",
+                       terminal_safe(text_of(at(r, "trace"), "dataset", "?")));
   for (const auto& w : r.value("warnings", json::array())) out += "\n  warning: " + w.get<std::string>();
   return out + record_text(sweep);
 }

@@ -14,6 +14,7 @@
 #include "core/json_access.hpp"
 #include "llm/target.hpp"
 #include "llm/workload.hpp"
+#include "sweep/kinds.hpp"
 #include "sweep/quality_pass.hpp"
 #include "sweep/spec.hpp"
 
@@ -81,9 +82,18 @@ std::optional<ApiError> check_trace_dataset(Env& env, const sweep::JobSpec& spec
   auto rows = content ? llm::parse_trace(*content) : Result<std::vector<llm::DatasetEntry>>(Error{});
   if (!rows) return over("/workload/dataset/id", fmt::format("dataset {} no longer parses as a trace", row.id));
   llm::Workload w(spec.workload, llm::PromptSynth(1.0), std::move(*rows));
-  const sweep::CheckSettings& c = spec.check;
-  auto replayed =
-      replay_schedule(w.trace_offsets(), spec.arrival.speed, spec.arrival.loop, {c.warmup + c.duration, c.requests});
+  const bool check = spec.kind == sweep::JobKind::check;
+  if (!check && !(spec.kind == sweep::JobKind::regression && spec.regression.rate_rps == 0 &&
+                  spec.regression.from_sweep.empty())) {
+    // The job sets the rate (held to the limits by its kind); the trace must loop to be scaled.
+    if (trace_rate(w.trace_offsets()) > 0) return std::nullopt;
+    return over("/workload/dataset/id", fmt::format("dataset {}'s rows all share one time: a trace with no rate of its "
+                                                    "own replays in a check, not scaled to a {}'s rates",
+                                                    row.id, sweep::rules(spec.kind).name));
+  }
+  const ScheduleLimit limit = check ? ScheduleLimit{spec.check.warmup + spec.check.duration, spec.check.requests}
+                                    : ScheduleLimit{spec.regression.warmup + spec.regression.duration, std::nullopt};
+  auto replayed = replay_schedule(w.trace_offsets(), spec.arrival.speed, spec.arrival.loop, limit);
   if (!replayed) return from_error(replayed.error());
   const Limits& l = env.ctx.config->limits;
   if (replayed->send_times.size() > l.max_requests_per_step) {

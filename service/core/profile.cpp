@@ -134,4 +134,33 @@ Result<Schedule> profile_schedule(const Profile& profile, ArrivalProcess process
   return s;
 }
 
+Result<Schedule> profile_replay(const Profile& profile, const std::vector<Nanos>& offsets, std::uint64_t max_requests) {
+  const double own = trace_rate(offsets);
+  if (!(own > 0)) {
+    return invalid("/workload/dataset", "the trace's rows all share one time: it has no rate to follow the profile");
+  }
+  const double total = profile.expected_total();
+  if (total > static_cast<double>(max_requests) * 1.1 + 100) {
+    return invalid("/profile",
+                   fmt::format("the profile offers about {:.0f} requests; the limit is {}", total, max_requests));
+  }
+  const Nanos span = offsets.back() - offsets.front();
+  const double period_s = to_s(span + span / static_cast<Nanos::rep>(offsets.size() - 1));
+  Schedule s;
+  s.spec.process = ArrivalProcess::trace;
+  s.spec.rate_rps = total / std::max(to_s(profile.duration()), 1e-9);  // the mean rate
+  s.send_times.reserve(static_cast<std::size_t>(total) + 16);
+  for (std::uint64_t l = 0;; ++l) {
+    for (const Nanos t : offsets) {
+      // Operational time: the trace's time at its own rate of one request per unit.
+      const double u = (to_s(t - offsets.front()) + period_s * static_cast<double>(l)) * own;
+      if (u >= total) return s;
+      if (s.send_times.size() >= max_requests) {
+        return invalid("/profile", fmt::format("the profile offers more than {} requests", max_requests));
+      }
+      s.send_times.push_back(profile.time_of(u));
+    }
+  }
+}
+
 }  // namespace capsweep

@@ -57,4 +57,12 @@ class Profile {
 Result<Schedule> profile_schedule(const Profile& profile, ArrivalProcess process, double burstiness, std::uint64_t seed,
                                   std::uint64_t max_requests = kMaxScheduledRequests);
 
+// A trace's arrivals following the profile: the trace looped (as replay_schedule loops it) and
+// its times scaled to a mean rate of one (operational time), request k sent when Λ reaches its
+// time, so the trace's bursts and gaps are kept and the rate is the profile's; request k is row
+// k mod rows. Errors: a trace that cannot loop ("/workload/dataset"), more than `max_requests`
+// ("/profile").
+Result<Schedule> profile_replay(const Profile& profile, const std::vector<Nanos>& offsets,
+                                std::uint64_t max_requests = kMaxScheduledRequests);
+
 }  // namespace capsweep

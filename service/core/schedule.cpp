@@ -141,6 +141,24 @@ Result<Schedule> replay_schedule(const std::vector<Nanos>& offsets, double speed
   return out;
 }
 
+double trace_rate(const std::vector<Nanos>& offsets) noexcept {
+  if (offsets.size() < 2 || offsets.back() <= offsets.front()) return 0;
+  const Nanos span = offsets.back() - offsets.front();
+  const Nanos period = span + span / static_cast<Nanos::rep>(offsets.size() - 1);
+  return static_cast<double>(offsets.size()) / to_s(period);
+}
+
+Result<Schedule> replay_at_rate(const std::vector<Nanos>& offsets, double rate_rps, const ScheduleLimit& limit) {
+  if (!positive_finite(rate_rps))
+    return invalid("/rate_rps", fmt::format("must be a positive finite number (got {})", rate_rps));
+  const double own = trace_rate(offsets);
+  if (!(own > 0)) {
+    return invalid("/workload/dataset",
+                   "the trace's rows all share one time: it has no rate to scale (replay it in a check)");
+  }
+  return replay_schedule(offsets, rate_rps / own, true, limit);
+}
+
 namespace {
 
 // splitmix64's finaliser: a strong 64-bit mix, identical on every platform.

@@ -63,6 +63,16 @@ Result<Schedule> make_schedule(const ArrivalSpec& spec, const ScheduleLimit& lim
 Result<Schedule> replay_schedule(const std::vector<Nanos>& offsets, double speed, bool loop,
                                  const ScheduleLimit& limit);
 
+// A trace's own mean rate, looped: its rows per period (its span plus its mean gap, as
+// replay_schedule loops it) at speed 1. 0 when it cannot loop (fewer than two distinct times).
+double trace_rate(const std::vector<Nanos>& offsets) noexcept;
+
+// A trace replayed at a mean rate of `rate_rps` (a sweep's step, a regression's runs): looped at
+// the speed that makes its rows per period that rate, its bursts and gaps kept in proportion.
+// Errors: replay_schedule's, a rate <= 0 or not finite ("/rate_rps"), and a trace that cannot
+// loop ("/workload/dataset": every row at one time has no rate to scale).
+Result<Schedule> replay_at_rate(const std::vector<Nanos>& offsets, double rate_rps, const ScheduleLimit& limit);
+
 // A 64-bit digest of a whole schedule: its arrival process, rate, burstiness and every send
 // time, and `salt` (what else makes the step: its seed and request index base). Parts of one
 // step that disagree on it are not parts of one step.

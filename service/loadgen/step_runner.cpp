@@ -244,7 +244,8 @@ std::uint32_t engine_parts(const StepSpec& spec) {
 PrefixCacheState StepRunner::prepare_prefix_cache(const StepSpec& spec) {
   PrefixCacheState out;
   const llm::PrefixSpec& prefix = workload_->spec().prefix;
-  out.state = prefix.cache;
+  // What the step did, not what the spec asked: a cold or warm cache is the salted prompts'.
+  out.state = spec.prompt_salt != 0 ? prefix.cache : llm::PrefixCache::as_found;
   out.shared_prefixes = prefix.any();
   if (!spec.warm_prefixes) return out;
   const WarmUp w = warm_up(target_, endpoint_, workload_->warm_prompts(spec.prompt_salt),

@@ -143,6 +143,10 @@ class StepExecutor {
 // The service's cap on requests in flight per job, on a step's settings.
 void cap_connections(loadgen::StepSpec& ss, const ManagerOptions& options);
 
+// A cold or warm prefix cache (workload.prefix.cache): the step's prompts are its own, salted
+// by job and step, and warmed first when warm. Every kind's load step takes it from here.
+void apply_prefix_cache(loadgen::StepSpec& ss, const JobSpec& spec, const std::string& job_id);
+
 // The load engine's settings for one ordered step of a job.
 loadgen::StepSpec step_spec(const JobSpec& spec, const StepOrder& order, int index);
 // A line of the service's log.

@@ -130,6 +130,12 @@ loadgen::StepSpec step_spec(const JobSpec& spec, const StepOrder& order, int ind
   return s;
 }
 
+void apply_prefix_cache(loadgen::StepSpec& ss, const JobSpec& spec, const std::string& job_id) {
+  if (spec.workload.prefix.cache == llm::PrefixCache::as_found) return;
+  ss.prompt_salt = llm::prompt_salt(job_id, ss.request_index_base);
+  ss.warm_prefixes = spec.workload.prefix.cache == llm::PrefixCache::warm;
+}
+
 void cap_connections(loadgen::StepSpec& ss, const ManagerOptions& options) {
   if (options.max_connections > 0 && (ss.concurrency == 0 || ss.concurrency > options.max_connections)) {
     ss.concurrency = options.max_connections;
@@ -341,21 +347,15 @@ std::unique_ptr<StepExecutor> SweepManager::executor(const store::SweepRow& row,
   if (order.kind == StepKind::scenario) return scenario_executor(row, p, active, order, index, why);
   loadgen::StepSpec ss = step_spec(p.spec, order, index);
   loadgen::StepRunner& runner = order.role == Role::candidate ? *p.candidate_runner : *p.runner;
-  if (p.spec.arrival.process == ArrivalProcess::trace) {
-    // A trace's replay: its rows' own arrivals, scaled, looped or cut to the step.
-    auto replay = replay_schedule(runner.workload().trace_offsets(), p.spec.arrival.speed, p.spec.arrival.loop,
-                                  {ss.duration, ss.requests});
+  if (ss.mode == loadgen::Mode::rate && ss.arrival.process == ArrivalProcess::trace) {
+    auto replay = trace_replay(p.spec, order, runner.workload().trace_offsets(), {ss.duration, ss.requests});
     if (!replay) {
       why = "the trace cannot be replayed: " + replay.error().message;
       return nullptr;
     }
     ss.schedule = std::make_shared<const Schedule>(std::move(*replay));
   }
-  // A cold or warm prefix cache: the step's prompts are its own (salted by job and step).
-  if (p.spec.workload.prefix.cache != llm::PrefixCache::as_found) {
-    ss.prompt_salt = llm::prompt_salt(row.id, ss.request_index_base);
-    ss.warm_prefixes = p.spec.workload.prefix.cache == llm::PrefixCache::warm;
-  }
+  apply_prefix_cache(ss, p.spec, row.id);
   cap_connections(ss, options_);
   ss.engine_threads = options_.engine_threads;
   return std::make_unique<LoadStep>(p.spec, order, index, runner, std::move(ss), p.fixed_step_length);

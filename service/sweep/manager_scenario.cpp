@@ -83,8 +83,11 @@ ScenarioWatch::Options watch_options(const ManagerOptions& options, PreparedJob&
   return wo;
 }
 
-// The scenario's whole schedule, drawn from its profile with the step's seed.
-Result<Schedule> scenario_schedule(const JobSpec& spec, const Profile& profile, int index) {
+// The scenario's whole schedule, drawn from its profile with the step's seed; a trace's rows
+// (arrival.process "trace") follow the profile's rate with their own bursts and gaps.
+Result<Schedule> scenario_schedule(const JobSpec& spec, const Profile& profile, int index,
+                                   const llm::Workload& workload) {
+  if (spec.arrival.process == ArrivalProcess::trace) return profile_replay(profile, workload.trace_offsets());
   return profile_schedule(profile, spec.arrival.process, spec.arrival.burstiness,
                           spec.workload.seed * 1'000'003ULL + static_cast<std::uint64_t>(index));
 }
@@ -183,7 +186,8 @@ std::unique_ptr<StepExecutor> SweepManager::scenario_executor(const store::Sweep
                                                               const StepOrder& order, int index, std::string& why) {
   const JobSpec& spec = p.spec;
   auto profile = scenario_profile(*spec.scenario);
-  auto schedule = profile ? scenario_schedule(spec, *profile, index) : Result<Schedule>(profile.error());
+  auto schedule =
+      profile ? scenario_schedule(spec, *profile, index, p.runner->workload()) : Result<Schedule>(profile.error());
   if (!schedule) {
     why = "the scenario's profile: " + schedule.error().message;
     return nullptr;
@@ -194,8 +198,10 @@ std::unique_ptr<StepExecutor> SweepManager::scenario_executor(const store::Sweep
     why = "scenario.replicas: " + probed;
     return nullptr;
   }
-  step->set_spec(scenario_step_spec(step_spec(spec, order, index), spec, std::move(*schedule), step->profile(),
-                                    step->watch(), options_));
+  loadgen::StepSpec base = step_spec(spec, order, index);
+  apply_prefix_cache(base, spec, row.id);
+  step->set_spec(
+      scenario_step_spec(std::move(base), spec, std::move(*schedule), step->profile(), step->watch(), options_));
   return step;
 }
 

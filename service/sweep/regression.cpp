@@ -431,9 +431,18 @@ json regression_conditions(const JobSpec& spec) {
     for (Role role : round_order(spec, round)) o.push_back(to_string(role));
     order.push_back(std::move(o));
   }
-  return {{"rate_rps", spec.regression.rate_rps},
+  const bool own_rate = spec.arrival.process == ArrivalProcess::trace && spec.regression.rate_rps == 0;
+  json trace = nullptr;
+  if (spec.arrival.process == ArrivalProcess::trace) {
+    // Each run replays the trace: at its own rate (arrival.speed, loop), or scaled to rate_rps and looped.
+    trace = {{"dataset", spec.workload.dataset ? json(spec.workload.dataset->id) : json(nullptr)},
+             {"speed", own_rate ? json(spec.arrival.speed) : json(nullptr)},
+             {"loop", own_rate ? spec.arrival.loop : true}};
+  }
+  return {{"rate_rps", own_rate ? json(nullptr) : json(spec.regression.rate_rps)},
           {"from_sweep", spec.regression.from_sweep.empty() ? json(nullptr) : json(spec.regression.from_sweep)},
           {"arrival", to_string(spec.arrival.process)},
+          {"trace", std::move(trace)},
           {"duration_s", to_s(spec.regression.duration)},
           {"warmup_s", to_s(spec.regression.warmup)},
           {"cooldown_s", to_s(spec.regression.cooldown)},

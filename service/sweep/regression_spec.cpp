@@ -58,13 +58,15 @@ std::optional<Error> parse_thresholds(const json& j, RegressionSettings& r) {
   return std::nullopt;
 }
 
-Result<RegressionSettings> parse_regression(const json& j) {
+// `trace`: the runs replay a trace, which offers its own rate when neither is given.
+Result<RegressionSettings> parse_regression(const json& j, bool trace) {
   const std::string f = "/regression";
   RegressionSettings r;
   if (!j.is_object()) return invalid(f, "is required for a regression job: {\"rate_rps\" or \"from_sweep\", ...}");
   // Both appear in a stored spec: the service writes from_sweep's rate into rate_rps at submit.
   const bool has_rate = j.contains("rate_rps"), has_sweep = j.contains("from_sweep");
-  if (!has_rate && !has_sweep) {
+  if (!has_rate && !has_sweep && trace) r.rate_rps = 0;  // the trace's own, at arrival.speed
+  if (!has_rate && !has_sweep && !trace) {
     return invalid(f + "/rate_rps", "give the request rate (rate_rps) or a sweep to take it from (from_sweep)");
   }
   if (has_sweep) {
@@ -257,7 +259,7 @@ bool QualitySettings::has(QualityCheck c) const noexcept {
 }
 
 std::optional<Error> parse_regression_blocks(const json& spec, JobSpec& js) {
-  auto r = parse_regression(spec.value("regression", json()));
+  auto r = parse_regression(spec.value("regression", json()), js.arrival.process == ArrivalProcess::trace);
   if (!r) return r.error();
   js.regression = std::move(*r);
   if (auto q = spec.find("quality"); q != spec.end()) {

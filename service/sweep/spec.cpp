@@ -158,17 +158,29 @@ Result<ArrivalSpec> parse_arrival(const json& a) {
   return out;
 }
 
-// A trace replays its own arrivals in one step: a check's. It needs a dataset (a trace's rows).
-std::optional<Error> check_trace(const JobSpec& js) {
+// A trace replays its own arrivals: in a check (and a regression with no rate of its own) at
+// arrival.speed, looped or cut; where the job sets the rate (a sweep's steps, a regression's
+// rate_rps, a scenario's profile) scaled to it and looped, so speed and loop are not the spec's
+// to give. It needs a dataset (a trace's rows) in its own order.
+std::optional<Error> check_trace(const JobSpec& js, const json& spec) {
   if (js.arrival.process != ArrivalProcess::trace) return std::nullopt;
-  if (js.kind != JobKind::check) {
-    return invalid("/arrival/process", "a trace's replay runs as a check job (\"kind\": \"check\")");
-  }
   if (!js.workload.dataset) {
     return invalid("/workload/dataset", "a trace's replay needs the trace: a dataset uploaded with format=trace");
   }
   if (js.workload.dataset->shuffled) {
     return invalid("/workload/dataset/order", "a trace is replayed in its own order");
+  }
+  const bool own_rate = js.kind == JobKind::check || (js.kind == JobKind::regression && js.regression.rate_rps == 0 &&
+                                                      js.regression.from_sweep.empty());
+  if (own_rate) return std::nullopt;
+  const json& a = spec.at("arrival");
+  for (const char* key : {"speed", "loop"}) {
+    if (a.contains(key)) {
+      return invalid(std::string("/arrival/") + key,
+                     fmt::format("a {} job sets the replay's rate (the trace is scaled to it and loops): "
+                                 "speed and loop are a check's",
+                                 rules(js.kind).name));
+    }
   }
   return std::nullopt;
 }
@@ -260,7 +272,7 @@ Result<JobSpec> parse_job_spec(const json& spec) {
   // The blocks of the job's kind, by its parser; another kind's blocks are refused.
   if (auto e = refuse_other_kinds_blocks(spec, js.kind)) return *e;
   if (auto e = rules(js.kind).parse(spec, js)) return *e;
-  if (auto e = check_trace(js)) return *e;
+  if (auto e = check_trace(js, spec)) return *e;
   if (auto e = check_sessions(js)) return *e;
   if (auto b = spec.find("basis"); b != spec.end()) {
     if (!b->is_string()) return invalid("/basis", "must be a string");

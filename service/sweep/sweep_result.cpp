@@ -175,6 +175,11 @@ json sweep_result(const JobSpec& spec, const Analysis& a, std::vector<std::strin
   r["ladder"] = {{"lo_rps", a.range.lo}, {"hi_rps", a.range.hi}, {"rates", a.ladder}};
   r["steps_run"] = a.fixed_steps_run + 2;
   r["tolerance"] = spec.sweep.tolerance;
+  if (spec.arrival.process == ArrivalProcess::trace) {
+    // Each rate step replayed the trace looped at that mean rate: its bursts kept, its speed the step's.
+    r["trace"] = {{"dataset", spec.workload.dataset ? json(spec.workload.dataset->id) : json(nullptr)},
+                  {"scaled_to", "each step's rate"}};
+  }
   add_warnings(spec, a, b, warnings);
   r["warnings"] = warnings;
   return r;

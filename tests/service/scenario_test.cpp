@@ -12,6 +12,7 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <future>
+#include <sstream>
 #include <thread>
 
 #include "api/schema.hpp"
@@ -222,6 +223,97 @@ TEST_CASE("scenario: an abrupt scale-down cuts streams and fails, a graceful one
   REQUIRE(csv.status == 200);
   CHECK(csv.body.rfind("index,t_start_s,offered_rps", 0) == 0);
   CHECK(count_of(csv.body, "\n") == 9);  // the header and 8 windows
+}
+
+namespace {
+
+// The cells of each line of a CSV export (no quoting in the columns read here), header first.
+std::vector<std::vector<std::string>> csv_rows(const std::string& body) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream lines(body);
+  for (std::string line; std::getline(lines, line);) {
+    std::vector<std::string> cells;
+    std::istringstream cs(line);
+    for (std::string cell; std::getline(cs, cell, ',');) cells.push_back(cell);
+    if (!line.empty() && line.back() == ',') cells.emplace_back();
+    rows.push_back(std::move(cells));
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "scenario: a trace follows the profile's rate with its bursts, sessions arrive by it, a warm cache is warmed") {
+  TempDir dir;
+  Daemon d(dir.path("db.sqlite"), dir.path("d.log"));
+  auto cfg = small_fleet();
+  cfg.replica.engine.max_num_seqs = 64;
+  cfg.replica.engine.decode_base_ms = 2;
+  FleetFixture fleet(cfg);
+  // 20 rows in bursts of two, 300 ms apart: the profile sets the rate, the trace the shape.
+  std::string trace;
+  for (int k = 0; k < 20; ++k)
+    trace += json{{"timestamp", 300 * (k / 2)}, {"input_length", 64}, {"output_length", 4}}.dump() + "\n";
+  const auto up = d.post("/v1/datasets?format=trace", trace, {{"Content-Type", "application/x-ndjson"}});
+  REQUIRE(up.status == 201);
+  const json profile = json::array({{{"duration_s", 6}, {"rate_rps", 4}}, {{"duration_s", 6}, {"rate_rps", 12}}});
+  json spec = scenario_job(fleet, "trace", profile, json::object());
+  spec["workload"] = {{"dataset", {{"id", json::parse(up.body)["id"]}}}};
+  spec["arrival"] = {{"process", "trace"}};
+  json at_speed = spec;
+  at_speed["arrival"]["speed"] = 2;
+  auto bad = d.post("/v1/sweeps", at_speed.dump());
+  CHECK(bad.status == 400);
+  CHECK(json::parse(bad.body)["error"].value("field", "") == "/arrival/speed");
+  const std::string id = submit(d, spec);
+  const json r = finished(d, id);
+  CHECK(r["conditions"]["arrival"] == "trace");
+  // Each 2-s window offers the profile's rate: 8 requests, then 24 (a burst of two may straddle).
+  const auto windows = csv_rows(d.get("/v1/sweeps/" + id + "/windows.csv").body);
+  REQUIRE(windows.size() == 7);
+  REQUIRE(windows[0][2] == "offered_rps");
+  for (std::size_t w = 1; w < windows.size(); ++w) {
+    INFO("window " << w);
+    CHECK(std::stod(windows[w][2]) == Approx(w <= 3 ? 4 : 12).margin(1.01));
+  }
+  // The whole: the profile's 96 expected requests (its pairs are the schedule's, unit-tested).
+  CHECK(r["summary"]["scheduled"].get<double>() == Approx(96).margin(2));
+
+  // Sessions of 3 turns arrive at the profile's rate; turn k carries the history before it.
+  json chats = scenario_job(fleet, "sessions", json::array({{{"duration_s", 8}, {"rate_rps", 2}}}), json::object());
+  chats["workload"] = {{"prompt_tokens", {{"dist", "fixed"}, {"value", 30}}},
+                       {"output_tokens", {{"dist", "fixed"}, {"value", 20}}},
+                       {"seed", 4},
+                       {"sessions", {{"turns", 3}, {"think_time_ms", {{"dist", "fixed"}, {"value", 100}}}}}};
+  const std::string sid = submit(d, chats);
+  finished(d, sid);
+  // A scenario keeps no per-request rows (its windows are the record): its step's summary has
+  // each turn's prompt as the server counted it.
+  const json summary = d.get_json("/v1/sweeps/" + sid + "/steps")["steps"][0]["summary"];
+  INFO(summary.dump(1));
+  CHECK(summary["sessions"]["broken"] == 0);
+  CHECK(summary["sessions"]["started"].get<double>() >= 8);
+  REQUIRE(summary["turns"].size() == 3);
+  for (std::size_t k = 1; k <= 3; ++k) {
+    const json& t = summary["turns"][k - 1];
+    CHECK(t["completed"].get<double>() >= 1);
+    CHECK(t["max_prompt_tokens"].get<double>() ==
+          Approx(30.0 * static_cast<double>(k) + 20.0 * static_cast<double>(k - 1)));
+    CHECK(t["mean_prompt_tokens"].get<double>() ==
+          Approx(30.0 * static_cast<double>(k) + 20.0 * static_cast<double>(k - 1)));
+  }
+
+  // A warm prefix cache: the scenario's prompts are salted and each shared prefix sent once first.
+  json warm = scenario_job(fleet, "warm", json::array({{{"duration_s", 4}, {"rate_rps", 2}}}), json::object());
+  warm["workload"]["prefix"] = {{"tokens", 64}, {"count", 3}, {"cache", "warm"}};
+  const std::string wid = submit(d, warm);
+  finished(d, wid);
+  const json pc = d.get_json("/v1/sweeps/" + wid + "/steps")["steps"][0]["summary"]["prefix_cache"];
+  INFO(pc.dump());
+  CHECK(pc["state"] == "warm");
+  CHECK(pc["warm_requests"] == 3);
+  CHECK(pc["warm_failed"] == 0);
 }
 
 TEST_CASE("scenario: a cold start from zero replicas is measured within 10% of the load time") {

@@ -74,6 +74,16 @@ std::size_t rows_with(const Daemon& d, const std::string& id, const std::string&
   return n;
 }
 
+// A simulator of 2 ms an iteration, whatever the batch, and no prefill time: a 20-token answer
+// in about 40 ms, so short steps hold many requests.
+llmsim::SimConfig quick_sim() {
+  llmsim::SimConfig cfg;
+  cfg.engine.decode_base_ms = 2;
+  cfg.engine.decode_per_seq_ms = 0;
+  cfg.engine.prefill_ms_per_token = 0;
+  return cfg;
+}
+
 // Submits `spec`, waits (bounded) for the job to end and requires that it succeeded; its id
 // and its last view.
 std::pair<std::string, json> run_job(const Daemon& d, const json& spec) {
@@ -394,11 +404,7 @@ json session_check(const std::string& url, const std::string& history, double ra
 }  // namespace
 
 TEST_CASE("traffic: a session's turn k sends the whole history: k x P + (k - 1) x O tokens, as the server counts") {
-  llmsim::SimConfig cfg;
-  cfg.engine.decode_base_ms = 2;  // a 20-token answer in about 40 ms
-  cfg.engine.decode_per_seq_ms = 0;
-  cfg.engine.prefill_ms_per_token = 0;
-  SimFixture sim(cfg);
+  SimFixture sim(quick_sim());
   TempDir dir;
   Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
   const std::string url = "http://127.0.0.1:" + std::to_string(sim.endpoint().port());
@@ -493,4 +499,123 @@ TEST_CASE("traffic: bad sessions settings get a 400 naming the field, and nothin
   CHECK(json::parse(r.body)["error"].value("field", "") == "/workload/abandon");
   CHECK(d.get_json("/v1/sweeps")["sweeps"].empty());
   CHECK(d.get("/healthz").status == 200);
+}
+
+namespace {
+
+// A trace of 20 rows in bursts of two, 300 ms apart (span 2.7 s; mean gap 2.7 s / 19, so it
+// loops every P = 2.7 s x 20/19), each of 64 prompt tokens and 4 answer tokens.
+std::string paired_trace() {
+  std::string trace;
+  for (int k = 0; k < 20; ++k) {
+    trace += json{{"timestamp", 300 * (k / 2)}, {"input_length", 64}, {"output_length", 4}}.dump() + "\n";
+  }
+  return trace;
+}
+
+// When request k of paired_trace() is due, replayed looped at `rate` req/s: its row's time plus
+// its loop's periods, scaled so that a period's 20 rows take 20 / rate seconds; in ms.
+double paired_due_ms(std::size_t k, double rate) {
+  const double period_ms = 2700.0 * 20 / 19;
+  const double trace_ms = 300.0 * static_cast<double>((k % 20) / 2) + period_ms * static_cast<double>(k / 20);
+  return trace_ms * (20'000.0 / rate) / period_ms;
+}
+
+// Each step's scheduled times (ms from the step's start) in requests.csv, sorted.
+std::map<int, std::vector<double>> scheduled_by_step(const Daemon& d, const std::string& id) {
+  const auto csv = d.get("/v1/sweeps/" + id + "/requests.csv");
+  std::istringstream lines(csv.body);
+  std::string line;
+  std::getline(lines, line);  // header
+  std::map<int, std::vector<double>> out;
+  while (std::getline(lines, line)) {
+    const auto cells = csv_cells(line);
+    REQUIRE(cells.size() > 2);
+    out[std::stoi(cells[0])].push_back(std::stod(cells[2]));
+  }
+  for (auto& [step, times] : out) std::sort(times.begin(), times.end());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("traffic: a sweep and a regression replay a trace scaled to their rates, its bursts and loop kept") {
+  SimFixture sim(quick_sim());
+  TempDir dir;
+  Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
+  const std::string url = "http://127.0.0.1:" + std::to_string(sim.endpoint().port());
+  const auto up =
+      d.post("/v1/datasets?format=trace&name=pairs", paired_trace(), {{"Content-Type", "application/x-ndjson"}});
+  REQUIRE(up.status == 201);
+  const std::string trace_id = json::parse(up.body)["id"];
+  const json target = {{"base_url", url}, {"api", "completions"}, {"model", "sim-8b"}};
+  const json slo = {{"ttft_ms", {{"p95", 2000}}}, {"max_error_rate", 0.01}};
+
+  // A regression at 14 req/s: every run is the trace looped at 14 req/s, both sides alike.
+  json regression = {{"kind", "regression"},
+                     {"baseline", {{"target", target}}},
+                     {"candidate", {{"target", target}}},
+                     {"workload", {{"dataset", {{"id", trace_id}}}}},
+                     {"arrival", {{"process", "trace"}}},
+                     {"regression", {{"rate_rps", 14}, {"duration_s", 3}, {"warmup_s", 0}, {"rounds", 2}}},
+                     {"slo", slo}};
+  json at_speed = regression;
+  at_speed["arrival"]["speed"] = 2;
+  auto bad = d.post("/v1/sweeps", at_speed.dump());
+  CHECK(bad.status == 400);
+  CHECK(json::parse(bad.body)["error"].value("field", "") == "/arrival/speed");
+  const auto [rid, rview] = run_job(d, regression);
+  CHECK(rview["result"]["conditions"]["trace"]["dataset"] == trace_id);
+  CHECK(rview["result"]["conditions"]["rate_rps"] == 14);
+  const auto runs = scheduled_by_step(d, rid);
+  REQUIRE(runs.size() == 4);
+  for (const auto& [step, times] : runs) {
+    INFO("run " << step);
+    // Whole loops of 20 rows every 20/14 s: 0-1.43 s, 1.43-2.86 s, then the third loop's first
+    // burst (2.857 s) before 3 s; its second (3.008 s) is past the run's end.
+    REQUIRE(times.size() == 42);
+    CHECK(paired_due_ms(42, 14) >= 3000);
+    for (std::size_t k = 0; k < times.size(); ++k) CHECK(times[k] == Approx(paired_due_ms(k, 14)).margin(0.01));
+    CHECK(times == runs.begin()->second);
+  }
+
+  // A sweep: each rate step replays the trace at its rate; the probe and the baseline send its rows.
+  json sweep = {{"name", "trace sweep"},
+                {"target", target},
+                {"workload", {{"dataset", {{"id", trace_id}}}}},
+                {"arrival", {{"process", "trace"}}},
+                {"sweep",
+                 {{"steps", 2},
+                  {"step_duration_s", 2},
+                  {"warmup_s", 0},
+                  {"baseline_requests", 3},
+                  {"probe_requests", 20},
+                  {"max_steps", 3}}},
+                {"slo", slo}};
+  auto r = d.post("/v1/sweeps", sweep.dump());
+  INFO(r.body);
+  REQUIRE(r.status == 201);
+  const std::string sid = json::parse(r.body)["id"];
+  const json view = d.wait_for(sid, ended, 120s);
+  INFO(view.dump(1));
+  REQUIRE(view["status"] == "succeeded");
+  CHECK(view["result"]["trace"]["dataset"] == trace_id);
+  const json steps = d.get_json("/v1/sweeps/" + sid + "/steps")["steps"];
+  const auto by_step = scheduled_by_step(d, sid);
+  std::size_t rate_steps = 0;
+  for (const json& s : steps) {
+    if (s["kind"] == "baseline" || s["kind"] == "probe") continue;
+    const auto& times = by_step.at(s["index"].get<int>());
+    INFO("step " << s["index"] << " offered " << s["offered_rate_rps"]);
+    REQUIRE(times.size() > 20);
+    // The step's rate from when its last loop began (20 rows a period); every request then
+    // falls where the trace scaled to that rate puts it, and as many as fit in 2 s were sent.
+    const std::size_t last_loop = (times.size() - 1) / 20;
+    const double rate = 20'000.0 * static_cast<double>(last_loop) / times[20 * last_loop];
+    for (std::size_t k = 0; k < times.size(); ++k) CHECK(times[k] == Approx(paired_due_ms(k, rate)).margin(0.05));
+    CHECK(paired_due_ms(times.size(), rate) >= 2000 - 0.05);
+    CHECK(s["offered_rate_rps"].get<double>() == Approx(rate).epsilon(0.15));
+    ++rate_steps;
+  }
+  CHECK(rate_steps >= 2);
 }

@@ -80,6 +80,33 @@ TEST_CASE("cli format: a trace check's verdict names its replay speed, a session
   CHECK(v.rfind("PASS: TTFT p95 \u2264 800 ms at 2 sessions/s (9.50 req/s offered as their turns)", 0) == 0);
 }
 
+TEST_CASE("cli format: a sweep and a regression over a trace say how they replayed it") {
+  json sweep = {{"status", "succeeded"},
+                {"result",
+                 {{"kind", "sweep"},
+                  {"max_slo_rate_rps", 10.0},
+                  {"baseline", {{"rate_rps", 1.5}}},
+                  {"probe", {{"rate_rps", 14.0}}},
+                  {"trace", {{"dataset", "ds-0123456789abcdef"}, {"scaled_to", "each step's rate"}}}}}};
+  CHECK(verdict_text(sweep).find("load: trace ds-0123456789abcdef replayed at each step's rate, looped") !=
+        std::string::npos);
+  sweep["result"].erase("trace");
+  CHECK(verdict_text(sweep).find("load: trace") == std::string::npos);
+  json regression = {
+      {"status", "succeeded"},
+      {"result",
+       {{"kind", "regression"},
+        {"verdict", "pass"},
+        {"metrics", json::object()},
+        {"conditions",
+         {{"rate_rps", nullptr}, {"rounds", 2}, {"duration_s", 30}, {"trace", {{"speed", 2}, {"loop", true}}}}}}}};
+  CHECK(compare_text(regression).find(") at a trace replayed at 2x speed, 2 rounds of 30 s") != std::string::npos);
+  regression["result"]["conditions"]["rate_rps"] = 14;
+  CHECK(compare_text(regression).find(") at 14 req/s (a trace scaled to it), 2 rounds") != std::string::npos);
+  regression["result"]["conditions"]["trace"] = nullptr;
+  CHECK(compare_text(regression).find(") at 14 req/s, 2 rounds") != std::string::npos);
+}
+
 TEST_CASE("cli format: every kind's verdict prints the whole record - labels, arrivals, server gauges, basis") {
   json check = {{"status", "succeeded"},
                 {"result",

@@ -86,3 +86,31 @@ TEST_CASE("profile: all_at_once has no rate, and a profile past the request limi
   CHECK(profile_schedule(p, ArrivalProcess::poisson, 1, 1, 50).error().field == "/profile");
   CHECK(profile_schedule(p, ArrivalProcess::gamma, 0, 1).error().field == "/arrival/burstiness");
 }
+
+TEST_CASE("profile: a trace follows the profile's rate and keeps its own bursts") {
+  // Bursts of 3 at one instant 300 ms apart, looped one mean gap (75 ms) after the last.
+  const std::vector<Nanos> rows{0ms, 0ms, 0ms, 300ms, 300ms, 300ms, 600ms, 600ms, 600ms};
+  const auto p = Profile::make({flat(20, 10s), flat(0, 5s), ramp(20, 60, 10s)}).value();
+  const auto s = profile_replay(p, rows).value();
+  CHECK(s.spec.process == ArrivalProcess::trace);
+  CHECK(static_cast<double>(s.send_times.size()) == Approx(p.expected_total()).margin(3));
+  for (Nanos from : {0s, 5s, 15s, 20s}) {
+    const double expected = p.expected_before(from + 5s) - p.expected_before(from);
+    INFO("window from " << to_s(from) << " s: " << count_in(s, from, from + 5s) << " vs " << expected);
+    CHECK(std::fabs(static_cast<double>(count_in(s, from, from + 5s)) - expected) <= 5);
+  }
+  CHECK(count_in(s, 10s, 15s) == 0);
+  // The trace's bursts stay bursts: every third request shares the time of the two before it.
+  for (std::size_t k = 0; k + 2 < s.send_times.size(); k += 3) {
+    CHECK(s.send_times[k] == s.send_times[k + 1]);
+    CHECK(s.send_times[k] == s.send_times[k + 2]);
+  }
+  CHECK(std::is_sorted(s.send_times.begin(), s.send_times.end()));
+}
+
+TEST_CASE("profile: a trace that cannot loop, and one past the request limit, are refused") {
+  const auto p = Profile::make({flat(10, 10s)}).value();
+  CHECK(profile_replay(p, {5ms, 5ms}).error().field == "/workload/dataset");
+  CHECK(profile_replay(p, {}).error().field == "/workload/dataset");
+  CHECK(profile_replay(p, {0ms, 100ms}, 50).error().field == "/profile");
+}

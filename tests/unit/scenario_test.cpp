@@ -188,6 +188,16 @@ TEST_CASE("scenario spec: errors name the field") {
   CHECK(first_error(with(s, "/kind", "check")) == "/scenario");
 }
 
+TEST_CASE("scenario spec: a trace follows the profile - its speed and loop are refused, a dataset needed") {
+  json s = with(scenario_spec(), "/arrival", json{{"process", "trace"}});
+  s["workload"] = {{"dataset", {{"id", "ds-0123456789abcdef"}}}};
+  CHECK(parsed(s).arrival.process == ArrivalProcess::trace);
+  CHECK(first_error(with(s, "/arrival/speed", 2)) == "/arrival/speed");
+  CHECK(first_error(with(s, "/arrival/loop", true)) == "/arrival/loop");
+  CHECK(first_error(with(s, "/workload", json::object())) == "/workload/dataset");
+  CHECK(first_error(with(s, "/workload/dataset/order", "shuffled")) == "/workload/dataset/order");
+}
+
 TEST_CASE("scenario checks: scale-up reaction, recovery and the SLO while scaling, both ways") {
   const auto spec = parsed(scenario_spec());
   const auto profile = sweep::scenario_profile(*spec.scenario).value();

@@ -254,3 +254,31 @@ TEST_CASE("a replay's bad parameters are errors naming them") {
   CHECK(parse_arrival_process("trace", "/p").value() == ArrivalProcess::trace);
   CHECK(make_schedule({.process = ArrivalProcess::trace}, {1s, std::nullopt}, 1).error().field == "/process");
 }
+
+TEST_CASE("a trace scaled to a rate loops at the speed that makes its rows per period that rate") {
+  const std::vector<Nanos> rows{0ms, 100ms, 100ms, 400ms};  // span 400 ms, mean gap 133 ms: 4 rows a 533 ms period
+  CHECK(trace_rate(rows) == Approx(4 / (0.4 + 0.4 / 3)));
+  auto s = replay_at_rate(rows, 30, {10s, std::nullopt}).value();
+  CHECK(s.spec.process == ArrivalProcess::trace);
+  CHECK(s.spec.loop);
+  CHECK(s.spec.speed == Approx(30 / trace_rate(rows)));
+  // Whole loops in 10 s at 30 req/s: 75 periods of 4 rows; the trace's shape kept in each.
+  CHECK(s.send_times.size() == 300);
+  CHECK(s.spec.rate_rps == Approx(30).epsilon(0.01));
+  const double gap = to_s(s.send_times[3] - s.send_times[2]);
+  CHECK(to_s(s.send_times[1] - s.send_times[0]) == Approx(gap / 3).margin(1e-6));  // 100 ms vs 300 ms, scaled
+  CHECK(s.send_times[1] == s.send_times[2]);                                       // rows at one time stay at one
+  // The same rate from a trace twice as slow: the same schedule.
+  const std::vector<Nanos> slow{0ms, 200ms, 200ms, 800ms};
+  CHECK(replay_at_rate(slow, 30, {10s, std::nullopt}).value().send_times == s.send_times);
+}
+
+TEST_CASE("a trace scaled to a rate: errors for a bad rate and for rows at one time") {
+  CHECK(trace_rate({}) == 0);
+  CHECK(trace_rate({5ms}) == 0);
+  CHECK(trace_rate({5ms, 5ms}) == 0);
+  CHECK(replay_at_rate({0ms, 10ms}, 0, {1s, std::nullopt}).error().field == "/rate_rps");
+  CHECK(replay_at_rate({0ms, 10ms}, std::nan(""), {1s, std::nullopt}).error().field == "/rate_rps");
+  CHECK(replay_at_rate({5ms, 5ms}, 10, {1s, std::nullopt}).error().field == "/workload/dataset");
+  CHECK(replay_at_rate({}, 10, {1s, std::nullopt}).error().field == "/workload/dataset");
+}

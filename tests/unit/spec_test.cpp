@@ -550,7 +550,7 @@ TEST_CASE("spec: a sweep that leaves max_rate_rps open escalates no higher than 
   CHECK(explicit_refused->field == "/sweep/max_rate_rps");
 }
 
-TEST_CASE("spec: a trace's replay is a check's, with a dataset, and its settings are the trace's alone") {
+TEST_CASE("spec: a check replays a trace at its speed, with a dataset, and its settings are the trace's alone") {
   json check = with(demo(), "/kind", "check");
   check.erase("sweep");
   check["check"] = {{"duration_s", 20}};
@@ -569,9 +569,33 @@ TEST_CASE("spec: a trace's replay is a check's, with a dataset, and its settings
   CHECK(first_error(with(check, "/workload/dataset/order", "shuffled")) == "/workload/dataset/order");
   CHECK(first_error(with(check, "/arrival/speed", 0)) == "/arrival/speed");
   CHECK(first_error(with(check, "/workload/dataset/block_tokens", 0)) == "/workload/dataset/block_tokens");
+  CHECK(first_error(with(demo(), "/arrival", json{{"process", "poisson"}, {"speed", 2}})) == "/arrival/speed");
+}
+
+TEST_CASE("spec: a sweep or a rated regression scales a trace to its rates: speed and loop are refused") {
+  const json dataset = {{"dataset", {{"id", "ds-0123456789abcdef"}}}};
   json sweep = with(demo(), "/arrival", json{{"process", "trace"}});
-  sweep["workload"] = check["workload"];
-  CHECK(first_error(sweep) == "/arrival/process");
+  sweep["workload"] = dataset;
+  REQUIRE(first_error(sweep).empty());
+  CHECK(first_error(with(sweep, "/arrival/speed", 2)) == "/arrival/speed");
+  CHECK(first_error(with(sweep, "/arrival/loop", false)) == "/arrival/loop");
+  CHECK(first_error(without(sweep, "", "workload")) == "/workload/dataset");
+
+  json rated = regression_spec();
+  rated["arrival"] = {{"process", "trace"}};
+  rated["workload"] = dataset;
+  REQUIRE(first_error(rated).empty());
+  CHECK(first_error(with(rated, "/arrival/loop", true)) == "/arrival/loop");
+  // Without a rate, the runs replay the trace at its own (arrival.speed, loop as given).
+  json own = without(rated, "/regression", "rate_rps");
+  own["arrival"] = {{"process", "trace"}, {"speed", 3}, {"loop", true}};
+  REQUIRE(first_error(own).empty());
+  validator().apply_defaults(own);
+  const auto js = sweep::parse_job_spec(own).value();
+  CHECK(js.regression.rate_rps == 0);
+  CHECK(js.arrival.speed == 3);
+  // Without a trace a regression still needs its rate.
+  CHECK(first_error(without(regression_spec(), "/regression", "rate_rps")) == "/regression/rate_rps");
   CHECK(first_error(with(demo(), "/arrival", json{{"process", "poisson"}, {"speed", 2}})) == "/arrival/speed");
   CHECK(first_error(with(demo(), "/arrival", json{{"process", "poisson"}, {"loop", true}})) == "/arrival/loop");
 }
