@@ -53,8 +53,8 @@ std::optional<ServerUrl> parse_server_url(const std::string& url, std::string& e
   return s;
 }
 
-ApiClient::ApiClient(ServerUrl server, std::string token, std::chrono::milliseconds timeout)
-    : server_(std::move(server)), token_(std::move(token)), timeout_(timeout) {}
+ApiClient::ApiClient(ServerUrl server, std::string token, std::chrono::milliseconds timeout, std::string user_agent)
+    : server_(std::move(server)), token_(std::move(token)), timeout_(timeout), user_agent_(std::move(user_agent)) {}
 
 HttpAnswer ApiClient::request(const std::string& method, const std::string& path, const std::string& body,
                               const std::string& content_type) const {
@@ -67,17 +67,19 @@ HttpAnswer ApiClient::request(const std::string& method, const std::string& path
     stream.connect(resolver.resolve(server_.host, server_.port));
     bhttp::request<bhttp::string_body> req{bhttp::string_to_verb(method), server_.base + path, 11};
     req.set(bhttp::field::host, server_.host);
-    req.set(bhttp::field::user_agent, "capsweep-cli");
+    req.set(bhttp::field::user_agent, user_agent_);
     if (!token_.empty()) req.set(bhttp::field::authorization, "Bearer " + token_);
     if (!body.empty()) req.set(bhttp::field::content_type, content_type);
     req.keep_alive(false);
     req.body() = body;
     req.prepare_payload();
+    out.sent_at = std::chrono::steady_clock::now();
     bhttp::write(stream, req);
     beast::flat_buffer buffer;
     bhttp::response_parser<bhttp::string_body> parser;
     parser.body_limit(std::uint64_t{512} << 20);
     bhttp::read(stream, buffer, parser);
+    out.received_at = std::chrono::steady_clock::now();
     auto res = parser.release();
     out.status = static_cast<int>(res.result_int());
     out.content_type = std::string(res[bhttp::field::content_type]);

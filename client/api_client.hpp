@@ -22,11 +22,15 @@ struct HttpAnswer {
   std::string body;
   std::string content_type;
   std::string error;  // transport error text
+  // Just before the request's first byte was written, and once the answer was read (a clock
+  // exchange's own timestamps, free of the connect's time).
+  std::chrono::steady_clock::time_point sent_at{}, received_at{};
 };
 
 class ApiClient {
  public:
-  ApiClient(ServerUrl server, std::string token, std::chrono::milliseconds timeout = std::chrono::milliseconds(30'000));
+  ApiClient(ServerUrl server, std::string token, std::chrono::milliseconds timeout = std::chrono::milliseconds(30'000),
+            std::string user_agent = "capsweep-cli");
   // A body is sent as `content_type` (JSON unless told).
   HttpAnswer request(const std::string& method, const std::string& path, const std::string& body = {},
                      const std::string& content_type = "application/json") const;
@@ -35,6 +39,7 @@ class ApiClient {
   ServerUrl server_;
   std::string token_;
   std::chrono::milliseconds timeout_;
+  std::string user_agent_;
 };
 
 }  // namespace capsweep::cli

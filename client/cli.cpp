@@ -54,6 +54,19 @@ void add_autoscale(CLI::App& app, Args& a) {
   cmd->add_option("--prometheus", s.prometheus, "Prometheus server address for KEDA");
 }
 
+void add_agents_commands(CLI::App& app, Args& a) {
+  auto* agents = app.add_subcommand("agents", "load agents of a job with \"agents\": N (manifest)");
+  agents->require_subcommand(1);
+  auto* m =
+      agents->add_subcommand("manifest", "the Kubernetes Indexed Job that runs a job's agents, for kubectl apply -f -");
+  m->add_option("ID", a.id, "job id")->required();
+  m->add_option("--image", a.agents.image, "the capsweep image (holds capsweep-agent)");
+  m->add_option("--agent-server", a.agents.server,
+                "capsweepd's URL as the agents reach it (e.g. http://capsweepd:8080)");
+  m->add_option("--secret", a.agents.secret, "the Secret holding the agent token (key: token)");
+  m->add_option("--namespace", a.agents.ns, "the Job's namespace");
+}
+
 void add_dataset_commands(CLI::App& app, Args& a) {
   auto* ds = app.add_subcommand("dataset", "prompt datasets stored by capsweepd (upload, list, show, rm)");
   ds->require_subcommand(1);
@@ -96,6 +109,7 @@ std::variant<Args, int> parse_args(int argc, char** argv) {
   add_job_commands(app, a);
   add_autoscale(app, a);
   add_dataset_commands(app, a);
+  add_agents_commands(app, a);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -106,7 +120,7 @@ std::variant<Args, int> parse_args(int argc, char** argv) {
   }
   const CLI::App* cmd = app.get_subcommands().front();
   a.command = cmd->get_name();
-  if (a.command == "dataset") a.command += "-" + cmd->get_subcommands().front()->get_name();
+  if (a.command == "dataset" || a.command == "agents") a.command += "-" + cmd->get_subcommands().front()->get_name();
   return a;
 }
 

@@ -185,6 +185,23 @@ int autoscale(const ApiClient& c, const Args& a) {
   return kOk;
 }
 
+int agents_manifest(const ApiClient& c, const Args& a) {
+  std::string query;
+  const auto add = [&query](const char* key, const std::string& v) {
+    if (!v.empty()) query += fmt::format("{}{}={}", query.empty() ? "?" : "&", key, query_encode(v));
+  };
+  add("image", a.agents.image);
+  add("server", a.agents.server);
+  add("secret", a.agents.secret);
+  add("namespace", a.agents.ns);
+  auto r = c.request("GET", "/v1/sweeps/" + a.id + "/agents/job" + query);
+  if (r.status != 200) return report_error(r);
+  const json job = json::parse(r.body, nullptr, false);
+  fmt::print("{}\n", job.is_discarded() ? terminal_safe(r.body, true)
+                                        : job.dump(2, ' ', false, json::error_handler_t::replace));
+  return kOk;
+}
+
 int cancel(const ApiClient& c, const Args& a) {
   auto r = c.request("POST", "/v1/sweeps/" + a.id + "/cancel");
   if (r.status != 202) return report_error(r);
@@ -418,6 +435,7 @@ int run_command(const Args& a) {
   if (a.command == "dataset-list") return dataset_list(c, a);
   if (a.command == "dataset-show") return dataset_show(c, a);
   if (a.command == "dataset-rm") return dataset_rm(c, a);
+  if (a.command == "agents-manifest") return agents_manifest(c, a);
   return kUsage;
 }
 

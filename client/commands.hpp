@@ -17,6 +17,11 @@ struct Options {
   bool json_out = false;
 };
 
+// capsweep agents manifest: the Indexed Job's settings (empty: capsweepd's defaults).
+struct AgentsArgs {
+  std::string image, server, secret, ns;
+};
+
 struct AutoscaleArgs {
   std::string format = "keda", model, ns, deployment, prometheus;
   double utilization = 0.7;
@@ -27,13 +32,14 @@ struct AutoscaleArgs {
 struct Args {
   Options o;
   // submit, check, status, watch, verdict, steps, list, cancel, autoscale, report, lengths,
-  // dataset-upload, dataset-list, dataset-show, dataset-rm
+  // dataset-upload, dataset-list, dataset-show, dataset-rm, agents-manifest
   std::string command;
   std::string spec_path, id, status_filter, output;
   bool wait = false;
   int limit = 20;
   std::optional<double> require_rate;
   AutoscaleArgs autoscale;
+  AgentsArgs agents;
   std::string file, name, format;  // dataset upload, lengths
   std::size_t bins = 16;           // lengths
 };

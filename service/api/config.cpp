@@ -37,7 +37,8 @@ Result<ServiceConfig> parse_config(const nlohmann::json& input) {
   c.listen = doc.at("listen").get<std::string>();
   c.db = doc.at("db").get<std::string>();
   for (const auto& t : doc.at("tokens")) {
-    c.tokens.push_back({t.at("token").get<std::string>(), t.at("role") == "submit", t.value("name", std::string())});
+    c.tokens.push_back({t.at("token").get<std::string>(), t.at("role") == "submit", t.value("name", std::string()),
+                        t.at("role") == "agent"});
   }
   auto allow = AllowList::parse(doc.at("allow_targets").get<std::vector<std::string>>());
   if (!allow) return allow.error();

@@ -28,6 +28,7 @@ struct TokenEntry {
   std::string token;
   bool can_submit = false;  // role "submit"; "read" otherwise
   std::string name;
+  bool agent = false;  // role "agent": the agent protocol only
 };
 
 struct ServiceConfig {

@@ -104,5 +104,14 @@ Answer delete_dataset(Env& env, const Call& c);
 Answer healthz(Env& env, const Call& c);
 Answer readyz(Env& env, const Call& c);
 Answer metrics(Env& env, const Call& c);
+// Load agents (agents.cpp): a job's agents as they stand, the Indexed Job that runs them,
+// and the agent protocol's routes.
+Answer get_agents(Env& env, const Call& c);
+Answer get_agents_job(Env& env, const Call& c);
+Answer agent_register(Env& env, const Call& c);
+Answer agent_clock(Env& env, const Call& c);
+Answer agent_poll(Env& env, const Call& c);
+Answer agent_heartbeat(Env& env, const Call& c);
+Answer agent_records(Env& env, const Call& c);
 
 }  // namespace capsweep::api

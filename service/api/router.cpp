@@ -58,7 +58,7 @@ Role role_of(const ServiceConfig& config, const Request& req) {
   Role best = Role::none;
   for (const auto& t : config.tokens) {
     if (t.token.size() == token.size() && CRYPTO_memcmp(t.token.data(), token.data(), token.size()) == 0) {
-      best = t.can_submit ? Role::submit : Role::read;
+      best = t.agent ? Role::agent : t.can_submit ? Role::submit : Role::read;
     }
   }
   return best;
@@ -148,6 +148,14 @@ Resolved resolve(Env& env, const Request& req, RouteMatch m) {
     out.answer = api_error(errc::unauthorized, "a bearer token is required (Authorization: Bearer ...)");
     return out;
   }
+  if (r.needs == Role::agent && role != Role::agent && !env.ctx.config->tokens.empty()) {
+    out.answer = api_error(errc::forbidden, "the agent protocol needs a token of role 'agent'");
+    return out;
+  }
+  if (r.needs != Role::agent && r.needs != Role::none && role == Role::agent) {
+    out.answer = api_error(errc::forbidden, "an agent's token may only speak the agent protocol (/v1/agents/...)");
+    return out;
+  }
   if (r.needs == Role::submit && role != Role::submit) {
     out.answer = api_error(errc::forbidden, "this token may only read; submitting needs the 'submit' role");
     return out;
@@ -203,6 +211,19 @@ const std::vector<Route>& route_table() {
         {.method = get, .pattern = "/healthz", .needs = Role::none, .handle = &healthz, .blocking = false},
         {.method = get, .pattern = "/readyz", .needs = Role::none, .handle = &readyz},  // probes carry no token
         {.method = get, .pattern = "/metrics", .handle = &metrics},
+        {.method = get, .pattern = "/v1/sweeps/{id}/agents", .handle = &get_agents},
+        {.method = get, .pattern = "/v1/sweeps/{id}/agents/job", .handle = &get_agents_job},
+        // The agent protocol (schema/agent-protocol.schema.json): the clock's answer on the
+        // I/O thread, so that its timestamps are not a worker queue's wait.
+        {.method = post, .pattern = "/v1/agents/register", .needs = Role::agent, .handle = &agent_register},
+        {.method = post,
+         .pattern = "/v1/agents/clock",
+         .needs = Role::agent,
+         .handle = &agent_clock,
+         .blocking = false},
+        {.method = post, .pattern = "/v1/agents/poll", .needs = Role::agent, .handle = &agent_poll},
+        {.method = post, .pattern = "/v1/agents/heartbeat", .needs = Role::agent, .handle = &agent_heartbeat},
+        {.method = post, .pattern = "/v1/agents/records", .needs = Role::agent, .handle = &agent_records},
     };
     for (auto& r : t) r.segments = pattern_segments(r.pattern);
     return t;

@@ -17,7 +17,8 @@
 
 namespace capsweep::api {
 
-enum class Role { none, read, submit };
+// agent: a load agent's token, good for the agent protocol (/v1/agents/...) only.
+enum class Role { none, read, submit, agent };
 
 // A handler that writes its own answer to the connection (a long export in chunks). It runs
 // on the connection's strand and moves store work to `pool` itself.

@@ -44,8 +44,7 @@ void EnginePart::consider_stopping(const RequestRecord& rec) {
   acc.end_window(decision->at, drain_deadline);
 }
 
-void EnginePart::record_row(const RequestRecord& rec, std::uint64_t index) {
-  if (!spec.keep_rows) return;
+RequestRow request_row(const RequestRecord& rec, std::uint64_t index, bool with_itl) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   RequestRow row;
   row.index = index;
@@ -60,17 +59,23 @@ void EnginePart::record_row(const RequestRecord& rec, std::uint64_t index) {
   row.chunks = static_cast<std::uint32_t>(rec.chunks.size());
   row.turn = rec.turn;
   row.outcome = rec.outcome;
+  if (with_itl && rec.outcome == Outcome::ok && rec.chunks.size() > 1) {
+    for_each_token_gap_ms(rec, [&row](double gap) { row.itl_ms.push_back(static_cast<float>(gap)); });
+  }
+  return row;
+}
+
+void EnginePart::record_row(const RequestRecord& rec, std::uint64_t index) {
+  if (spec.on_record) spec.on_record(index, rec);
+  if (!spec.keep_rows) return;
   // Each request's own ITL list, until the step has kept kMaxRowItlSamples of them (64 MiB):
   // past that, rows carry none and the summary says so (the step's ITL percentiles are
   // unaffected: they pool every gap).
-  if (rec.outcome == Outcome::ok && rec.chunks.size() > 1) {
-    if (row_itl_samples < kMaxRowItlSamples / share.parts) {
-      for_each_token_gap_ms(rec, [&row](double gap) { row.itl_ms.push_back(static_cast<float>(gap)); });
-      row_itl_samples += row.itl_ms.size();
-    } else {
-      itl_lists_cut = true;
-    }
-  }
+  const bool itl_wanted = rec.outcome == Outcome::ok && rec.chunks.size() > 1;
+  const bool with_itl = itl_wanted && row_itl_samples < kMaxRowItlSamples / share.parts;
+  if (itl_wanted && !with_itl) itl_lists_cut = true;
+  RequestRow row = request_row(rec, index, with_itl);
+  row_itl_samples += row.itl_ms.size();
   rows.push_back(std::move(row));
 }
 

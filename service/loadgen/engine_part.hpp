@@ -19,13 +19,34 @@
 
 #include "core/error.hpp"
 #include "loadgen/step_runner.hpp"
+#include "observe/scraper.hpp"
 
 namespace capsweep::loadgen {
 
 namespace asio = boost::asio;
 
+// What a step is before it runs: its send times, its measurement window and when the drain
+// ends (step_runner.cpp).
+struct StepPlan {
+  Schedule schedule;
+  StepWindow window;
+  Nanos drain_deadline{0};
+};
+Result<StepPlan> plan_step(const StepSpec& spec, bool sessions);
+// The salt of a step's schedule digest: the seed and the step's request indices.
+std::uint64_t schedule_salt(const StepSpec& spec);
+
+// The target's own gauges, scraped on a thread of its own from t0 (none when the step names
+// no source). The scraper is not movable: it is made in place.
+void start_scraper(std::optional<observe::Scraper>& scraper, const StepSpec& spec, const llm::Target& target,
+                   SteadyClock::time_point t0);
+
 // CPU seconds the calling thread has used.
 double thread_cpu_seconds();
+
+// A request's row for requests.csv (index, times in ms from the origin, outcome), with its
+// ITL list when `with_itl`.
+RequestRow request_row(const RequestRecord& rec, std::uint64_t index, bool with_itl);
 
 // Every co_spawn of the engine completes through this.
 inline constexpr auto log_exception = [](std::exception_ptr e) { log_escaped("loadgen: request coroutine failed", e); };
@@ -109,7 +130,7 @@ struct EnginePart {
   // dispatch and the measured window there.
   void consider_stopping(const RequestRecord& rec);
   // Keeps the request's row for requests.csv (spec.keep_rows), with its ITL list while the
-  // step's cap of them allows.
+  // step's cap of them allows; hands the record to spec.on_record (an agent's).
   void record_row(const RequestRecord& rec, std::uint64_t index);
   Nanos now() const { return SteadyClock::now() - t0; }
 

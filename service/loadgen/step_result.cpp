@@ -27,6 +27,33 @@ nlohmann::json StepResult::summary(const std::vector<double>& percentiles) const
     engine["concurrency_cap_approximate"] = engine_parts > 1;
   }
   j["engine"] = std::move(engine);
+  if (agents) {
+    nlohmann::json each = nlohmann::json::array();
+    for (const AgentShare& a : agents->agents) {
+      each.push_back({{"index", a.index},
+                      {"epoch", a.epoch},
+                      {"offset_ms", a.offset_ms},
+                      {"offset_error_ms", a.offset_error_ms},
+                      {"records", a.records},
+                      {"sent", a.sent},
+                      {"lag_p99_ms", a.lag_p99_ms},
+                      {"late_go_ms", a.late_go_ms},
+                      {"cpu_s", a.cpu_s},
+                      {"loop_delay_p99_ms", a.loop_delay_p99_ms},
+                      {"peak_connections", a.peak_connections},
+                      {"done", a.done}});
+    }
+    // Agent i sent the requests j ≡ i (mod parts) of the one schedule; an invalid step names
+    // the agent at fault and why.
+    j["agents"] = {{"parts", agents->parts},
+                   {"valid", agents->valid()},
+                   {"invalid", agents->valid() ? nlohmann::json(nullptr)
+                                               : nlohmann::json{{"agent", agents->invalid_agent
+                                                                              ? nlohmann::json(*agents->invalid_agent)
+                                                                              : nlohmann::json(nullptr)},
+                                                                {"why", agents->invalid}}},
+                   {"per_agent", std::move(each)}};
+  }
   if (prefix_cache.shared_prefixes || prefix_cache.state != llm::PrefixCache::as_found) {
     nlohmann::json pc = {{"state", llm::to_string(prefix_cache.state)}};
     if (prefix_cache.state == llm::PrefixCache::warm) {

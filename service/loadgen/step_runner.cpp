@@ -57,16 +57,6 @@ std::vector<StepRunner::Live> StepRunner::live_requests() {
   return future.get();
 }
 
-namespace {
-
-// What a step is before it runs: its send times, its measurement window and when the drain
-// ends.
-struct StepPlan {
-  Schedule schedule;
-  StepWindow window;
-  Nanos drain_deadline{0};
-};
-
 Result<StepPlan> plan_step(const StepSpec& spec, bool sessions) {
   if (spec.mode == Mode::concurrency && spec.concurrency == 0) {
     return invalid("/concurrency", "concurrency mode needs a concurrency of at least 1");
@@ -106,6 +96,8 @@ Result<StepPlan> plan_step(const StepSpec& spec, bool sessions) {
   return plan;
 }
 
+namespace {
+
 // glibc shrinks the top of a thread's own arena only when a large block (64 KiB or more) is
 // freed into it; malloc_trim does not reach those tops. A step's many small frees leave the
 // top at its high-water mark: one large block taken and freed hands it back now.
@@ -116,6 +108,8 @@ void trim_thread_arena() {
   std::free(block);
 #endif
 }
+
+}  // namespace
 
 // The target's own gauges, scraped on a thread of its own (none when the step names no
 // source). The scraper is not movable: it is made in place.
@@ -128,8 +122,6 @@ void start_scraper(std::optional<observe::Scraper>& scraper, const StepSpec& spe
   }
   if (scraper) scraper->start();
 }
-
-}  // namespace
 
 namespace {
 
@@ -199,12 +191,15 @@ Result<std::vector<std::unique_ptr<EnginePart>>> make_parts(const StepSpec& spec
                                                             const llm::Target& target, const EndpointFactory& endpoint,
                                                             const llm::Workload& workload, Progress& progress,
                                                             std::atomic<std::uint64_t>& peak_in_flight) {
-  const std::uint32_t parts = engine_parts(spec);
-  const std::uint64_t salt = spec.seed * 0x9E3779B97F4A7C15ULL ^ spec.request_index_base;
+  // An agent's slice is one part of the agents' split; else this process's own parts.
+  const std::uint32_t parts = spec.slice ? spec.slice->parts : engine_parts(spec);
+  const std::uint32_t first = spec.slice ? spec.slice->part : 0;
+  const std::uint32_t last = spec.slice ? first + 1 : parts;
+  if (first >= parts) return invalid("/slice", "an agent's part must be below the parts of the step");
   std::vector<std::unique_ptr<EnginePart>> states;
-  for (std::uint32_t p = 0; p < parts; ++p) {
+  for (std::uint32_t p = first; p < last; ++p) {
     auto state = std::make_unique<EnginePart>(target, endpoint, workload, spec, progress, plan.window, peak_in_flight);
-    state->share = split_schedule(plan.schedule, p, parts, salt);
+    state->share = split_schedule(plan.schedule, p, parts, schedule_salt(spec));
     state->cap = spec.concurrency == 0 ? 0 : (spec.concurrency + parts - 1) / parts;
     state->drain_deadline = plan.drain_deadline;
     states.push_back(std::move(state));
@@ -223,7 +218,7 @@ Result<std::vector<std::unique_ptr<EnginePart>>> make_parts(const StepSpec& spec
 std::uint32_t engine_parts(const StepSpec& spec) {
   const std::uint32_t most = std::max<std::uint32_t>(spec.engine_threads, 1);
   // What sees every request as it happens (a decision, live views, callbacks) runs on one part.
-  if (most == 1 || spec.decide || spec.track_live || spec.on_scheduled || spec.on_ended) return 1;
+  if (spec.slice || most == 1 || spec.decide || spec.track_live || spec.on_scheduled || spec.on_ended) return 1;
   double load = 0;  // requests per second, or in flight at once
   if (spec.mode == Mode::concurrency) {
     load = spec.concurrency;
@@ -256,7 +251,18 @@ PrefixCacheState StepRunner::prepare_prefix_cache(const StepSpec& spec) {
   return out;
 }
 
+std::uint64_t schedule_salt(const StepSpec& spec) {
+  return spec.seed * 0x9E3779B97F4A7C15ULL ^ spec.request_index_base;
+}
+
+Result<std::uint64_t> StepRunner::schedule_digest(const StepSpec& spec, std::uint32_t parts) const {
+  auto plan = plan_step(spec, workload_->spec().sessions.has_value());
+  if (!plan) return plan.error();
+  return split_schedule(plan->schedule, 0, std::max<std::uint32_t>(parts, 1), schedule_salt(spec)).digest;
+}
+
 Result<StepResult> StepRunner::run(const StepSpec& spec) {
+  if (spec.agents) return run_on_agents(spec);
   auto plan = plan_step(spec, workload_->spec().sessions.has_value());
   if (!plan) return plan.error();
   const PrefixCacheState prefix_cache = prepare_prefix_cache(spec);
@@ -288,7 +294,7 @@ Result<StepResult> StepRunner::run(const StepSpec& spec) {
   result.engine_parts = parts;
   result.schedule_digest = states.front()->share.digest;
   result.concurrency_cap_per_part = states.front()->cap;
-  const auto t0 = SteadyClock::now() + std::chrono::milliseconds(20);
+  const auto t0 = spec.start_at.value_or(SteadyClock::now() + std::chrono::milliseconds(20));
   for (const auto& st : states) st->t0 = t0;
   std::optional<observe::Scraper> scraper;
   start_scraper(scraper, spec, target_, t0);

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,7 +29,24 @@
 
 namespace capsweep::loadgen {
 
+class AgentHub;
+
 enum class Mode { rate, concurrency };
+
+// A step run by load agents (capsweep-agent, agent_hub.hpp) rather than this process's own
+// engine threads: `parts` agents of run `run`, each sent `payload` (what it needs to make
+// the same StepSpec) and running the requests j ≡ its index (mod parts).
+struct AgentsPlan {
+  AgentHub* hub = nullptr;
+  std::string run;
+  std::uint32_t parts = 1;
+  nlohmann::json payload;
+};
+
+// An agent's share of a step: the requests j ≡ part (mod parts), on one engine part.
+struct StepSlice {
+  std::uint32_t part = 0, parts = 1;
+};
 
 // A rate step that ends once its SLO verdict is decided (core/decide.hpp); its `duration` is
 // then its longest.
@@ -81,6 +99,14 @@ struct StepSpec {
   bool track_live = false;
   // The most engine threads (parts) the step may run on; engine_parts() says how many it does.
   std::uint32_t engine_threads = 1;
+  // Run by load agents (capsweepd's side): the step's records come from them.
+  std::shared_ptr<const AgentsPlan> agents;
+  // An agent's side: only this share of the step, from the origin `start_at` (its go, on this
+  // process's clock; none: 20 ms after run() begins), each ended request's record handed to
+  // `on_record` with its index on the generator thread (it must not block).
+  std::optional<StepSlice> slice;
+  std::optional<SteadyClock::time_point> start_at;
+  std::function<void(std::uint64_t index, const RequestRecord& rec)> on_record;
   // Test hook: block the dispatcher (the whole generator thread) for `stall` before request
   // `stall_before`, as a generator starved of CPU would be.
   std::optional<std::uint64_t> stall_before;
@@ -127,6 +153,30 @@ struct PrefixCacheState {
   double warm_s = 0;
 };
 
+// A step run by agents: each agent's share as it went, and what made the step invalid (an
+// agent lost, late to its go, with too uncertain a clock or another schedule): an invalid
+// step is stored and shown, never passed.
+struct AgentShare {
+  std::uint32_t index = 0;
+  std::uint64_t epoch = 0;
+  double offset_ms = 0, offset_error_ms = 0;  // its clock against capsweepd's, and the bound on the error
+  std::uint64_t records = 0;                  // records it sent back
+  std::uint64_t sent = 0, in_flight = 0;      // at its last heartbeat
+  double lag_p99_ms = 0, late_go_ms = 0;
+  double cpu_s = 0, loop_delay_p99_ms = 0, loop_delay_max_ms = 0;
+  std::uint64_t peak_connections = 0;
+  SessionCounts sessions;  // a step of sessions: its sessions
+  bool done = false;       // it sent its last records
+};
+struct AgentsOutcome {
+  std::uint32_t parts = 0;
+  std::string run;
+  std::vector<AgentShare> agents;
+  std::optional<std::uint32_t> invalid_agent;
+  std::string invalid;  // why the step is invalid ("" when valid)
+  bool valid() const { return invalid.empty(); }
+};
+
 struct StepResult {
   std::vector<RequestRow> requests;  // every request of the step, in completion order
   StepMetrics metrics;
@@ -153,6 +203,8 @@ struct StepResult {
   PrefixCacheState prefix_cache;
   // A step of sessions (workload.sessions): how they went.
   std::optional<SessionCounts> sessions;
+  // A step run by load agents: their shares and the step's validity.
+  std::optional<AgentsOutcome> agents;
   // What ended the step; with spec.decide, the decision (if one was reached), the looks taken
   // and the confidence of each.
   StopReason stopped_by = StopReason::fixed_length;
@@ -201,6 +253,8 @@ class StepRunner : public RunControl {
 
   // Runs the step to its end (blocking the caller); errors only for a bad spec.
   Result<StepResult> run(const StepSpec& spec);
+  // The digest of the step's whole schedule as `parts` parts hold it (what each agent checks).
+  Result<std::uint64_t> schedule_digest(const StepSpec& spec, std::uint32_t parts) const;
   // Stops dispatch and aborts requests in flight; run() then returns soon with cancelled set.
   void cancel() override;
   // The requests in flight now (a step with track_live): each one's scheduled time and, once
@@ -216,6 +270,8 @@ class StepRunner : public RunControl {
 
  private:
   PrefixCacheState prepare_prefix_cache(const StepSpec& spec);
+  // run() of a step whose load agents send (spec.agents): the same merge of raw records.
+  Result<StepResult> run_on_agents(const StepSpec& spec);
   llm::Target target_;
   std::shared_ptr<const llm::Workload> workload_;
   EndpointFactory endpoint_;

@@ -44,6 +44,8 @@ struct KindRules {
   std::function<Nanos(const JobSpec& js)> step_length;
   // How long a step's requests in flight may drain after its last send.
   std::function<Nanos(const JobSpec& js)> drain_timeout;
+  // Whether its load steps may run on load agents (spec field "agents").
+  bool agents = false;
   // A closed-loop step's think time (each user's pause after an answer); none by default.
   std::function<std::optional<LengthDist>(const JobSpec& js)> think_time;
 };

@@ -9,6 +9,7 @@
 #include "core/json_access.hpp"
 #include "core/log.hpp"
 #include "core/memory.hpp"
+#include "loadgen/agent_hub.hpp"
 #include "loadgen/quality_runner.hpp"
 #include "loadgen/step_runner.hpp"
 #include "sweep/manager_parts.hpp"
@@ -40,7 +41,9 @@ void log_line(const std::string& text) {
 }
 
 SweepManager::SweepManager(ManagerOptions options)
-    : options_(std::move(options)), store_(std::make_unique<store::Store>(options_.db_path)) {}
+    : options_(std::move(options)),
+      store_(std::make_unique<store::Store>(options_.db_path)),
+      agent_hub_(std::make_unique<loadgen::AgentHub>()) {}
 
 SweepManager::~SweepManager() {
   stop();

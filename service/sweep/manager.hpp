@@ -33,6 +33,7 @@ class io_context;
 }
 namespace capsweep::loadgen {
 class Endpoint;
+class AgentHub;
 struct StepResult;
 struct QualityReply;
 }  // namespace capsweep::loadgen
@@ -102,6 +103,8 @@ class SweepManager {
   // The last stored window of each scenario running here (id, row), for /metrics.
   std::vector<std::pair<std::string, nlohmann::json>> scenario_windows() const;
   const ManagerStats& stats() const noexcept { return stats_; }
+  // Where load agents meet the jobs that ask for them (spec field "agents").
+  loadgen::AgentHub& agent_hub() noexcept { return *agent_hub_; }
 
  private:
   void worker_loop();
@@ -149,6 +152,7 @@ class SweepManager {
   ManagerOptions options_;
   std::unique_ptr<store::Store> store_;
   ManagerStats stats_;
+  std::unique_ptr<loadgen::AgentHub> agent_hub_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;

@@ -107,6 +107,10 @@ struct PreparedJob {
   std::vector<llm::DatasetEntry> quality_entries;
   std::chrono::system_clock::time_point started;  // first start, across restarts
   Nanos fixed_step_length{0};
+  // What load agents are sent besides the step (spec field "agents"): the calibration, and
+  // the workload's dataset.
+  double tokens_per_word = 1;
+  std::optional<std::string> dataset_format, dataset_content;
 };
 
 // A judged step, ready for the store (its index and times are the skeleton's): the step row,

@@ -9,7 +9,9 @@
 #include "core/json_access.hpp"
 #include "core/log.hpp"
 #include "core/memory.hpp"
+#include "loadgen/agent_hub.hpp"
 #include "loadgen/step_runner.hpp"
+#include "sweep/agents.hpp"
 #include "sweep/kinds.hpp"
 #include "sweep/manager.hpp"
 #include "sweep/manager_parts.hpp"
@@ -256,6 +258,11 @@ std::optional<PreparedJob> SweepManager::prepare(const store::SweepRow& row, con
       return std::nullopt;
     }
     entries = std::move(*loaded);
+    if (spec->agents > 0) {  // the agents make the same workload from the same content
+      const auto meta = store_->dataset(spec->workload.dataset->id);
+      p.dataset_content = store_->dataset_content(spec->workload.dataset->id);
+      p.dataset_format = meta ? meta->format : std::string("jsonl");
+    }
   }
   if (spec->quality) {
     auto loaded = load_dataset(spec->quality->dataset);
@@ -275,6 +282,7 @@ std::optional<PreparedJob> SweepManager::prepare(const store::SweepRow& row, con
       keep_cold ? (how = "prompt lengths not calibrated: the scenario judges the target's cold start or readiness", 1.0)
                 : loadgen::calibrate_tokens_per_word(spec->target, how,
                                                      [this, active] { return active->cancel.load() || stopping(); });
+  p.tokens_per_word = tokens_per_word;
   auto workload = std::make_shared<const llm::Workload>(
       spec->workload, llm::PromptSynth(tokens_per_word, spec->workload.prefix, spec->workload.seed),
       std::move(entries));
@@ -294,6 +302,15 @@ void SweepManager::run(const store::SweepRow& row, const std::shared_ptr<ActiveJ
   auto prepared = prepare(row, active);
   if (!prepared) return;
   PreparedJob& p = *prepared;
+  // A job on load agents: its run is open while it runs here; its agents hear "done" at the end.
+  struct AgentsRun {
+    loadgen::AgentHub* hub;
+    std::string id;
+    ~AgentsRun() {
+      if (hub) hub->close_run(id);
+    }
+  } agents_run{p.spec.agents > 0 ? agent_hub_.get() : nullptr, id};
+  if (agents_run.hub) agents_run.hub->open_run(id, p.spec.agents);
   while (true) {
     if (stopping()) {
       store_->set_resumable(id, true);
@@ -345,19 +362,32 @@ std::unique_ptr<StepExecutor> SweepManager::executor(const store::SweepRow& row,
                                                      int index, std::string& why) {
   if (order.kind == StepKind::quality) return quality_executor(p, active, order, index);
   if (order.kind == StepKind::scenario) return scenario_executor(row, p, active, order, index, why);
-  loadgen::StepSpec ss = step_spec(p.spec, order, index);
   loadgen::StepRunner& runner = order.role == Role::candidate ? *p.candidate_runner : *p.runner;
-  if (ss.mode == loadgen::Mode::rate && ss.arrival.process == ArrivalProcess::trace) {
-    auto replay = trace_replay(p.spec, order, runner.workload().trace_offsets(), {ss.duration, ss.requests});
-    if (!replay) {
-      why = "the trace cannot be replayed: " + replay.error().message;
-      return nullptr;
-    }
-    ss.schedule = std::make_shared<const Schedule>(std::move(*replay));
+  const bool on_agents = p.spec.agents > 0;
+  auto made = load_step_spec(p.spec, order, index, row.id, runner.workload(), options_.max_connections, on_agents);
+  if (!made) {
+    why = made.error().message;
+    return nullptr;
   }
-  apply_prefix_cache(ss, p.spec, row.id);
-  cap_connections(ss, options_);
+  loadgen::StepSpec ss = std::move(*made);
   ss.engine_threads = options_.engine_threads;
+  if (on_agents) {
+    AgentStep sent;
+    sent.job = join_secrets(row.spec, row.secret_headers);
+    sent.job_id = row.id;
+    sent.order = order;
+    sent.index = index;
+    sent.tokens_per_word = p.tokens_per_word;
+    sent.max_connections = options_.max_connections;
+    sent.dataset_format = p.dataset_format;
+    sent.dataset = p.dataset_content;
+    auto plan = std::make_shared<loadgen::AgentsPlan>();
+    plan->hub = agent_hub_.get();
+    plan->run = row.id;
+    plan->parts = p.spec.agents;
+    plan->payload = to_json(sent);
+    ss.agents = std::move(plan);
+  }
   return std::make_unique<LoadStep>(p.spec, order, index, runner, std::move(ss), p.fixed_step_length);
 }
 

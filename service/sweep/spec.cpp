@@ -279,6 +279,18 @@ Result<JobSpec> parse_job_spec(const json& spec) {
     js.basis = b->get<std::string>();
   }
   if (auto e = parse_report_block(spec, js)) return *e;
+  if (auto a = spec.find("agents"); a != spec.end()) {
+    if (!a->is_number_integer() || a->get<std::int64_t>() < 1 || a->get<std::int64_t>() > kMaxAgents) {
+      return invalid("/agents",
+                     fmt::format("must be a whole number from 1 to {} (load agents sharing each step)", kMaxAgents));
+    }
+    if (!rules(js.kind).agents) {
+      return invalid("/agents", fmt::format("a {} job runs on capsweepd's own engine: load agents run sweep and check "
+                                            "jobs' steps",
+                                            rules(js.kind).name));
+    }
+    js.agents = a->get<std::uint32_t>();
+  }
   return js;
 }
 

@@ -250,6 +250,9 @@ struct CandidateTarget {
   std::optional<observe::PromSource> prometheus;
 };
 
+// The most load agents one job may ask for.
+inline constexpr std::int64_t kMaxAgents = 256;
+
 struct JobSpec {
   JobKind kind = JobKind::sweep;
   std::string name;
@@ -273,6 +276,8 @@ struct JobSpec {
   std::string basis;
   // A kind registered outside the four: its own block, as its parser keeps it.
   nlohmann::json kind_settings;
+  // Load agents (capsweep-agent) sharing each load step by index; 0: capsweepd's own engine.
+  std::uint32_t agents = 0;
   // report.percentiles: the percentiles exports show (sorted, distinct, each in (0, 100)).
   std::vector<double> report_percentiles{50, 90, 95, 99, 99.9};
 };

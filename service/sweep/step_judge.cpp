@@ -159,6 +159,15 @@ Verdict judge_verdict(const JobSpec& spec, const loadgen::StepResult& result, bo
     summary["outage"] = *outage;
     evaluation["outage"] = *outage;
   }
+  // A step on load agents that lost one (or its clock, its go, its schedule) sent less than
+  // its schedule: stored and shown, never passed, and never taken for the target's failure.
+  if (result.agents && !result.agents->valid()) {
+    verdict = Verdict::inconclusive;
+    o.saturated = false;
+    o.limiting_metric = "agents";
+    o.limiting_value = result.agents->invalid_agent.value_or(0);
+    evaluation["invalid"] = summary["agents"]["invalid"];
+  }
   return verdict;
 }
 

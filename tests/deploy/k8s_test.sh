@@ -38,6 +38,8 @@ fi
 echo "== autoscaler objects from capsweep autoscale"
 "$examples" "$work"
 node "$check" "$work"/keda-*.yaml "$work"/hpa-*.yaml
+echo "== load agents' Indexed Jobs from capsweepd"
+node "$check" "$work"/agent-job-*.yaml
 
 echo "== broken copies must be rejected"
 reject() { # what file
@@ -54,4 +56,6 @@ sed 's/readOnlyRootFilesystem: true/readOnlyRootFilesystem: "yes"/' "$k8s/base/s
 reject "a wrong type" "$work/type.yaml"
 sed 's/minReplicaCount:/minReplicas:/' "$work/keda-1.yaml" >"$work/keda-bad.yaml"
 reject "a ScaledObject with an HPA field name" "$work/keda-bad.yaml"
+sed 's/"podReplacementPolicy"/"podReplacementPolicies"/' "$work/agent-job-1.yaml" >"$work/agent-bad.yaml"
+reject "an agent Job with a misspelt field" "$work/agent-bad.yaml"
 echo "PASS"

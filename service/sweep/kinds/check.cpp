@@ -107,6 +107,7 @@ std::optional<Error> check_check_limits(const ServiceLimits& l, const CheckSetti
 KindRules check_kind() {
   KindRules k;
   k.name = "check";
+  k.agents = true;
   k.blocks = {"check"};
   k.parse = [](const json& spec, JobSpec& js) -> std::optional<Error> {
     if (!spec.contains("check")) return invalid("/check", "is required for a check job");

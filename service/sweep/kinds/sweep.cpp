@@ -237,6 +237,7 @@ std::optional<Error> check_decided_limits(const ServiceLimits& l, const JobSpec&
 KindRules sweep_kind() {
   KindRules k;
   k.name = "sweep";
+  k.agents = true;
   k.blocks = {"sweep", "step"};
   k.parse = parse_sweep_blocks;
   k.admit = [](const ServiceLimits& l, const JobSpec& js, json& doc) -> std::optional<Error> {

@@ -1,0 +1,364 @@
+#include "agent/agent.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "core/log.hpp"
+#include "llm/dataset.hpp"
+#include "llm/workload.hpp"
+#include "loadgen/agent_wire.hpp"
+#include "loadgen/step_runner.hpp"
+#include "sweep/agents.hpp"
+#include "sweep/spec.hpp"
+
+namespace capsweep::agent {
+
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::int64_t ns_of(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+// What capsweepd answered: its status (0: not reached) and body.
+struct Reply {
+  int status = 0;
+  json body;
+  std::string error;
+  Clock::time_point sent_at{}, received_at{};
+};
+
+class Agent {
+ public:
+  explicit Agent(const AgentOptions& o)
+      : o_(o), api_(o.server, o.token, std::chrono::milliseconds(30'000), "capsweep-agent") {}
+
+  int run();
+
+ private:
+  Reply post(const std::string& path, json body) const;
+  json ids() const { return {{"run_id", o_.run}, {"index", o_.index}, {"epoch", o_.epoch}}; }
+  // Why an answer ends the agent (its exit code), if it does.
+  std::optional<int> refused(const Reply& r, const char* what) const;
+  void sync_clock();
+  // Makes a step's settings from the offer; the ready message to acknowledge it with.
+  json prepare(const json& offer);
+  void run_step(std::uint64_t seq, std::int64_t t0_ns);
+
+  AgentOptions o_;
+  cli::ApiClient api_;
+  std::optional<loadgen::ClockEstimate> clock_;
+  // The step prepared: its sequence, settings and runner (the workload made once per job).
+  std::uint64_t seq_ = 0;
+  std::optional<loadgen::StepSpec> spec_;
+  std::string job_id_;
+  std::unique_ptr<loadgen::StepRunner> runner_;
+};
+
+Reply Agent::post(const std::string& path, json body) const {
+  const cli::HttpAnswer a = api_.request("POST", "/v1/agents/" + path, body.dump());
+  Reply r;
+  r.status = a.status;
+  r.error = a.error;
+  r.sent_at = a.sent_at;
+  r.received_at = a.received_at;
+  if (a.status != 0) r.body = json::parse(a.body, nullptr, false);
+  return r;
+}
+
+std::optional<int> Agent::refused(const Reply& r, const char* what) const {
+  if (r.status == 401 || r.status == 403) {
+    log::error(fmt::format("capsweep-agent: {} refused: capsweepd does not take this token ({})", what, r.status));
+    return 2;
+  }
+  if (r.status == 409) {
+    log::error(fmt::format("capsweep-agent: {} refused: {}", what,
+                           r.body.is_object() ? r.body.value("/error/message"_json_pointer, std::string()) : ""));
+    return 2;
+  }
+  if (r.status == 400) {
+    log::error(fmt::format("capsweep-agent: {}: capsweepd refused the message: {}", what,
+                           r.body.is_object() ? r.body.dump() : std::string()));
+    return 2;
+  }
+  return std::nullopt;
+}
+
+void Agent::sync_clock() {
+  std::vector<loadgen::ClockSample> samples;
+  for (int i = 0; i < o_.clock_exchanges; ++i) {
+    const Reply r = post("clock", {{"t1_ns", ns_of(Clock::now())}});
+    if (r.status != 200 || !r.body.is_object()) continue;
+    const std::int64_t t2 = r.body.value("t2_ns", std::int64_t{0}), t3 = r.body.value("t3_ns", std::int64_t{0});
+    samples.push_back({ns_of(r.sent_at), t2, t3, ns_of(r.received_at)});
+  }
+  if (auto e = loadgen::estimate_clock(samples)) clock_ = e;
+}
+
+json Agent::prepare(const json& offer) {
+  seq_ = offer.value("step", std::uint64_t{0});
+  spec_.reset();
+  json ready = {{"step", seq_}};
+  auto fail = [&](const std::string& why) {
+    ready["error"] = why;
+    log::error(fmt::format("capsweep-agent: step {} cannot be made: {}", seq_, why));
+    return ready;
+  };
+  auto step = sweep::parse_agent_step(offer.value("payload", json()));
+  if (!step) return fail(fmt::format("{} ({})", step.error().message, step.error().field));
+  auto job = sweep::parse_job_spec(step->job);
+  if (!job) return fail(fmt::format("its job spec: {} ({})", job.error().message, job.error().field));
+  if (!runner_ || job_id_ != step->job_id) {
+    std::vector<llm::DatasetEntry> entries;
+    if (step->dataset) {
+      auto parsed = llm::parse_dataset(llm::parse_dataset_format(step->dataset_format.value_or("jsonl"))
+                                           .value_or(llm::DatasetFormat::jsonl),
+                                       *step->dataset);
+      if (!parsed) return fail("its dataset: " + parsed.error().message);
+      entries = std::move(parsed->entries);
+    }
+    auto workload = std::make_shared<const llm::Workload>(
+        job->workload, llm::PromptSynth(step->tokens_per_word, job->workload.prefix, job->workload.seed),
+        std::move(entries));
+    runner_ = std::make_unique<loadgen::StepRunner>(job->target, workload);
+    job_id_ = step->job_id;
+  }
+  auto ss = sweep::load_step_spec(*job, step->order, step->index, step->job_id, runner_->workload(),
+                                  step->max_connections, true);
+  if (!ss) return fail(ss.error().message);
+  const auto parts = offer.value("parts", std::uint32_t{1});
+  const auto part = offer.value("part", std::uint32_t{0});
+  ss->slice = loadgen::StepSlice{part, parts};
+  ss->warm_prefixes = false;  // capsweepd warms the cache once, before the go
+  ss->metrics_url.clear();     // and scrapes the target's gauges itself
+  ss->prometheus.reset();
+  ss->engine_threads = 1;
+  auto digest = runner_->schedule_digest(*ss, parts);
+  if (!digest) return fail(digest.error().message);
+  ready["digest"] = fmt::format("{:016x}", *digest);
+  spec_ = std::move(*ss);
+  return ready;
+}
+
+void Agent::run_step(std::uint64_t seq, std::int64_t t0_ns) {
+  // t0 on this process's clock, converted once.
+  const Clock::time_point t0{std::chrono::nanoseconds(t0_ns - clock_->offset_ns)};
+  const double late_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  json base = ids();
+  base["step"] = seq;
+  if (late_ms > 0) {
+    // Sending now would shift the whole share: the step is invalid, and capsweepd is told why.
+    json hb = base;
+    hb["late_go_ms"] = late_ms;
+    post("heartbeat", hb);
+    log::error(fmt::format("capsweep-agent: step {}: go came {:.1f} ms after t0; not sent", seq, late_ms));
+    return;
+  }
+  loadgen::StepSpec ss = *spec_;
+  ss.start_at = t0;
+  std::mutex m;
+  std::vector<json> batch;
+  std::size_t batch_bytes = 0;
+  std::vector<float> lags;  // schedule lag (ms) of every request ended so far
+  std::uint64_t ended = 0;
+  ss.on_record = [&](std::uint64_t index, const RequestRecord& rec) {
+    json r = loadgen::encode_record(index, rec);
+    std::lock_guard lock(m);
+    batch_bytes += 96 + 12 * rec.chunks.size();
+    batch.push_back(std::move(r));
+    lags.push_back(static_cast<float>(to_ms(rec.dispatched - rec.scheduled)));
+    ++ended;
+  };
+  auto lag_p99 = [&] {
+    std::vector<float> copy;
+    {
+      std::lock_guard lock(m);
+      copy = lags;
+    }
+    if (copy.empty()) return 0.0;
+    const auto k = static_cast<std::size_t>(0.99 * static_cast<double>(copy.size() - 1));
+    std::nth_element(copy.begin(), copy.begin() + static_cast<std::ptrdiff_t>(k), copy.end());
+    return static_cast<double>(copy[k]);
+  };
+  auto take_batch = [&] {
+    std::lock_guard lock(m);
+    std::vector<json> out;
+    out.swap(batch);
+    batch_bytes = 0;
+    return out;
+  };
+  std::atomic<bool> finished{false};
+  Result<loadgen::StepResult> result = Error{errc::internal, "not run", ""};
+  std::thread engine([&] {
+    result = runner_->run(ss);
+    finished = true;
+  });
+  bool aborted = false;
+  auto flush = [&](bool done, const json& summary) {
+    json msg = base;
+    msg["records"] = take_batch();
+    msg["done"] = done;
+    if (done) msg["summary"] = summary;
+    const Reply r = post("records", std::move(msg));
+    if (r.status == 200 && r.body.is_object() && r.body.value("state", "") == "abort" && !aborted) {
+      aborted = true;
+      runner_->cancel();
+    }
+  };
+  auto last_beat = Clock::now() - std::chrono::seconds(1);
+  auto last_flush = Clock::now();
+  while (!finished) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const auto now = Clock::now();
+    std::size_t bytes = 0;
+    {
+      std::lock_guard lock(m);
+      bytes = batch_bytes;
+    }
+    if (bytes > 256 * 1024 || (bytes > 0 && now - last_flush >= std::chrono::milliseconds(250))) {
+      flush(false, {});
+      last_flush = now;
+    }
+    if (now - last_beat >= std::chrono::seconds(1)) {
+      last_beat = now;
+      json hb = base;
+      const loadgen::Progress& p = runner_->progress();
+      hb["sent"] = p.sent.load();
+      hb["in_flight"] = p.in_flight.load();
+      hb["lag_p99_ms"] = lag_p99();
+      const Reply r = post("heartbeat", hb);
+      if (r.status == 200 && r.body.is_object() && r.body.value("state", "") == "abort" && !aborted) {
+        aborted = true;
+        log::info(fmt::format("capsweep-agent: step {}: capsweepd stopped it ({})", seq, r.body.value("why", "")));
+        runner_->cancel();
+      }
+    }
+  }
+  engine.join();
+  json summary = {{"lag_p99_ms", lag_p99()}};
+  if (result) {
+    summary["cpu_s"] = result->generator_cpu_s;
+    summary["loop_delay_p99_ms"] = result->loop_delay_p99_ms;
+    summary["loop_delay_max_ms"] = result->loop_delay_max_ms;
+    summary["peak_connections"] = result->peak_connections;
+    summary["sent"] = runner_->progress().sent.load();
+    if (result->sessions) {
+      const loadgen::SessionCounts& c = *result->sessions;
+      summary["sessions"] = {{"started", c.started},
+                             {"completed", c.completed},
+                             {"cut", c.cut},
+                             {"broken", c.broken},
+                             {"turns_sent", c.turns_sent}};
+    }
+  } else {
+    log::error(fmt::format("capsweep-agent: step {} could not run: {}", seq, result.error().message));
+  }
+  // The last records, in batches under capsweepd's body limit, the final one marked done.
+  while (true) {
+    std::size_t bytes = 0;
+    {
+      std::lock_guard lock(m);
+      bytes = batch_bytes;
+    }
+    if (bytes <= 256 * 1024) break;
+    // Split: send the first half now.
+    std::vector<json> all = take_batch();
+    const std::size_t half = all.size() / 2;
+    json msg = base;
+    msg["records"] = std::vector<json>(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(half));
+    msg["done"] = false;
+    post("records", std::move(msg));
+    std::lock_guard lock(m);
+    for (std::size_t i = half; i < all.size(); ++i) {
+      batch_bytes += all[i].dump().size();
+      batch.push_back(std::move(all[i]));
+    }
+  }
+  flush(true, summary);
+  log::info(fmt::format("capsweep-agent: step {} done: {} requests ended{}", seq, ended, aborted ? " (stopped)" : ""));
+}
+
+int Agent::run() {
+  const auto deadline_from = [this] { return Clock::now() + o_.give_up; };
+  auto deadline = deadline_from();
+  // Register (capsweepd may not be up yet: retried until give_up).
+  while (true) {
+    const Reply r = post("register", ids());
+    if (auto code = refused(r, "registration")) return *code;
+    if (r.status == 200 && r.body.is_object()) {
+      if (r.body.value("state", "") == "done") return 0;
+      break;
+    }
+    if (Clock::now() > deadline) {
+      log::error(fmt::format("capsweep-agent: capsweepd could not be reached: {}", r.error.empty() ? std::to_string(r.status) : r.error));
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  log::info(fmt::format("capsweep-agent: agent {} of run {} registered (epoch {})", o_.index, o_.run, o_.epoch));
+  sync_clock();
+  std::optional<json> ready;
+  deadline = deadline_from();
+  while (true) {
+    json msg = ids();
+    if (clock_) {
+      msg["clock"] = {{"offset_ms", static_cast<double>(clock_->offset_ns) / 1e6},
+                      {"error_ms", static_cast<double>(clock_->error_ns) / 1e6}};
+    }
+    if (ready) msg["ready"] = *ready;
+    const Reply r = post("poll", msg);
+    if (auto code = refused(r, "poll")) return *code;
+    if (r.status == 404) {
+      // capsweepd restarted and forgot us: register again.
+      const Reply again = post("register", ids());
+      if (auto code = refused(again, "registration")) return *code;
+    }
+    if (r.status != 200 || !r.body.is_object()) {
+      if (Clock::now() > deadline) {
+        log::error("capsweep-agent: capsweepd could not be reached; giving up");
+        return 1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      continue;
+    }
+    ready.reset();
+    const std::string state = r.body.value("state", "");
+    if (state == "done") {
+      log::info(fmt::format("capsweep-agent: run {} is done", o_.run));
+      return 0;
+    }
+    if (state == "step") {
+      sync_clock();  // fresh for each step's go
+      ready = prepare(r.body);
+      deadline = deadline_from();
+      continue;
+    }
+    if (state == "go" && spec_ && r.body.value("step", std::uint64_t{0}) == seq_ && clock_) {
+      run_step(seq_, r.body.value("t0_ns", std::int64_t{0}));
+      spec_.reset();
+      deadline = deadline_from();
+      continue;
+    }
+    if (Clock::now() > deadline) {
+      log::error(fmt::format("capsweep-agent: no step for {} s; giving up", o_.give_up.count() / 1000));
+      return 1;
+    }
+    std::this_thread::sleep_for(o_.poll);
+  }
+}
+
+}  // namespace
+
+int run_agent(const AgentOptions& options) { return Agent(options).run(); }
+
+}  // namespace capsweep::agent

@@ -1,0 +1,137 @@
+#include "loadgen/agent_wire.hpp"
+
+#include <fmt/format.h>
+
+#include <limits>
+#include <nlohmann/json.hpp>
+
+namespace capsweep::loadgen {
+
+using json = nlohmann::json;
+
+namespace {
+
+constexpr std::size_t kFields = 14;
+
+}  // namespace
+
+json encode_record(std::uint64_t index, const RequestRecord& rec) {
+  json arrivals = json::array(), tokens = json::array(), reasoning = json::array();
+  bool all_ones = true;
+  Nanos before{0};
+  for (std::size_t i = 0; i < rec.chunks.size(); ++i) {
+    const Chunk& c = rec.chunks[i];
+    arrivals.push_back((c.arrival - before).count());
+    before = c.arrival;
+    all_ones = all_ones && c.tokens == 1;
+    if (c.reasoning) reasoning.push_back(i);
+  }
+  if (!all_ones) {
+    for (const Chunk& c : rec.chunks) tokens.push_back(c.tokens);
+  }
+  const int flags = (rec.output_tokens_estimated ? 1 : 0) | (rec.streamed ? 0 : 2);
+  return json::array({index, rec.scheduled.count(), rec.dispatched.count(), rec.sent.count(), rec.finished.count(),
+                      rec.input_tokens, rec.output_tokens, rec.reasoning_tokens, static_cast<int>(rec.outcome),
+                      rec.turn, flags, std::move(arrivals), std::move(tokens), std::move(reasoning)});
+}
+
+Result<IndexedRecord> decode_record(const json& j, const std::string& field) {
+  if (!j.is_array() || j.size() != kFields) {
+    return invalid(field, fmt::format("a record is an array of {} elements", kFields));
+  }
+  const auto whole = [&](std::size_t i, std::int64_t lo, std::int64_t hi) -> std::optional<std::int64_t> {
+    const json& v = j[i];
+    if (!v.is_number_integer()) return std::nullopt;
+    const auto x = v.get<std::int64_t>();
+    if (x < lo || x > hi) return std::nullopt;
+    return x;
+  };
+  const auto bad = [&](std::size_t i, const char* what) {
+    return invalid(fmt::format("{}/{}", field, i), what);
+  };
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  constexpr std::int64_t kU32 = std::numeric_limits<std::uint32_t>::max();
+  IndexedRecord out;
+  if (!j[0].is_number_unsigned() && !(j[0].is_number_integer() && j[0].get<std::int64_t>() >= 0)) {
+    return bad(0, "the request index must be a whole number of at least 0");
+  }
+  out.index = j[0].get<std::uint64_t>();
+  std::int64_t times[4] = {};
+  for (std::size_t i = 1; i <= 4; ++i) {
+    auto t = whole(i, -kMax, kMax);
+    if (!t) return bad(i, "a time must be a whole number of nanoseconds");
+    times[i - 1] = *t;
+  }
+  RequestRecord& r = out.rec;
+  r.scheduled = Nanos(times[0]);
+  r.dispatched = Nanos(times[1]);
+  r.sent = Nanos(times[2]);
+  r.finished = Nanos(times[3]);
+  std::int64_t counts[3] = {};
+  for (std::size_t i = 5; i <= 7; ++i) {
+    auto c = whole(i, 0, kU32);
+    if (!c) return bad(i, "a token count must be a whole number from 0 to 2^32-1");
+    counts[i - 5] = *c;
+  }
+  r.input_tokens = static_cast<std::uint32_t>(counts[0]);
+  r.output_tokens = static_cast<std::uint32_t>(counts[1]);
+  r.reasoning_tokens = static_cast<std::uint32_t>(counts[2]);
+  auto outcome = whole(8, 0, static_cast<std::int64_t>(kOutcomeCount) - 1);
+  if (!outcome) return bad(8, "the outcome must be one of the outcome codes");
+  r.outcome = static_cast<Outcome>(*outcome);
+  auto turn = whole(9, 0, std::numeric_limits<std::uint16_t>::max());
+  if (!turn) return bad(9, "the turn must be a whole number from 0 to 65535");
+  r.turn = static_cast<std::uint16_t>(*turn);
+  auto flags = whole(10, 0, 3);
+  if (!flags) return bad(10, "the flags must be a whole number from 0 to 3");
+  r.output_tokens_estimated = (*flags & 1) != 0;
+  r.streamed = (*flags & 2) == 0;
+  const json& arrivals = j[11];
+  const json& tokens = j[12];
+  const json& reasoning = j[13];
+  if (!arrivals.is_array()) return bad(11, "the chunks' arrivals must be an array");
+  if (!tokens.is_array() || (!tokens.empty() && tokens.size() != arrivals.size())) {
+    return bad(12, "the chunks' tokens must be empty or one per chunk");
+  }
+  if (!reasoning.is_array()) return bad(13, "the reasoning chunks must be an array of positions");
+  r.chunks.resize(arrivals.size());
+  Nanos at{0};
+  for (std::size_t i = 0; i < arrivals.size(); ++i) {
+    const json& a = arrivals[i];
+    if (!a.is_number_integer() || (i > 0 && a.get<std::int64_t>() < 0)) {
+      return invalid(fmt::format("{}/11/{}", field, i), "an arrival must be a whole number of ns, gaps at least 0");
+    }
+    at += Nanos(a.get<std::int64_t>());
+    r.chunks[i].arrival = at;
+    if (!tokens.empty()) {
+      const json& k = tokens[i];
+      if (!k.is_number_unsigned() || k.get<std::uint64_t>() < 1 || k.get<std::uint64_t>() > kU32) {
+        return invalid(fmt::format("{}/12/{}", field, i), "a chunk carries at least 1 token");
+      }
+      r.chunks[i].tokens = k.get<std::uint32_t>();
+    }
+  }
+  for (std::size_t i = 0; i < reasoning.size(); ++i) {
+    const json& p = reasoning[i];
+    if (!p.is_number_unsigned() || p.get<std::uint64_t>() >= r.chunks.size()) {
+      return invalid(fmt::format("{}/13/{}", field, i), "a reasoning position must name one of the chunks");
+    }
+    r.chunks[p.get<std::size_t>()].reasoning = true;
+  }
+  return out;
+}
+
+std::optional<ClockEstimate> estimate_clock(const std::vector<ClockSample>& samples) {
+  std::optional<ClockEstimate> best;
+  for (const ClockSample& s : samples) {
+    // The round trip less capsweepd's own time: the true offset lies within half of it.
+    const std::int64_t rtt = (s.t4 - s.t1) - (s.t3 - s.t2);
+    if (rtt < 0) continue;  // not a real exchange
+    if (!best || rtt < best->rtt_ns) {
+      best = ClockEstimate{((s.t2 - s.t1) + (s.t3 - s.t4)) / 2, (rtt + 1) / 2, rtt};
+    }
+  }
+  return best;
+}
+
+}  // namespace capsweep::loadgen

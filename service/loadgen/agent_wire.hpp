@@ -1,0 +1,45 @@
+#pragma once
+// The load agents' wire format (schema/agent-protocol.schema.json): an ended request's raw
+// record as a compact JSON array, exact to the nanosecond, so that capsweepd folds an agent's
+// requests into the step as it folds its own; and the clock estimate an agent makes of
+// capsweepd's clock from four-timestamp exchanges.
+
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/record.hpp"
+
+namespace capsweep::loadgen {
+
+// [index, scheduled, dispatched, sent, finished, input_tokens, output_tokens,
+//  reasoning_tokens, outcome, turn, flags, arrivals, tokens, reasoning]: times in ns from
+// the step's origin; flags bit 0 output_tokens_estimated, bit 1 not streamed; arrivals the
+// chunks' arrival times, the first from the origin and each next as a gap from the one
+// before; tokens each chunk's token count (empty when every chunk carried one); reasoning
+// the positions of the reasoning chunks.
+nlohmann::json encode_record(std::uint64_t index, const RequestRecord& rec);
+// The record back, or an error naming the element at fault (under `field`).
+struct IndexedRecord {
+  std::uint64_t index = 0;
+  RequestRecord rec;
+};
+Result<IndexedRecord> decode_record(const nlohmann::json& j, const std::string& field);
+
+// One exchange: the agent sent at t1 (its clock), capsweepd received at t2 and answered at t3
+// (its clock), the agent received at t4; nanoseconds.
+struct ClockSample {
+  std::int64_t t1 = 0, t2 = 0, t3 = 0, t4 = 0;
+};
+// capsweepd's clock minus the agent's, and the bound on its error (half the round trip less
+// capsweepd's own time): from the exchange with the smallest round trip. nullopt: none given.
+struct ClockEstimate {
+  std::int64_t offset_ns = 0;
+  std::int64_t error_ns = 0;
+  std::int64_t rtt_ns = 0;
+};
+std::optional<ClockEstimate> estimate_clock(const std::vector<ClockSample>& samples);
+
+}  // namespace capsweep::loadgen

@@ -1,0 +1,326 @@
+// Load agents on loopback: capsweepd, capsweep-llmsim and N capsweep-agent processes (no
+// cluster). The agents' union is the one-part schedule (the same indices at the same
+// scheduled times, sent within the agents' lag), the verdict is a local run's, an agent
+// killed mid-step makes the step invalid instead of smaller, and a wrong token is refused.
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "integration/llmsim_fixture.hpp"
+#include "service/daemon_fixture.hpp"
+
+extern char** environ;
+
+using namespace capsweep;
+using namespace capsweep::testing;
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+
+namespace {
+
+const std::string kSubmit = "submitter-0123456789abcdef";
+const std::string kAgentToken = "agent-token-0123456789abcdef";
+const std::map<std::string, std::string> kAuth{{"Authorization", "Bearer " + kSubmit}};
+
+bool ended(const json& v) {
+  const auto s = v.value("status", "");
+  return s == "succeeded" || s == "failed" || s == "cancelled";
+}
+
+// One capsweep-agent process, killed at the end of the test if it still runs.
+class AgentProcess {
+ public:
+  AgentProcess(const Daemon& d, const std::string& run, std::uint32_t index, const std::string& token,
+               const std::filesystem::path& log) {
+    const std::string server = "http://127.0.0.1:" + std::to_string(d.endpoint().port());
+    std::vector<std::string> args = {CAPSWEEP_AGENT_PATH, "--server", server,   "--run",
+                                     run,                 "--index",  std::to_string(index), "--give-up-s", "60"};
+    std::vector<std::string> env_text;
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (std::string(*e).rfind("CAPSWEEP_AGENT_TOKEN=", 0) != 0) env_text.emplace_back(*e);
+    }
+    env_text.push_back("CAPSWEEP_AGENT_TOKEN=" + token);
+    std::vector<char*> argv, envp;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& e : env_text) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+    const int rc = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    REQUIRE(rc == 0);
+  }
+  ~AgentProcess() {
+    if (pid_ > 0 && !exit_code_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  AgentProcess(const AgentProcess&) = delete;
+  AgentProcess& operator=(const AgentProcess&) = delete;
+  void kill9() {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    exit_code_ = -9;
+  }
+  // Its exit code once it exits (bounded wait), or nullopt while it still runs.
+  std::optional<int> wait(std::chrono::seconds limit) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (!exit_code_ && std::chrono::steady_clock::now() < until) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      } else {
+        std::this_thread::sleep_for(20ms);
+      }
+    }
+    return exit_code_;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::optional<int> exit_code_;
+};
+
+// capsweepd with a submitter's token and an agent's.
+std::vector<std::string> daemon_args(const TempDir& dir) {
+  std::ofstream cfg(dir.path("capsweepd.json"));
+  cfg << json{{"tokens", {{{"token", kSubmit}, {"role", "submit"}}, {{"token", kAgentToken}, {"role", "agent"}}}}}.dump();
+  cfg.close();
+  return {"--config", dir.path("capsweepd.json").string()};
+}
+
+// A check of `rate` req/s for `seconds` against the simulator, on `agents` agents (0: none).
+json agent_check(const SimFixture& sim, double rate, double seconds, int agents) {
+  json j = {{"name", "agents"},
+            {"kind", "check"},
+            {"target", {{"base_url", "http://127.0.0.1:" + std::to_string(sim.endpoint().port())},
+                        {"api", "completions"},
+                        {"model", "sim-8b"}}},
+            {"workload",
+             {{"prompt_tokens", {{"dist", "fixed"}, {"value", 100}}},
+              {"output_tokens", {{"dist", "fixed"}, {"value", 16}}},
+              {"seed", 11}}},
+            {"arrival", {{"process", "gamma"}, {"burstiness", 0.5}}},
+            {"check", {{"rate_rps", rate}, {"duration_s", seconds}, {"warmup_s", 0.5}}},
+            {"slo", {{"ttft_ms", {{"p95", 2000}}}, {"max_error_rate", 0.01}}}};
+  if (agents > 0) j["agents"] = agents;
+  return j;
+}
+
+std::string submit(const Daemon& d, const json& spec) {
+  auto r = d.post("/v1/sweeps", spec.dump(), kAuth);
+  INFO(r.body);
+  REQUIRE(r.status == 201);
+  return json::parse(r.body)["id"].get<std::string>();
+}
+
+json wait_view(const Daemon& d, const std::string& id, std::chrono::seconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  json v;
+  while (std::chrono::steady_clock::now() < until) {
+    v = json::parse(d.get("/v1/sweeps/" + id, kAuth).body, nullptr, false);
+    if (v.is_object() && ended(v)) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  return v;
+}
+
+struct Sent {
+  double scheduled_ms = 0, dispatched_ms = 0;
+  std::string outcome;
+};
+
+// A job's requests.csv: each request's scheduled and dispatched times by index.
+std::map<std::uint64_t, Sent> requests_of(const Daemon& d, const std::string& id) {
+  const auto csv = d.get("/v1/sweeps/" + id + "/requests.csv", kAuth).body;
+  std::istringstream lines(csv);
+  std::string line;
+  std::getline(lines, line);
+  std::map<std::string, std::size_t> col;
+  {
+    std::istringstream hs(line);
+    std::size_t i = 0;
+    for (std::string h; std::getline(hs, h, ',');) col[h] = i++;
+  }
+  std::map<std::uint64_t, Sent> out;
+  while (std::getline(lines, line)) {
+    std::vector<std::string> cells;
+    std::istringstream cs(line);
+    for (std::string c; std::getline(cs, c, ',');) cells.push_back(c);
+    if (cells.size() <= col.at("outcome")) continue;
+    out[std::stoull(cells[col.at("request")])] = {std::stod(cells[col.at("scheduled_ms")]),
+                                                std::stod(cells[col.at("dispatched_ms")]), cells[col.at("outcome")]};
+  }
+  return out;
+}
+
+json only_step(const Daemon& d, const std::string& id) {
+  const json steps = json::parse(d.get("/v1/sweeps/" + id + "/steps", kAuth).body);
+  const json& list = steps.is_array() ? steps : steps["steps"];
+  REQUIRE(list.size() == 1);
+  return list[0];
+}
+
+llmsim::SimConfig quick_sim() {
+  llmsim::SimConfig cfg;
+  cfg.engine.decode_base_ms = 2;
+  cfg.engine.decode_per_seq_ms = 0;
+  cfg.engine.prefill_ms_per_token = 0;
+  return cfg;
+}
+
+}  // namespace
+
+TEST_CASE("agents: N agents send the one schedule, and the verdict is a local run's") {
+  SimFixture sim(quick_sim());
+  TempDir dir;
+  Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"), daemon_args(dir));
+  const std::string local = submit(d, agent_check(sim, 40, 3, 0));
+  const json local_view = wait_view(d, local, 60s);
+  REQUIRE(local_view["status"] == "succeeded");
+  const auto local_requests = requests_of(d, local);
+  const json local_step = only_step(d, local);
+  REQUIRE(local_requests.size() > 80);
+
+  for (const int n : {1, 2, 4}) {
+    INFO("on " << n << " agents");
+    {
+      const std::string id = submit(d, agent_check(sim, 40, 3, n));
+      std::vector<std::unique_ptr<AgentProcess>> agents;
+      for (int i = 0; i < n; ++i) {
+        agents.push_back(std::make_unique<AgentProcess>(d, id, i, kAgentToken,
+                                                        dir.path("agent-" + std::to_string(n) + "-" + std::to_string(i) + ".log")));
+      }
+      const json view = wait_view(d, id, 90s);
+      INFO(view.dump(1));
+      INFO(d.log_text());
+      REQUIRE(view["status"] == "succeeded");
+      for (auto& a : agents) CHECK(a->wait(10s) == 0);  // "done": every agent exits 0
+      const json step = only_step(d, id);
+      const json& summary = step["summary"];
+      INFO(summary.dump(1));
+      REQUIRE(summary["agents"]["parts"] == n);
+      CHECK(summary["agents"]["valid"] == true);
+      CHECK(summary["engine"]["schedule_digest"] == local_step["summary"]["engine"]["schedule_digest"]);
+      // The union of the agents' requests is the local run's schedule: the same indices at the
+      // same scheduled times, each agent's share its indices mod n.
+      const auto sent = requests_of(d, id);
+      REQUIRE(sent.size() == local_requests.size());
+      double worst_lag = 0;
+      for (const auto& [index, s] : sent) {
+        const auto l = local_requests.find(index);
+        REQUIRE(l != local_requests.end());
+        CHECK(std::abs(s.scheduled_ms - l->second.scheduled_ms) < 0.0015);  // printed to 1 µs
+        worst_lag = std::max(worst_lag, s.dispatched_ms - s.scheduled_ms);
+        CHECK(s.outcome == "ok");
+      }
+      CHECK(worst_lag < 50);
+      for (const json& a : summary["agents"]["per_agent"]) {
+        const auto i = a["index"].get<std::uint64_t>();
+        std::uint64_t share = 0;
+        for (const auto& [index, s] : sent) share += index % n == i ? 1 : 0;
+        CHECK(a["records"] == share);
+        CHECK(a["offset_error_ms"].get<double>() <= 1.0);
+        CHECK(a["done"] == true);
+      }
+      // The verdict and the figures of a local run, within noise.
+      CHECK(step["verdict"] == local_step["verdict"]);
+      CHECK(summary["completed"] == local_step["summary"]["completed"]);
+      const double p50 = summary["p50_ttft_ms"].get<double>(), local_p50 = local_step["summary"]["p50_ttft_ms"].get<double>();
+      CHECK(std::abs(p50 - local_p50) < std::max(5.0, 0.5 * local_p50));
+    }
+  }
+}
+
+TEST_CASE("agents: an agent killed mid-step makes the step invalid, not smaller") {
+  SimFixture sim(quick_sim());
+  TempDir dir;
+  Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"), daemon_args(dir));
+  const std::string id = submit(d, agent_check(sim, 30, 8, 2));
+  AgentProcess a0(d, id, 0, kAgentToken, dir.path("agent-0.log"));
+  AgentProcess a1(d, id, 1, kAgentToken, dir.path("agent-1.log"));
+  // Until the step runs (the agents have their go), then 2 s into it.
+  for (int i = 0; i < 200; ++i) {
+    const json live = json::parse(d.get("/v1/sweeps/" + id + "/agents", kAuth).body, nullptr, false);
+    if (live.is_object() && live["live"].is_object() && live["live"]["step"].get<int>() >= 1) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  std::this_thread::sleep_for(2500ms);
+  a1.kill9();
+  const json view = wait_view(d, id, 60s);
+  INFO(view.dump(1));
+  INFO(d.log_text());
+  REQUIRE(view["status"] == "succeeded");
+  const json step = only_step(d, id);
+  const json& agents = step["summary"]["agents"];
+  INFO(agents.dump(1));
+  CHECK(agents["valid"] == false);
+  CHECK(agents["invalid"]["agent"] == 1);
+  CHECK(agents["invalid"]["why"].get<std::string>().find("lost") != std::string::npos);
+  CHECK(step["verdict"] == "inconclusive");  // never passed
+  CHECK(view["result"]["verdict"] != "pass");
+  // The step stopped when the agent was lost: the survivor was told to stop and exits with its run.
+  CHECK(a0.wait(20s) == 0);
+}
+
+TEST_CASE("agents: a wrong token, or a token of another role, is refused") {
+  SimFixture sim(quick_sim());
+  TempDir dir;
+  Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"), daemon_args(dir));
+  const std::string id = submit(d, agent_check(sim, 10, 1, 1));
+  AgentProcess wrong(d, id, 0, "not-the-token-0123456789", dir.path("wrong.log"));
+  CHECK(wrong.wait(20s) == 2);
+  CHECK(read_text(dir.path("wrong.log")).find("does not take this token") != std::string::npos);
+  AgentProcess submitter(d, id, 0, kSubmit, dir.path("submitter.log"));
+  CHECK(submitter.wait(20s) == 2);
+  // The agent protocol by hand: no token 401, a submitter 403; an agent's token reads nothing else.
+  const std::string reg = json{{"run_id", id}, {"index", 0}, {"epoch", 1}}.dump();
+  CHECK(d.post("/v1/agents/register", reg).status == 401);
+  CHECK(d.post("/v1/agents/register", reg, kAuth).status == 403);
+  const std::map<std::string, std::string> agent{{"Authorization", "Bearer " + kAgentToken}};
+  CHECK(d.get("/v1/sweeps", agent).status == 403);
+  CHECK(d.post("/v1/agents/register", reg, agent).status == 200);
+  auto bad = d.post("/v1/agents/register", json{{"run_id", id}, {"index", "zero"}, {"epoch", 1}}.dump(), agent);
+  CHECK(bad.status == 400);
+  CHECK(bad.body.find("/index") != std::string::npos);
+  CHECK(d.post("/v1/agents/register", "not json", agent).status == 400);
+  // An old epoch is refused once a newer one registered.
+  CHECK(d.post("/v1/agents/register", json{{"run_id", id}, {"index", 0}, {"epoch", 5}}.dump(), agent).status == 200);
+  CHECK(d.post("/v1/agents/register", reg, agent).status == 409);
+  d.post("/v1/sweeps/" + id + "/cancel", "", kAuth);
+  CHECK(ended(wait_view(d, id, 30s)));
+}
+
+TEST_CASE("agents: the Indexed Job of a job on agents, and a spec no agent can run") {
+  SimFixture sim(quick_sim());
+  TempDir dir;
+  Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"), daemon_args(dir));
+  const std::string id = submit(d, agent_check(sim, 10, 1, 3));
+  auto job = d.get("/v1/sweeps/" + id + "/agents/job?image=capsweep:0.2&server=http://capsweepd:8080", kAuth);
+  REQUIRE(job.status == 200);
+  const json j = json::parse(job.body);
+  CHECK(j["spec"]["completions"] == 3);
+  CHECK(j["spec"]["template"]["spec"]["containers"][0]["args"][3] == id);
+  CHECK(d.get("/v1/sweeps/" + id + "/agents/job?imag=x", kAuth).status == 400);
+  d.post("/v1/sweeps/" + id + "/cancel", "", kAuth);
+  const std::string local = submit(d, agent_check(sim, 10, 1, 0));
+  CHECK(d.get("/v1/sweeps/" + local + "/agents/job", kAuth).status == 409);
+  json scenario_like = agent_check(sim, 10, 1, 2);
+  scenario_like["agents"] = 0;
+  auto refused = d.post("/v1/sweeps", scenario_like.dump(), kAuth);
+  CHECK(refused.status == 400);
+  CHECK(refused.body.find("/agents") != std::string::npos);
+}

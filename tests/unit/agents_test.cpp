@@ -1,0 +1,437 @@
+// Load agents: the record wire format, the clock estimate, the hub's protocol and its faults,
+// the step a payload makes, and the Indexed Job that runs the agents.
+#include <catch2/catch.hpp>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "loadgen/agent_hub.hpp"
+#include "loadgen/agent_wire.hpp"
+#include "sweep/agents.hpp"
+#include "sweep/spec.hpp"
+
+using namespace capsweep;
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+
+namespace {
+
+RequestRecord sample_record() {
+  RequestRecord r;
+  r.scheduled = 1'000'000ns;
+  r.dispatched = 1'000'500ns;
+  r.sent = 1'001'000ns;
+  r.finished = 90'000'123ns;
+  r.input_tokens = 200;
+  r.output_tokens = 7;
+  r.reasoning_tokens = 2;
+  r.output_tokens_estimated = true;
+  r.turn = 3;
+  r.outcome = Outcome::abandoned;
+  r.chunks = {{20'000'000ns, 1, true}, {25'000'000ns, 1, true}, {30'000'001ns, 3, false}, {31'000'000ns, 2, false}};
+  return r;
+}
+
+json ids(std::uint32_t index, std::uint64_t epoch = 1) {
+  return {{"run_id", "sw-1"}, {"index", index}, {"epoch", epoch}};
+}
+
+json with(json base, const json& more) {
+  for (auto it = more.begin(); it != more.end(); ++it) base[it.key()] = it.value();
+  return base;
+}
+
+loadgen::AgentHubSettings quick() {
+  loadgen::AgentHubSettings s;
+  s.join_timeout = 2s;
+  s.go_lead = 50ms;
+  s.heartbeat_loss = 400ms;
+  s.end_grace = 1s;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("agents: a record crosses the wire exactly") {
+  const RequestRecord r = sample_record();
+  const json j = loadgen::encode_record(42, r);
+  auto back = loadgen::decode_record(json::parse(j.dump()), "/records/0");
+  REQUIRE(back.has_value());
+  CHECK(back->index == 42);
+  const RequestRecord& b = back->rec;
+  CHECK(b.scheduled == r.scheduled);
+  CHECK(b.dispatched == r.dispatched);
+  CHECK(b.sent == r.sent);
+  CHECK(b.finished == r.finished);
+  CHECK(b.input_tokens == 200);
+  CHECK(b.output_tokens == 7);
+  CHECK(b.reasoning_tokens == 2);
+  CHECK(b.output_tokens_estimated);
+  CHECK(b.streamed);
+  CHECK(b.turn == 3);
+  CHECK(b.outcome == Outcome::abandoned);
+  REQUIRE(b.chunks.size() == 4);
+  for (std::size_t i = 0; i < 4; ++i) {
+    CHECK(b.chunks[i].arrival == r.chunks[i].arrival);
+    CHECK(b.chunks[i].tokens == r.chunks[i].tokens);
+    CHECK(b.chunks[i].reasoning == r.chunks[i].reasoning);
+  }
+  // Every chunk of one token: no token list on the wire.
+  RequestRecord ones;
+  ones.chunks = {{5ns, 1, false}, {9ns, 1, false}};
+  ones.streamed = false;
+  const json o = loadgen::encode_record(1, ones);
+  CHECK(o[12].empty());
+  auto ob = loadgen::decode_record(o, "/r");
+  REQUIRE(ob.has_value());
+  CHECK(!ob->rec.streamed);
+  CHECK(ob->rec.chunks[1].arrival == 9ns);
+}
+
+TEST_CASE("agents: a malformed record is refused, naming the element") {
+  const json good = loadgen::encode_record(7, sample_record());
+  auto refused = [&](json bad, const std::string& field) {
+    auto r = loadgen::decode_record(bad, "/records/3");
+    REQUIRE(!r.has_value());
+    CHECK(r.error().field == field);
+  };
+  refused(json::array({1, 2, 3}), "/records/3");
+  refused(json::object(), "/records/3");
+  json b = good;
+  b[0] = -1;
+  refused(b, "/records/3/0");
+  b = good;
+  b[2] = "soon";
+  refused(b, "/records/3/2");
+  b = good;
+  b[6] = -5;
+  refused(b, "/records/3/6");
+  b = good;
+  b[8] = 99;
+  refused(b, "/records/3/8");
+  b = good;
+  b[9] = 70000;
+  refused(b, "/records/3/9");
+  b = good;
+  b[10] = 4;
+  refused(b, "/records/3/10");
+  b = good;
+  b[11][2] = -1;  // a negative gap
+  refused(b, "/records/3/11/2");
+  b = good;
+  b[12] = json::array({1});  // not one per chunk
+  refused(b, "/records/3/12");
+  b = good;
+  b[12][1] = 0;
+  refused(b, "/records/3/12/1");
+  b = good;
+  b[13] = json::array({9});
+  refused(b, "/records/3/13/0");
+}
+
+TEST_CASE("agents: the clock estimate keeps the smallest round trip") {
+  // capsweepd's clock is 5 ms ahead. A slow exchange with an asymmetric path misleads; the
+  // fast one is kept, and its error bound is half its round trip.
+  const std::int64_t off = 5'000'000;
+  std::vector<loadgen::ClockSample> s = {
+      {0, 3'000'000 + off, 3'000'100 + off, 3'400'100},  // 3 ms out, 0.3 ms back
+      {10'000'000, 10'000'100 + off, 10'000'200 + off, 10'000'300},
+  };
+  auto e = loadgen::estimate_clock(s);
+  REQUIRE(e.has_value());
+  CHECK(e->rtt_ns == 200);
+  CHECK(e->offset_ns == off);
+  CHECK(e->error_ns == 100);
+  // The slow exchange alone: its offset is off by its asymmetry, within its bound.
+  auto slow = loadgen::estimate_clock({s[0]});
+  REQUIRE(slow.has_value());
+  CHECK(std::abs(slow->offset_ns - off) <= slow->error_ns);
+  CHECK(slow->offset_ns != off);
+  CHECK(!loadgen::estimate_clock({}).has_value());
+  CHECK(!loadgen::estimate_clock({{100, 0, 500, 200}}).has_value());  // a negative round trip: not an exchange
+}
+
+TEST_CASE("agents: registration refuses malformed ids and old epochs") {
+  loadgen::AgentHub hub(quick());
+  CHECK(hub.register_agent({{"index", 0}, {"epoch", 1}}).error().field == "/run_id");
+  CHECK(hub.register_agent({{"run_id", "sw-1"}, {"index", -1}, {"epoch", 1}}).error().field == "/index");
+  CHECK(hub.register_agent({{"run_id", "sw-1"}, {"index", 5000}, {"epoch", 1}}).error().field == "/index");
+  CHECK(hub.register_agent({{"run_id", "sw-1"}, {"index", 0}, {"epoch", "x"}}).error().field == "/epoch");
+  CHECK(hub.poll(ids(0)).error().code == errc::not_found);  // register first
+  REQUIRE(hub.register_agent(ids(0, 5)).has_value());
+  auto old = hub.register_agent(ids(0, 4));
+  REQUIRE(!old.has_value());
+  CHECK(old.error().code == errc::conflict);
+  CHECK(hub.poll(ids(0, 4)).error().code == errc::conflict);
+  CHECK(hub.poll(ids(0, 6)).error().code == errc::not_found);  // a newer epoch registers first
+  REQUIRE(hub.register_agent(ids(0, 6)).has_value());
+  CHECK(hub.poll(ids(0, 5)).error().code == errc::conflict);  // the replaced agent is refused
+  CHECK(hub.poll(ids(0, 6)).value()["state"] == "wait");
+  hub.close_run("sw-1");
+  CHECK(hub.poll(ids(0, 6)).value()["state"] == "done");
+  CHECK(hub.register_agent(ids(1, 1)).value()["state"] == "done");
+}
+
+TEST_CASE("agents: a step goes once every agent acknowledged its digest, and gathers their records") {
+  loadgen::AgentHub hub(quick());
+  hub.open_run("sw-1", 2);
+  for (std::uint32_t i = 0; i < 2; ++i) REQUIRE(hub.register_agent(ids(i)).has_value());
+  std::atomic<bool> went{false};
+  auto step = std::async(std::launch::async, [&] {
+    return hub.run_step("sw-1", {{"what", "the step"}}, 0xabcULL, 200ms, [] { return false; },
+                        [&](SteadyClock::time_point) { went = true; });
+  });
+  json offer;
+  for (int i = 0; i < 100 && (offer = hub.poll(ids(0)).value())["state"] != "step"; ++i) std::this_thread::sleep_for(10ms);
+  REQUIRE(offer["state"] == "step");
+  CHECK(offer["payload"]["what"] == "the step");
+  CHECK(offer["parts"] == 2);
+  CHECK(offer["part"] == 0);
+  CHECK(offer["digest"] == "0000000000000abc");
+  const auto seq = offer["step"].get<std::uint64_t>();
+  const json clock = {{"offset_ms", 0.01}, {"error_ms", 0.05}};
+  CHECK(hub.poll(with(ids(0), {{"clock", clock}, {"ready", {{"step", seq}, {"digest", "0000000000000abc"}}}}))
+            .value()["state"] == "wait");
+  std::this_thread::sleep_for(100ms);
+  CHECK(!went);  // agent 1 has not acknowledged
+  const json go = hub.poll(with(ids(1), {{"clock", clock}, {"ready", {{"step", seq}, {"digest", "0000000000000abc"}}}}))
+                      .value();
+  json g = go;
+  for (int i = 0; i < 100 && g["state"] != "go"; ++i) {
+    std::this_thread::sleep_for(10ms);
+    g = hub.poll(ids(1)).value();
+  }
+  REQUIRE(g["state"] == "go");
+  CHECK(g["t0_ns"].is_number_integer());
+  // Records: agent 0 sends the even indices, agent 1 the odd ones.
+  RequestRecord r = sample_record();
+  r.outcome = Outcome::ok;
+  r.turn = 0;  // not a session's: its index is its share
+  CHECK(hub.heartbeat(with(ids(0), {{"step", seq}, {"sent", 1}, {"in_flight", 1}})).value()["state"] == "run");
+  CHECK(hub.records(with(ids(0), {{"step", seq}, {"records", {loadgen::encode_record(0, r), loadgen::encode_record(2, r)}}}))
+            .value()["received"] == 2);
+  CHECK(hub.records(with(ids(0), {{"step", seq}, {"records", json::array()}, {"done", true}, {"summary", {{"cpu_s", 0.5}, {"sent", 2}}}}))
+            .value()["state"] == "run");
+  CHECK(hub.records(with(ids(1), {{"step", seq}, {"records", {loadgen::encode_record(1, r)}}, {"done", true}}))
+            .value()["state"] == "run");
+  const loadgen::AgentsStep out = step.get();
+  CHECK(went);
+  CHECK(out.outcome.valid());
+  CHECK(out.records.size() == 3);
+  REQUIRE(out.outcome.agents.size() == 2);
+  CHECK(out.outcome.agents[0].records == 2);
+  CHECK(out.outcome.agents[0].cpu_s == 0.5);
+  CHECK(out.outcome.agents[0].offset_error_ms == 0.05);
+  CHECK(out.outcome.agents[1].records == 1);
+  // A step over: a heartbeat of it is told to stop.
+  CHECK(hub.heartbeat(with(ids(1), {{"step", seq}})).value()["state"] == "abort");
+}
+
+namespace {
+
+// Runs a one-agent step and returns it, after `act` has done its part of the protocol.
+template <class Act>
+loadgen::AgentsStep one_agent_step(loadgen::AgentHub& hub, Act act) {
+  hub.open_run("sw-1", 1);
+  REQUIRE(hub.register_agent(ids(0)).has_value());
+  auto step = std::async(std::launch::async, [&] {
+    return hub.run_step("sw-1", json::object(), 0xfeedULL, 200ms, [] { return false; });
+  });
+  json offer;
+  for (int i = 0; i < 100 && (offer = hub.poll(ids(0)).value())["state"] != "step"; ++i) std::this_thread::sleep_for(10ms);
+  REQUIRE(offer["state"] == "step");
+  act(offer["step"].get<std::uint64_t>());
+  return step.get();
+}
+
+}  // namespace
+
+TEST_CASE("agents: faults make the step invalid, naming the agent and why") {
+  loadgen::AgentHub hub(quick());
+  const json good_clock = {{"offset_ms", 0}, {"error_ms", 0.1}};
+  SECTION("another schedule digest") {
+    auto out = one_agent_step(hub, [&](std::uint64_t seq) {
+      CHECK(hub.poll(with(ids(0), {{"clock", good_clock}, {"ready", {{"step", seq}, {"digest", "0000000000000bad"}}}}))
+                .value()["state"] == "abort");
+    });
+    CHECK(!out.outcome.valid());
+    CHECK(out.outcome.invalid_agent == 0u);
+    CHECK(out.outcome.invalid.find("digest") != std::string::npos);
+    CHECK(!out.t0);
+  }
+  SECTION("a clock known only within more than 1 ms") {
+    auto out = one_agent_step(hub, [&](std::uint64_t seq) {
+      hub.poll(with(ids(0), {{"clock", {{"offset_ms", 3}, {"error_ms", 1.5}}},
+                             {"ready", {{"step", seq}, {"digest", "000000000000feed"}}}}));
+    });
+    CHECK(out.outcome.invalid.find("clock") != std::string::npos);
+  }
+  SECTION("an agent that cannot make the step") {
+    auto out = one_agent_step(hub, [&](std::uint64_t seq) {
+      hub.poll(with(ids(0), {{"ready", {{"step", seq}, {"error", "its dataset is broken"}}}}));
+    });
+    CHECK(out.outcome.invalid.find("its dataset is broken") != std::string::npos);
+  }
+  SECTION("an agent lost mid-step") {
+    auto out = one_agent_step(hub, [&](std::uint64_t seq) {
+      hub.poll(with(ids(0), {{"clock", good_clock}, {"ready", {{"step", seq}, {"digest", "000000000000feed"}}}}));
+      // It got its go and then fell silent.
+    });
+    CHECK(out.t0);
+    CHECK(out.outcome.invalid.find("lost") != std::string::npos);
+    CHECK(out.outcome.invalid_agent == 0u);
+  }
+  SECTION("a late go") {
+    auto out = one_agent_step(hub, [&](std::uint64_t seq) {
+      hub.poll(with(ids(0), {{"clock", good_clock}, {"ready", {{"step", seq}, {"digest", "000000000000feed"}}}}));
+      std::this_thread::sleep_for(100ms);
+      CHECK(hub.heartbeat(with(ids(0), {{"step", seq}, {"late_go_ms", 12.5}})).value()["state"] == "abort");
+    });
+    CHECK(out.outcome.invalid.find("12.5 ms after t0") != std::string::npos);
+  }
+  SECTION("an agent replaced mid-step") {
+    auto out = one_agent_step(hub, [&](std::uint64_t seq) {
+      hub.poll(with(ids(0), {{"clock", good_clock}, {"ready", {{"step", seq}, {"digest", "000000000000feed"}}}}));
+      std::this_thread::sleep_for(100ms);
+      REQUIRE(hub.register_agent(ids(0, 2)).has_value());
+    });
+    CHECK(out.outcome.invalid.find("replaced mid-step (epoch 1 by 2)") != std::string::npos);
+  }
+  SECTION("an agent that never registers") {
+    hub.open_run("sw-1", 2);
+    REQUIRE(hub.register_agent(ids(0)).has_value());
+    auto out = hub.run_step("sw-1", json::object(), 1, 100ms, [] { return false; });
+    CHECK(out.outcome.invalid.find("did not acknowledge") != std::string::npos);
+    CHECK(out.outcome.invalid_agent == 0u);
+  }
+  SECTION("a malformed batch") {
+    auto out = one_agent_step(hub, [&](std::uint64_t seq) {
+      hub.open_run("sw-1", 1);
+      hub.poll(with(ids(0), {{"clock", good_clock}, {"ready", {{"step", seq}, {"digest", "000000000000feed"}}}}));
+      std::this_thread::sleep_for(100ms);
+      // With one part every index is agent 0's: a malformed batch is refused instead.
+      auto bad = hub.records(with(ids(0), {{"step", seq}, {"records", {json::array({1})}}}));
+      REQUIRE(!bad.has_value());
+      CHECK(bad.error().field == "/records/0");
+      hub.records(with(ids(0), {{"step", seq}, {"records", json::array()}, {"done", true}}));
+    });
+    CHECK(out.outcome.valid());
+  }
+}
+
+TEST_CASE("agents: a cancelled step tells its agents to stop") {
+  loadgen::AgentHub hub(quick());
+  hub.open_run("sw-1", 1);
+  REQUIRE(hub.register_agent(ids(0)).has_value());
+  std::atomic<bool> cancel{false};
+  auto step = std::async(std::launch::async,
+                         [&] { return hub.run_step("sw-1", json::object(), 1, 10s, [&] { return cancel.load(); }); });
+  std::this_thread::sleep_for(100ms);
+  cancel = true;
+  auto out = step.get();
+  CHECK(out.cancelled);
+  CHECK(hub.poll(ids(0)).value()["state"] == "abort");
+}
+
+TEST_CASE("agents: a step order and an agent's payload round-trip, and malformed ones are refused") {
+  sweep::StepOrder o;
+  o.kind = sweep::StepKind::ladder;
+  o.phase = "ladder";
+  o.rate_rps = 12.5;
+  o.duration = 3s;
+  o.warmup = 500ms;
+  o.requests = 40;
+  o.concurrency = 8;
+  o.decided = true;
+  auto back = sweep::parse_step_order(sweep::to_json(o));
+  REQUIRE(back.has_value());
+  CHECK(back->kind == o.kind);
+  CHECK(back->rate_rps == 12.5);
+  CHECK(back->duration == 3s);
+  CHECK(back->warmup == 500ms);
+  CHECK(back->requests == 40u);
+  CHECK(back->concurrency == 8);
+  CHECK(back->decided);
+  o.rate_rps = INFINITY;
+  CHECK(std::isinf(sweep::parse_step_order(sweep::to_json(o))->rate_rps));
+  json bad = sweep::to_json(o);
+  bad["kind"] = "nonsense";
+  CHECK(sweep::parse_step_order(bad).error().field == "/order/kind");
+  bad = sweep::to_json(o);
+  bad.erase("phase");
+  CHECK(sweep::parse_step_order(bad).error().field == "/order");
+
+  sweep::AgentStep s;
+  s.job = {{"slo", json::object()}};
+  s.job_id = "sw-9";
+  s.order = o;
+  s.index = 4;
+  s.tokens_per_word = 1.3;
+  s.max_connections = 64;
+  s.dataset = "{\"prompt\": \"hi\"}\n";
+  s.dataset_format = "jsonl";
+  auto p = sweep::parse_agent_step(sweep::to_json(s));
+  REQUIRE(p.has_value());
+  CHECK(p->job_id == "sw-9");
+  CHECK(p->index == 4);
+  CHECK(p->tokens_per_word == 1.3);
+  CHECK(p->max_connections == 64);
+  CHECK(p->dataset == s.dataset);
+  json pj = sweep::to_json(s);
+  pj["tokens_per_word"] = 0;
+  CHECK(sweep::parse_agent_step(pj).error().field == "/payload/tokens_per_word");
+  pj = sweep::to_json(s);
+  pj.erase("job");
+  CHECK(sweep::parse_agent_step(pj).error().field == "/payload/job");
+  pj = sweep::to_json(s);
+  pj["index"] = -2;
+  CHECK(sweep::parse_agent_step(pj).error().field == "/payload/index");
+}
+
+TEST_CASE("agents: the spec's agents field") {
+  const json base = {{"target", {{"base_url", "http://127.0.0.1:9"}, {"model", "m"}}}, {"slo", {{"ttft_ms", {{"p95", 500}}}}}};
+  json j = base;
+  j["agents"] = 4;
+  auto s = sweep::parse_job_spec(j);
+  REQUIRE(s.has_value());
+  CHECK(s->agents == 4);
+  CHECK(sweep::parse_job_spec(base)->agents == 0);
+  for (const json& bad : {json(0), json(257), json(2.5), json("4")}) {
+    j["agents"] = bad;
+    auto r = sweep::parse_job_spec(j);
+    REQUIRE(!r.has_value());
+    CHECK(r.error().field == "/agents");
+  }
+}
+
+TEST_CASE("agents: the Indexed Job is a pure function of its settings") {
+  sweep::AgentJobSettings s;
+  s.run_id = "sw-20261205-ABC_1";
+  s.agents = 4;
+  s.image = "registry.example/capsweep:0.2";
+  s.server = "http://capsweepd.load.svc:8080";
+  s.namespace_ = "load";
+  const json job = sweep::agent_job(s);
+  CHECK(job == sweep::agent_job(s));
+  CHECK(job["kind"] == "Job");
+  CHECK(job["metadata"]["name"] == "capsweep-agents-sw-20261205-abc-1");
+  CHECK(job["metadata"]["namespace"] == "load");
+  const json& spec = job["spec"];
+  CHECK(spec["completionMode"] == "Indexed");
+  CHECK(spec["completions"] == 4);
+  CHECK(spec["parallelism"] == 4);
+  CHECK(spec["maxFailedIndexes"] == 0);
+  CHECK(spec["podReplacementPolicy"] == "Failed");
+  CHECK(spec["backoffLimitPerIndex"] == 1);
+  const json& pod = spec["template"]["spec"];
+  CHECK(pod["restartPolicy"] == "Never");
+  CHECK(pod["topologySpreadConstraints"][0]["topologyKey"] == "kubernetes.io/hostname");
+  CHECK(pod["topologySpreadConstraints"][0]["labelSelector"]["matchLabels"]["capsweep.dev/run"] == "sw-20261205-abc-1");
+  const json& c = pod["containers"][0];
+  CHECK(c["image"] == "registry.example/capsweep:0.2");
+  CHECK(c["args"] == json({"--server", "http://capsweepd.load.svc:8080", "--run", "sw-20261205-ABC_1"}));
+  CHECK(c["env"][0]["valueFrom"]["secretKeyRef"]["name"] == "capsweep-agent-token");
+  s.agents = 2;
+  CHECK(sweep::agent_job(s) != job);
+  CHECK(sweep::agent_job_name(std::string(200, 'x')).size() <= 63);
+}
