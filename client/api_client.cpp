@@ -73,13 +73,11 @@ HttpAnswer ApiClient::request(const std::string& method, const std::string& path
     req.keep_alive(false);
     req.body() = body;
     req.prepare_payload();
-    out.sent_at = std::chrono::steady_clock::now();
     bhttp::write(stream, req);
     beast::flat_buffer buffer;
     bhttp::response_parser<bhttp::string_body> parser;
     parser.body_limit(std::uint64_t{512} << 20);
     bhttp::read(stream, buffer, parser);
-    out.received_at = std::chrono::steady_clock::now();
     auto res = parser.release();
     out.status = static_cast<int>(res.result_int());
     out.content_type = std::string(res[bhttp::field::content_type]);

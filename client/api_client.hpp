@@ -22,9 +22,6 @@ struct HttpAnswer {
   std::string body;
   std::string content_type;
   std::string error;  // transport error text
-  // Just before the request's first byte was written, and once the answer was read (a clock
-  // exchange's own timestamps, free of the connect's time).
-  std::chrono::steady_clock::time_point sent_at{}, received_at{};
 };
 
 class ApiClient {

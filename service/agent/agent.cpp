@@ -4,6 +4,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -35,7 +43,6 @@ struct Reply {
   int status = 0;
   json body;
   std::string error;
-  Clock::time_point sent_at{}, received_at{};
 };
 
 class Agent {
@@ -70,8 +77,6 @@ Reply Agent::post(const std::string& path, json body) const {
   Reply r;
   r.status = a.status;
   r.error = a.error;
-  r.sent_at = a.sent_at;
-  r.received_at = a.received_at;
   if (a.status != 0) r.body = json::parse(a.body, nullptr, false);
   return r;
 }
@@ -95,12 +100,42 @@ std::optional<int> Agent::refused(const Reply& r, const char* what) const {
 }
 
 void Agent::sync_clock() {
+  // Every exchange on one kept-alive connection: no connect, no accept in the round trip, so
+  // the smallest one bounds the offset as tightly as the path allows.
+  namespace beast = boost::beast;
+  namespace bhttp = boost::beast::http;
   std::vector<loadgen::ClockSample> samples;
-  for (int i = 0; i < o_.clock_exchanges; ++i) {
-    const Reply r = post("clock", {{"t1_ns", ns_of(Clock::now())}});
-    if (r.status != 200 || !r.body.is_object()) continue;
-    const std::int64_t t2 = r.body.value("t2_ns", std::int64_t{0}), t3 = r.body.value("t3_ns", std::int64_t{0});
-    samples.push_back({ns_of(r.sent_at), t2, t3, ns_of(r.received_at)});
+  try {
+    boost::asio::io_context io;
+    boost::asio::ip::tcp::resolver resolver(io);
+    beast::tcp_stream stream(io);
+    stream.expires_after(std::chrono::seconds(10));
+    stream.connect(resolver.resolve(o_.server.host, o_.server.port));
+    beast::flat_buffer buffer;
+    for (int i = 0; i < o_.clock_exchanges; ++i) {
+      bhttp::request<bhttp::string_body> req{bhttp::verb::post, o_.server.base + "/v1/agents/clock", 11};
+      req.set(bhttp::field::host, o_.server.host);
+      req.set(bhttp::field::user_agent, "capsweep-agent");
+      if (!o_.token.empty()) req.set(bhttp::field::authorization, "Bearer " + o_.token);
+      req.set(bhttp::field::content_type, "application/json");
+      req.keep_alive(true);
+      const auto t1 = Clock::now();
+      req.body() = json{{"t1_ns", ns_of(t1)}}.dump();
+      req.prepare_payload();
+      stream.expires_after(std::chrono::seconds(10));
+      bhttp::write(stream, req);
+      bhttp::response<bhttp::string_body> res;
+      bhttp::read(stream, buffer, res);
+      const auto t4 = Clock::now();
+      if (res.result_int() != 200) break;
+      const json body = json::parse(res.body(), nullptr, false);
+      if (!body.is_object()) break;
+      samples.push_back(
+          {ns_of(t1), body.value("t2_ns", std::int64_t{0}), body.value("t3_ns", std::int64_t{0}), ns_of(t4)});
+      if (!res.keep_alive()) break;
+    }
+  } catch (const std::exception& e) {
+    log::error(fmt::format("capsweep-agent: clock exchange: {}", e.what()));
   }
   if (auto e = loadgen::estimate_clock(samples)) clock_ = e;
 }
@@ -121,9 +156,9 @@ json Agent::prepare(const json& offer) {
   if (!runner_ || job_id_ != step->job_id) {
     std::vector<llm::DatasetEntry> entries;
     if (step->dataset) {
-      auto parsed = llm::parse_dataset(llm::parse_dataset_format(step->dataset_format.value_or("jsonl"))
-                                           .value_or(llm::DatasetFormat::jsonl),
-                                       *step->dataset);
+      auto parsed = llm::parse_dataset(
+          llm::parse_dataset_format(step->dataset_format.value_or("jsonl")).value_or(llm::DatasetFormat::jsonl),
+          *step->dataset);
       if (!parsed) return fail("its dataset: " + parsed.error().message);
       entries = std::move(parsed->entries);
     }
@@ -140,7 +175,7 @@ json Agent::prepare(const json& offer) {
   const auto part = offer.value("part", std::uint32_t{0});
   ss->slice = loadgen::StepSlice{part, parts};
   ss->warm_prefixes = false;  // capsweepd warms the cache once, before the go
-  ss->metrics_url.clear();     // and scrapes the target's gauges itself
+  ss->metrics_url.clear();    // and scrapes the target's gauges itself
   ss->prometheus.reset();
   ss->engine_threads = 1;
   auto digest = runner_->schedule_digest(*ss, parts);
@@ -300,7 +335,8 @@ int Agent::run() {
       break;
     }
     if (Clock::now() > deadline) {
-      log::error(fmt::format("capsweep-agent: capsweepd could not be reached: {}", r.error.empty() ? std::to_string(r.status) : r.error));
+      log::error(fmt::format("capsweep-agent: capsweepd could not be reached: {}",
+                             r.error.empty() ? std::to_string(r.status) : r.error));
       return 1;
     }
     std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -359,6 +395,8 @@ int Agent::run() {
 
 }  // namespace
 
-int run_agent(const AgentOptions& options) { return Agent(options).run(); }
+int run_agent(const AgentOptions& options) {
+  return Agent(options).run();
+}
 
 }  // namespace capsweep::agent

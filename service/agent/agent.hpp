@@ -24,7 +24,7 @@ struct AgentOptions {
   std::uint64_t epoch = 0;
   std::chrono::milliseconds give_up{600'000};  // capsweepd unreachable, or no step, this long
   std::chrono::milliseconds poll{50};
-  int clock_exchanges = 8;
+  int clock_exchanges = 16;
 };
 
 // Runs the agent to its end; the process's exit code.

@@ -23,7 +23,8 @@ int main(int argc, char** argv) {
   app.add_option("--index", index, "this agent's index (default: $JOB_COMPLETION_INDEX)");
   app.add_option("--epoch", epoch, "this agent's epoch (default: its start time in ns)");
   app.add_option("--token-file", token_file, "a file holding the agent token (default: $CAPSWEEP_AGENT_TOKEN)");
-  app.add_option("--give-up-s", give_up_s, "exit 1 after this long without capsweepd or a step")->check(CLI::PositiveNumber);
+  app.add_option("--give-up-s", give_up_s, "exit 1 after this long without capsweepd or a step")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
   capsweep::agent::AgentOptions o;

@@ -2,13 +2,14 @@
 // Indexed Job that runs them (GET /v1/sweeps/{id}/agents/job), and the agent protocol's
 // routes (POST /v1/agents/...), each a thin call into the manager's agent hub.
 
+#include "sweep/agents.hpp"
+
 #include <fmt/format.h>
 
 #include <chrono>
 
 #include "api/handlers.hpp"
 #include "loadgen/agent_hub.hpp"
-#include "sweep/agents.hpp"
 #include "sweep/spec.hpp"
 
 namespace capsweep::api {
@@ -56,19 +57,27 @@ Answer get_agents_job(Env& env, const Call& c) {
   if (!row) return no_sweep(c);
   const json n = row->spec.value("agents", json(nullptr));
   if (!n.is_number_integer()) {
-    return api_error(errc::conflict, fmt::format("sweep {} runs on capsweepd's own engine: its spec has no agents", c.id),
-                     "/agents");
+    return api_error(errc::conflict,
+                     fmt::format("sweep {} runs on capsweepd's own engine: its spec has no agents", c.id), "/agents");
   }
   sweep::AgentJobSettings s;
   s.run_id = c.id;
   s.agents = n.get<std::uint32_t>();
   for (const auto& [key, value] : c.query) {
-    if (key == "image") s.image = value;
-    else if (key == "server") s.server = value;
-    else if (key == "secret") s.secret = value;
-    else if (key == "secret_key") s.secret_key = value;
-    else if (key == "namespace") s.namespace_ = value;
-    else return api_error(errc::invalid_argument, fmt::format("unknown parameter '{}': image, server, secret, secret_key or namespace", key), "/" + key);
+    if (key == "image")
+      s.image = value;
+    else if (key == "server")
+      s.server = value;
+    else if (key == "secret")
+      s.secret = value;
+    else if (key == "secret_key")
+      s.secret_key = value;
+    else if (key == "namespace")
+      s.namespace_ = value;
+    else
+      return api_error(errc::invalid_argument,
+                       fmt::format("unknown parameter '{}': image, server, secret, secret_key or namespace", key),
+                       "/" + key);
     if (value.empty() && key != "namespace") {
       return api_error(errc::invalid_argument, fmt::format("{} must not be empty", key), "/" + key);
     }

@@ -71,6 +71,8 @@ Result<ServiceConfig> parse_config(const nlohmann::json& input) {
   c.insecure_no_auth = doc.at("insecure_no_auth").get<bool>();
   c.retention.max_age_days = doc.at("retention").at("max_age_days").get<double>();
   c.retention.max_sweeps = doc.at("retention").at("max_sweeps").get<std::uint64_t>();
+  c.agents_max_clock_error_ms = doc.at("agents").at("max_clock_error_ms").get<double>();
+  c.agents_join_timeout_s = doc.at("agents").at("join_timeout_s").get<double>();
   return c;
 }
 

@@ -46,6 +46,9 @@ struct ServiceConfig {
   std::string tls_ca_dir;         // target.tls.ca_file must lie in it ("" = refused)
   bool insecure_no_auth = false;  // allow a non-loopback listen address without tokens
   Retention retention;
+  // Load agents: the clock error a step accepts of them, and how long it waits for them.
+  double agents_max_clock_error_ms = 1;
+  double agents_join_timeout_s = 60;
 };
 
 // The cores this process may run on (its CPU affinity), at least 1.

@@ -225,6 +225,10 @@ sweep::ManagerOptions manager_options(const ServiceConfig& c) {
   mo.max_sse_event_bytes = c.limits.max_sse_event_bytes;
   mo.retention_max_age_s = c.retention.max_age_days * 86400;
   mo.retention_max_sweeps = c.retention.max_sweeps;
+  mo.agents_max_clock_error = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::duration<double, std::milli>(c.agents_max_clock_error_ms));
+  mo.agents_join_timeout =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(c.agents_join_timeout_s));
   return mo;
 }
 

@@ -12,7 +12,9 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string hex(std::uint64_t v) { return fmt::format("{:016x}", v); }
+std::string hex(std::uint64_t v) {
+  return fmt::format("{:016x}", v);
+}
 
 std::int64_t steady_ns(SteadyClock::time_point t) {
   return std::chrono::duration_cast<Nanos>(t.time_since_epoch()).count();
@@ -35,7 +37,9 @@ double number_or(const json& msg, const char* key, double fallback) {
 const json kDone = {{"state", "done"}};
 
 // An answer as a result (json converts to too much for the implicit conversion).
-Result<json> answer(json j) { return Result<json>(boost::system::in_place_value, std::move(j)); }
+Result<json> answer(json j) {
+  return Result<json>(boost::system::in_place_value, std::move(j));
+}
 
 }  // namespace
 
@@ -59,7 +63,8 @@ Result<AgentHub::Who> AgentHub::identify(const json& msg, bool registering) {
   if (closed_.count(run_id) != 0) return who;  // run == nullptr: the job has ended
   auto run_found = runs_.find(run_id);
   if (run_found == runs_.end()) {
-    if (!registering) return Error{errc::not_found, fmt::format("no agent of run {} is registered: register first", run_id), "/run_id"};
+    if (!registering)
+      return Error{errc::not_found, fmt::format("no agent of run {} is registered: register first", run_id), "/run_id"};
     // Agents may come before their job is claimed: the run waits for them.
     run_found = runs_.emplace(run_id, Run{}).first;
     run_found->second.parts = 0;
@@ -67,7 +72,9 @@ Result<AgentHub::Who> AgentHub::identify(const json& msg, bool registering) {
   Run& r = run_found->second;
   auto agent_found = r.agents.find(who.index);
   if (agent_found == r.agents.end()) {
-    if (!registering) return Error{errc::not_found, fmt::format("agent {} of run {} is not registered: register first", who.index, run_id), "/index"};
+    if (!registering)
+      return Error{errc::not_found,
+                   fmt::format("agent {} of run {} is not registered: register first", who.index, run_id), "/index"};
     agent_found = r.agents.emplace(who.index, Agent{who.epoch}).first;
   }
   Agent& a = agent_found->second;
@@ -78,12 +85,15 @@ Result<AgentHub::Who> AgentHub::identify(const json& msg, bool registering) {
                  "/epoch"};
   }
   if (who.epoch > a.epoch) {
-    if (!registering) return Error{errc::not_found, fmt::format("agent {} of run {} has a new epoch: register first", who.index, run_id), "/epoch"};
+    if (!registering)
+      return Error{errc::not_found,
+                   fmt::format("agent {} of run {} has a new epoch: register first", who.index, run_id), "/epoch"};
     // A replaced agent (the Job's new pod for its index): the one it replaced is gone. If that
     // one held a share of the step in flight, the step lost its load.
     if ((r.phase == Phase::offered || r.phase == Phase::go) && who.index < r.shares.size() &&
         r.shares[who.index].acked && !r.shares[who.index].done) {
-      set_fault(r, who.index, fmt::format("agent {} was replaced mid-step (epoch {} by {})", who.index, a.epoch, who.epoch));
+      set_fault(r, who.index,
+                fmt::format("agent {} was replaced mid-step (epoch {} by {})", who.index, a.epoch, who.epoch));
     }
     a = Agent{who.epoch};
   }
@@ -105,7 +115,7 @@ json AgentHub::tell(const Run& r, std::uint32_t index) const {
   const bool in_step = r.phase == Phase::offered || r.phase == Phase::go;
   if (in_step && !r.fault.empty()) return {{"state", "abort"}, {"step", r.seq}, {"why", r.fault}};
   if (r.phase == Phase::offered && index < r.shares.size() && !r.shares[index].acked) {
-    return {{"state", "step"}, {"step", r.seq},   {"parts", r.parts},
+    return {{"state", "step"}, {"step", r.seq},           {"parts", r.parts},
             {"part", index},   {"digest", hex(r.digest)}, {"payload", r.payload}};
   }
   if (r.phase == Phase::go && index < r.shares.size() && !r.shares[index].done) {
@@ -119,8 +129,11 @@ Result<json> AgentHub::register_agent(const json& msg) {
   auto who = identify(msg, true);
   if (!who) return who.error();
   if (!who->run) return answer(kDone);
-  return answer({{"state", "registered"}, {"run_id", msg["run_id"]}, {"index", who->index}, {"epoch", who->epoch},
-              {"parts", who->run->parts}});
+  return answer({{"state", "registered"},
+                 {"run_id", msg["run_id"]},
+                 {"index", who->index},
+                 {"epoch", who->epoch},
+                 {"parts", who->run->parts}});
 }
 
 Result<json> AgentHub::poll(const json& msg) {
@@ -131,8 +144,8 @@ Result<json> AgentHub::poll(const json& msg) {
   Run& r = *who->run;
   Agent& a = *who->agent;
   if (const auto c = msg.find("clock"); c != msg.end()) {
-    if (!c->is_object() || !c->contains("offset_ms") || !(*c)["offset_ms"].is_number() ||
-        !c->contains("error_ms") || !(*c)["error_ms"].is_number() || (*c)["error_ms"].get<double>() < 0) {
+    if (!c->is_object() || !c->contains("offset_ms") || !(*c)["offset_ms"].is_number() || !c->contains("error_ms") ||
+        !(*c)["error_ms"].is_number() || (*c)["error_ms"].get<double>() < 0) {
       return invalid("/clock", "clock must be {\"offset_ms\": number, \"error_ms\": number of at least 0}");
     }
     a.offset_ms = (*c)["offset_ms"].get<double>();
@@ -309,10 +322,11 @@ AgentsStep AgentHub::run_step(const std::string& run, const json& payload, std::
       }
       if (now > join_deadline) {
         const auto i = static_cast<std::uint32_t>(missing - r.shares.begin());
-        set_fault(r, i,
-                  r.agents.count(i) != 0
-                      ? fmt::format("agent {} did not acknowledge the step within {:.0f} s", i, to_s(settings_.join_timeout))
-                      : fmt::format("agent {} did not register within {:.0f} s", i, to_s(settings_.join_timeout)));
+        set_fault(
+            r, i,
+            r.agents.count(i) != 0
+                ? fmt::format("agent {} did not acknowledge the step within {:.0f} s", i, to_s(settings_.join_timeout))
+                : fmt::format("agent {} did not register within {:.0f} s", i, to_s(settings_.join_timeout)));
         break;
       }
       continue;
@@ -329,8 +343,9 @@ AgentsStep AgentHub::run_step(const std::string& run, const json& payload, std::
         break;
       }
       if (now > r.t0 + length + settings_.end_grace) {
-        set_fault(r, i, fmt::format("agent {} did not send its last records by the step's drain deadline + {:.0f} s", i,
-                                    to_s(settings_.end_grace)));
+        set_fault(r, i,
+                  fmt::format("agent {} did not send its last records by the step's drain deadline + {:.0f} s", i,
+                              to_s(settings_.end_grace)));
         break;
       }
     }

@@ -28,7 +28,7 @@
 namespace capsweep::loadgen {
 
 struct AgentHubSettings {
-  Nanos join_timeout = std::chrono::seconds(60);  // for every agent to register and acknowledge a step
+  Nanos join_timeout = std::chrono::seconds(60);   // for every agent to register and acknowledge a step
   Nanos go_lead = std::chrono::milliseconds(500);  // t0 this long after the last acknowledgement
   Nanos heartbeat_loss = std::chrono::seconds(3);  // an agent silent this long mid-step is lost
   Nanos max_offset_error = std::chrono::milliseconds(1);

@@ -46,9 +46,7 @@ Result<IndexedRecord> decode_record(const json& j, const std::string& field) {
     if (x < lo || x > hi) return std::nullopt;
     return x;
   };
-  const auto bad = [&](std::size_t i, const char* what) {
-    return invalid(fmt::format("{}/{}", field, i), what);
-  };
+  const auto bad = [&](std::size_t i, const char* what) { return invalid(fmt::format("{}/{}", field, i), what); };
   constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
   constexpr std::int64_t kU32 = std::numeric_limits<std::uint32_t>::max();
   IndexedRecord out;

@@ -128,8 +128,10 @@ std::string agent_job_name(const std::string& run_id) {
   std::string name = "capsweep-agents-";
   for (const char c : run_id) {
     const auto u = static_cast<unsigned char>(c);
-    if (std::isalnum(u)) name.push_back(static_cast<char>(std::tolower(u)));
-    else if (!name.empty() && name.back() != '-') name.push_back('-');
+    if (std::isalnum(u))
+      name.push_back(static_cast<char>(std::tolower(u)));
+    else if (!name.empty() && name.back() != '-')
+      name.push_back('-');
     if (name.size() >= 63) break;
   }
   while (!name.empty() && name.back() == '-') name.pop_back();

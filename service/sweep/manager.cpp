@@ -43,7 +43,12 @@ void log_line(const std::string& text) {
 SweepManager::SweepManager(ManagerOptions options)
     : options_(std::move(options)),
       store_(std::make_unique<store::Store>(options_.db_path)),
-      agent_hub_(std::make_unique<loadgen::AgentHub>()) {}
+      agent_hub_(std::make_unique<loadgen::AgentHub>([this] {
+        loadgen::AgentHubSettings s;
+        s.max_offset_error = options_.agents_max_clock_error;
+        s.join_timeout = options_.agents_join_timeout;
+        return s;
+      }())) {}
 
 SweepManager::~SweepManager() {
   stop();

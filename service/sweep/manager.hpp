@@ -58,6 +58,9 @@ struct ManagerOptions {
   // Retention of finished sweeps (0: keep), applied at start and every hour.
   double retention_max_age_s = 0;
   std::uint64_t retention_max_sweeps = 0;
+  // Load agents: the clock error a step accepts of them, and how long it waits for them.
+  std::chrono::nanoseconds agents_max_clock_error = std::chrono::milliseconds(1);
+  std::chrono::nanoseconds agents_join_timeout = std::chrono::seconds(60);
   // The endpoint every step's requests go through (a loadgen::EndpointFactory); empty: HTTP(S)
   // to the sweep's target. Tests put an in-process fake here.
   std::function<std::unique_ptr<loadgen::Endpoint>(boost::asio::io_context&)> endpoint;

