@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "api/schema.hpp"
+#include "llm/target.hpp"
 
 namespace capsweep::api {
 
@@ -22,6 +23,33 @@ std::uint32_t usable_cores() {
   }
   return std::max(1u, std::thread::hardware_concurrency());
 }
+
+namespace {
+
+// agents.kubernetes, its defaults filled: apply needs the agents' image and capsweepd's URL.
+Result<sweep::AgentJobApi> parse_agent_job_api(const nlohmann::json& k) {
+  sweep::AgentJobApi a;
+  a.apply = k.at("apply").get<bool>();
+  a.api_server = k.at("api_server").get<std::string>();
+  a.namespace_ = k.at("namespace").get<std::string>();
+  a.token_file = k.at("token_file").get<std::string>();
+  a.ca_file = k.at("ca_file").get<std::string>();
+  a.namespace_file = k.at("namespace_file").get<std::string>();
+  a.image = k.at("image").get<std::string>();
+  a.server = k.at("server").get<std::string>();
+  a.secret = k.at("secret").get<std::string>();
+  a.secret_key = k.at("secret_key").get<std::string>();
+  a.backoff_per_index = k.at("backoff_per_index").get<std::uint32_t>();
+  if (!a.apply) return a;
+  if (a.image.empty()) return invalid("/agents/kubernetes/image", "the agents' image is required when apply is true");
+  if (a.server.empty()) {
+    return invalid("/agents/kubernetes/server", "the URL agents dial capsweepd at is required when apply is true");
+  }
+  if (auto t = llm::parse_base_url(llm::Target{}, a.server, "/agents/kubernetes/server"); !t) return t.error();
+  return a;
+}
+
+}  // namespace
 
 ServiceConfig default_config() {
   auto c = parse_config(nlohmann::json::object());
@@ -73,6 +101,9 @@ Result<ServiceConfig> parse_config(const nlohmann::json& input) {
   c.retention.max_sweeps = doc.at("retention").at("max_sweeps").get<std::uint64_t>();
   c.agents_max_clock_error_ms = doc.at("agents").at("max_clock_error_ms").get<double>();
   c.agents_join_timeout_s = doc.at("agents").at("join_timeout_s").get<double>();
+  auto jobs = parse_agent_job_api(doc.at("agents").at("kubernetes"));
+  if (!jobs) return jobs.error();
+  c.agent_jobs = std::move(*jobs);
   return c;
 }
 

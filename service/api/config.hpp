@@ -12,6 +12,7 @@
 #include "api/allow_list.hpp"
 #include "core/error.hpp"
 #include "core/limits.hpp"
+#include "sweep/agent_jobs.hpp"
 
 namespace capsweep::api {
 
@@ -49,6 +50,8 @@ struct ServiceConfig {
   // Load agents: the clock error a step accepts of them, and how long it waits for them.
   double agents_max_clock_error_ms = 1;
   double agents_join_timeout_s = 60;
+  // The agents' Job through the Kubernetes API (agents.kubernetes); resolved at startup.
+  sweep::AgentJobApi agent_jobs;
 };
 
 // The cores this process may run on (its CPU affinity), at least 1.

@@ -118,6 +118,14 @@ std::variant<Startup, int> startup_from_command_line(int argc, char** argv) {
     fmt::print(stderr, "capsweepd: config {}: {}\n", config.error().field, config.error().message);
     return 2;
   }
+  if (config->agent_jobs.apply) {
+    auto api = sweep::resolve_agent_job_api(config->agent_jobs);
+    if (!api) {
+      fmt::print(stderr, "capsweepd: config {}: {}\n", api.error().field, api.error().message);
+      return 2;
+    }
+    config->agent_jobs = std::move(*api);
+  }
   auto endpoint = http::parse_listen_address(config->listen);
   if (!endpoint) {
     fmt::print(stderr, "capsweepd: --listen: {}\n", endpoint.error().message);
@@ -229,6 +237,7 @@ sweep::ManagerOptions manager_options(const ServiceConfig& c) {
       std::chrono::duration<double, std::milli>(c.agents_max_clock_error_ms));
   mo.agents_join_timeout =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(c.agents_join_timeout_s));
+  mo.agent_jobs = c.agent_jobs;
   return mo;
 }
 

@@ -27,6 +27,7 @@
 #include "llm/dataset.hpp"
 #include "llm/workload.hpp"
 #include "store/store.hpp"
+#include "sweep/agent_jobs.hpp"
 
 namespace boost::asio {
 class io_context;
@@ -61,6 +62,8 @@ struct ManagerOptions {
   // Load agents: the clock error a step accepts of them, and how long it waits for them.
   std::chrono::nanoseconds agents_max_clock_error = std::chrono::milliseconds(1);
   std::chrono::nanoseconds agents_join_timeout = std::chrono::seconds(60);
+  // Whether (apply) and how capsweepd makes a job's agents' Job through the Kubernetes API.
+  AgentJobApi agent_jobs;
   // The endpoint every step's requests go through (a loadgen::EndpointFactory); empty: HTTP(S)
   // to the sweep's target. Tests put an in-process fake here.
   std::function<std::unique_ptr<loadgen::Endpoint>(boost::asio::io_context&)> endpoint;
@@ -147,6 +150,10 @@ class SweepManager {
                                                   int index, std::string& why);
   // Waits `length` unless the job is cancelled or the service stops (false then).
   bool pause(const std::shared_ptr<ActiveJob>& active, Nanos length);
+  // A job's agents' Job through the Kubernetes API (options_.agent_jobs): made when the job
+  // starts (its name), deleted when it ends.
+  Result<std::string> create_agents_job(const std::string& id, std::uint32_t agents);
+  void delete_agents_job(const std::string& id, const std::string& name);
   // The one way a sweep ends here: store the terminal status, count it, log it.
   void finish(const std::string& id, const std::string& status, const nlohmann::json& result, const std::string& why);
   bool stopping() const;

@@ -304,13 +304,23 @@ void SweepManager::run(const store::SweepRow& row, const std::shared_ptr<ActiveJ
   PreparedJob& p = *prepared;
   // A job on load agents: its run is open while it runs here; its agents hear "done" at the end.
   struct AgentsRun {
+    SweepManager& m;
     loadgen::AgentHub* hub;
     std::string id;
+    std::string job;  // its agents' Job, made through the Kubernetes API
     ~AgentsRun() {
       if (hub) hub->close_run(id);
+      if (!job.empty() && !m.stopping()) m.delete_agents_job(id, job);  // one left resumable keeps it
     }
-  } agents_run{p.spec.agents > 0 ? agent_hub_.get() : nullptr, id};
-  if (agents_run.hub) agents_run.hub->open_run(id, p.spec.agents);
+  } agents_run{*this, p.spec.agents > 0 ? agent_hub_.get() : nullptr, id, {}};
+  if (agents_run.hub) {
+    agents_run.hub->open_run(id, p.spec.agents);
+    if (options_.agent_jobs.apply) {
+      auto made = create_agents_job(id, p.spec.agents);
+      if (!made) return finish(id, "failed", nullptr, made.error().message);
+      agents_run.job = std::move(*made);
+    }
+  }
   while (true) {
     if (stopping()) {
       store_->set_resumable(id, true);
@@ -346,6 +356,22 @@ void SweepManager::run(const store::SweepRow& row, const std::shared_ptr<ActiveJ
       return;
     }
   }
+}
+
+Result<std::string> SweepManager::create_agents_job(const std::string& id, std::uint32_t agents) {
+  const json job = agent_job_for(options_.agent_jobs, id, agents);
+  const std::string name = job["metadata"]["name"].get<std::string>();
+  auto made = create_agent_job(options_.agent_jobs, job);
+  if (!made) return made.error();
+  log_line(fmt::format("sweep {}: its agents' Job {} {} in namespace {}", id, name,
+                       *made == "created" ? "created" : "found (kept)", options_.agent_jobs.namespace_));
+  return name;
+}
+
+void SweepManager::delete_agents_job(const std::string& id, const std::string& name) {
+  auto gone = delete_agent_job(options_.agent_jobs, name);
+  log_line(gone ? fmt::format("sweep {}: its agents' Job {} {}", id, name, *gone)
+                : fmt::format("sweep {}: its agents' Job {} was not deleted: {}", id, name, gone.error().message));
 }
 
 bool SweepManager::pause(const std::shared_ptr<ActiveJob>& active, Nanos length) {

@@ -1,11 +1,6 @@
 // HTTPS targets: a TLS server with a certificate made for the test; the client verifies
 // certificates by default, trusts an extra CA file when told, and reports TLS failures as tls.
 
-#include <openssl/evp.h>
-#include <openssl/pem.h>
-#include <openssl/rsa.h>
-#include <openssl/x509v3.h>
-
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -20,54 +15,15 @@
 #include <thread>
 
 #include "loadgen/step_runner.hpp"
+#include "support/tls_server.hpp"
 
 using namespace capsweep;
+using capsweep::testing::Credentials;
+using capsweep::testing::make_self_signed;
 using namespace std::chrono_literals;
 namespace asio = boost::asio;
 
 namespace {
-
-struct Credentials {
-  std::string cert_pem, key_pem;
-};
-
-// A self-signed certificate for 127.0.0.1 / localhost, valid for a day.
-Credentials make_self_signed() {
-  EVP_PKEY* key = EVP_RSA_gen(2048);
-  X509* x = X509_new();
-  ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
-  X509_gmtime_adj(X509_getm_notBefore(x), -60);
-  X509_gmtime_adj(X509_getm_notAfter(x), 86400);
-  X509_set_pubkey(x, key);
-  X509_NAME* name = X509_get_subject_name(x);
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("localhost"), -1, -1, 0);
-  X509_set_issuer_name(x, name);
-  X509V3_CTX ctx;
-  X509V3_set_ctx_nodb(&ctx);
-  X509V3_set_ctx(&ctx, x, x, nullptr, nullptr, 0);
-  X509_EXTENSION* san = X509V3_EXT_conf_nid(nullptr, &ctx, NID_subject_alt_name, "IP:127.0.0.1,DNS:localhost");
-  X509_add_ext(x, san, -1);
-  X509_EXTENSION_free(san);
-  X509_EXTENSION* bc = X509V3_EXT_conf_nid(nullptr, &ctx, NID_basic_constraints, "critical,CA:TRUE");
-  X509_add_ext(x, bc, -1);
-  X509_EXTENSION_free(bc);
-  X509_sign(x, key, EVP_sha256());
-  auto to_pem = [](auto write) {
-    BIO* bio = BIO_new(BIO_s_mem());
-    write(bio);
-    char* data = nullptr;
-    const long n = BIO_get_mem_data(bio, &data);
-    std::string out(data, static_cast<std::size_t>(n));
-    BIO_free(bio);
-    return out;
-  };
-  Credentials c;
-  c.cert_pem = to_pem([&](BIO* b) { PEM_write_bio_X509(b, x); });
-  c.key_pem = to_pem([&](BIO* b) { PEM_write_bio_PrivateKey(b, key, nullptr, nullptr, 0, nullptr, nullptr); });
-  X509_free(x);
-  EVP_PKEY_free(key);
-  return c;
-}
 
 // Serves a canned three-token SSE answer to every request, over TLS, until stopped.
 class TlsSseServer {

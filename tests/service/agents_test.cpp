@@ -11,12 +11,14 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
 #include "integration/llmsim_fixture.hpp"
 #include "service/daemon_fixture.hpp"
+#include "support/tls_server.hpp"
 
 extern char** environ;
 
@@ -24,6 +26,10 @@ using namespace capsweep;
 using namespace capsweep::testing;
 using namespace std::chrono_literals;
 using json = nlohmann::json;
+using capsweep::testing::Credentials;
+using capsweep::testing::TlsHttpServer;
+using capsweep::testing::TlsReply;
+using capsweep::testing::TlsRequest;
 
 namespace {
 
@@ -40,8 +46,10 @@ bool ended(const json& v) {
 class AgentProcess {
  public:
   AgentProcess(const Daemon& d, const std::string& run, std::uint32_t index, const std::string& token,
+               const std::filesystem::path& log)
+      : AgentProcess("http://127.0.0.1:" + std::to_string(d.endpoint().port()), run, index, token, log) {}
+  AgentProcess(const std::string& server, const std::string& run, std::uint32_t index, const std::string& token,
                const std::filesystem::path& log) {
-    const std::string server = "http://127.0.0.1:" + std::to_string(d.endpoint().port());
     std::vector<std::string> args = {CAPSWEEP_AGENT_PATH,   "--server",    server, "--run", run, "--index",
                                      std::to_string(index), "--give-up-s", "60"};
     std::vector<std::string> env_text;
@@ -94,6 +102,109 @@ class AgentProcess {
   std::optional<int> exit_code_;
 };
 
+// The Kubernetes API over HTTPS on loopback, as capsweepd meets it in a pod: a service
+// account's token and the cluster's CA in files. It keeps the Jobs it is sent, in one
+// namespace; the test plays the Job controller, starting an agent per index from the Job's
+// own args and Secret. `refuse`: every request is answered with that status.
+class FakeKubeApi {
+ public:
+  static constexpr const char* kNamespace = "loadtest";
+  static constexpr const char* kSaToken = "sa-token-0123456789";
+
+  FakeKubeApi(const TempDir& dir, int refuse = 0)
+      : creds_(make_self_signed()),
+        refuse_(refuse),
+        server_(creds_, [this](const TlsRequest& r) { return answer(r); }) {
+    std::ofstream(dir.path("ca.crt")) << creds_.cert_pem;
+    std::ofstream(dir.path("token")) << kSaToken << "\n";
+  }
+  // capsweepd's agents.kubernetes settings for this API; agents dial `server`.
+  json settings(const TempDir& dir, const std::string& server) const {
+    return {{"apply", true},
+            {"api_server", "https://127.0.0.1:" + std::to_string(server_.port())},
+            {"namespace", kNamespace},
+            {"token_file", dir.path("token").string()},
+            {"ca_file", dir.path("ca.crt").string()},
+            {"image", "capsweep:test"},
+            {"server", server}};
+  }
+  std::vector<TlsRequest> requests() const {
+    std::lock_guard lock(mutex_);
+    return requests_;
+  }
+  // The Job created, once one is (bounded wait).
+  std::optional<json> wait_job(std::chrono::seconds limit) const {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < until) {
+      {
+        std::lock_guard lock(mutex_);
+        if (!created_.empty()) return created_.front();
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+    return std::nullopt;
+  }
+  std::size_t jobs_now() const {
+    std::lock_guard lock(mutex_);
+    return jobs_.size();
+  }
+
+ private:
+  static TlsReply status(int code, const std::string& reason, const std::string& message) {
+    return {code, json{{"kind", "Status"},
+                       {"apiVersion", "v1"},
+                       {"status", code < 300 ? "Success" : "Failure"},
+                       {"reason", reason},
+                       {"message", message},
+                       {"code", code}}
+                      .dump()};
+  }
+  TlsReply answer(const TlsRequest& r) {
+    std::lock_guard lock(mutex_);
+    requests_.push_back(r);
+    const auto auth = r.headers.find("authorization");
+    if (auth == r.headers.end() || auth->second != std::string("Bearer ") + kSaToken) {
+      return status(401, "Unauthorized", "Unauthorized");
+    }
+    if (refuse_ != 0) {
+      return status(refuse_, "Forbidden",
+                    "jobs.batch is forbidden: User \"system:serviceaccount:loadtest:capsweepd\" cannot create "
+                    "resource \"jobs\" in API group \"batch\" in the namespace \"loadtest\"");
+    }
+    const std::string jobs = std::string("/apis/batch/v1/namespaces/") + kNamespace + "/jobs";
+    if (r.method == "POST" && r.target == jobs) {
+      json job = json::parse(r.body, nullptr, false);
+      if (!job.is_object() || job.value("kind", "") != "Job") return status(400, "BadRequest", "not a Job");
+      const std::string name = job["metadata"]["name"];
+      if (jobs_.count(name)) return status(409, "AlreadyExists", "jobs.batch \"" + name + "\" already exists");
+      jobs_[name] = job;
+      created_.push_back(job);
+      return {201, job.dump()};
+    }
+    if (r.target.rfind(jobs + "/", 0) == 0) {
+      std::string name = r.target.substr(jobs.size() + 1);
+      const std::string query = name.find('?') == std::string::npos ? "" : name.substr(name.find('?') + 1);
+      name = name.substr(0, name.find('?'));
+      const auto it = jobs_.find(name);
+      if (it == jobs_.end()) return status(404, "NotFound", "jobs.batch \"" + name + "\" not found");
+      if (r.method == "GET") return {200, it->second.dump()};
+      if (r.method == "DELETE" && query == "propagationPolicy=Background") {
+        jobs_.erase(it);
+        return status(200, "", "");
+      }
+    }
+    return status(404, "NotFound", "the server could not find the requested resource");
+  }
+
+  Credentials creds_;
+  int refuse_ = 0;
+  mutable std::mutex mutex_;
+  std::vector<TlsRequest> requests_;
+  std::map<std::string, json> jobs_;
+  std::vector<json> created_;
+  TlsHttpServer server_;  // last: stopped before the rest goes
+};
+
 // The clock error the tests' steps accept of their agents. Every process shares one 2-core
 // machine with the simulator, and a sanitizer build answers a clock exchange in about a
 // millisecond: half that round trip is the honest bound, so the tests accept 5 ms and check
@@ -101,10 +212,13 @@ class AgentProcess {
 constexpr double kClockBoundMs = 5;
 
 // capsweepd with a submitter's token and an agent's.
-std::vector<std::string> daemon_args(const TempDir& dir) {
+// With `kubernetes`, capsweepd's agents.kubernetes settings.
+std::vector<std::string> daemon_args(const TempDir& dir, const json& kubernetes = nullptr) {
+  json agents = {{"max_clock_error_ms", kClockBoundMs}, {"join_timeout_s", 30}};
+  if (!kubernetes.is_null()) agents["kubernetes"] = kubernetes;
   std::ofstream cfg(dir.path("capsweepd.json"));
   cfg << json{{"tokens", {{{"token", kSubmit}, {"role", "submit"}}, {{"token", kAgentToken}, {"role", "agent"}}}},
-              {"agents", {{"max_clock_error_ms", kClockBoundMs}, {"join_timeout_s", 30}}}}
+              {"agents", agents}}
              .dump();
   cfg.close();
   return {"--config", dir.path("capsweepd.json").string()};
@@ -204,6 +318,7 @@ TEST_CASE("agents: N agents send the one schedule, and the verdict is a local ru
   const json local_step = only_step(d, local);
   REQUIRE(local_requests.size() > 80);
 
+  int generator_limited_runs = 0;
   for (const int n : {1, 2, 4}) {
     INFO("on " << n << " agents");
     {
@@ -246,14 +361,21 @@ TEST_CASE("agents: N agents send the one schedule, and the verdict is a local ru
         CHECK(a["offset_error_ms"].get<double>() <= kClockBoundMs);
         CHECK(a["done"] == true);
       }
-      // The verdict and the figures of a local run, within noise.
-      CHECK(step["verdict"] == local_step["verdict"]);
+      // The verdict and the figures of a local run, within noise. A machine this small, busy
+      // with other work, can leave one run's engine behind its schedule: that step says so
+      // itself (generator_limited: inconclusive, never passed), once at most.
+      if (step["verdict"] != local_step["verdict"] && summary.value("generator_limited", false)) {
+        ++generator_limited_runs;
+      } else {
+        CHECK(step["verdict"] == local_step["verdict"]);
+      }
       CHECK(summary["completed"] == local_step["summary"]["completed"]);
       const double p50 = summary["p50_ttft_ms"].get<double>(),
                    local_p50 = local_step["summary"]["p50_ttft_ms"].get<double>();
       CHECK(std::abs(p50 - local_p50) < std::max(5.0, 0.5 * local_p50));
     }
   }
+  CHECK(generator_limited_runs <= 1);
 }
 
 TEST_CASE("agents: an agent killed mid-step makes the step invalid, not smaller") {
@@ -334,4 +456,83 @@ TEST_CASE("agents: the Indexed Job of a job on agents, and a spec no agent can r
   auto refused = d.post("/v1/sweeps", scenario_like.dump(), kAuth);
   CHECK(refused.status == 400);
   CHECK(refused.body.find("/agents") != std::string::npos);
+}
+
+TEST_CASE("agents: capsweepd creates its agents' Job through the Kubernetes API and deletes it at the end") {
+  SimFixture sim(quick_sim());
+  TempDir dir;
+  FakeKubeApi api(dir);
+  // The agents dial capsweepd's own address, known once it listens: set, then restarted.
+  Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"), daemon_args(dir));
+  const std::string server = "http://127.0.0.1:" + std::to_string(d.endpoint().port());
+  daemon_args(dir, api.settings(dir, server));
+  REQUIRE(d.terminate() == 0);
+  d.restart();
+
+  const std::string id = submit(d, agent_check(sim, 20, 2, 2));
+  const auto job = api.wait_job(30s);
+  INFO(d.log_text());
+  REQUIRE(job);
+  CHECK((*job)["metadata"]["namespace"] == FakeKubeApi::kNamespace);
+  CHECK((*job)["spec"]["completionMode"] == "Indexed");
+  REQUIRE((*job)["spec"]["completions"] == 2);
+  const json& c = (*job)["spec"]["template"]["spec"]["containers"][0];
+  CHECK(c["image"] == "capsweep:test");
+  REQUIRE(c["args"] == json({"--server", server, "--run", id}));
+  REQUIRE(c["env"][0]["valueFrom"]["secretKeyRef"]["name"] == "capsweep-agent-token");
+  // The Job controller: one agent per index, from the Job's args, its token from the Secret.
+  std::vector<std::unique_ptr<AgentProcess>> agents;
+  for (std::uint32_t i = 0; i < 2; ++i) {
+    agents.push_back(std::make_unique<AgentProcess>(c["args"][1].get<std::string>(), c["args"][3].get<std::string>(), i,
+                                                    kAgentToken, dir.path("agent-" + std::to_string(i) + ".log")));
+  }
+  const json view = wait_view(d, id, 90s);
+  INFO(view.dump(1));
+  REQUIRE(view["status"] == "succeeded");
+  for (auto& a : agents) CHECK(a->wait(10s) == 0);
+  const json step = only_step(d, id);
+  CHECK(step["summary"]["agents"]["parts"] == 2);
+  CHECK(step["summary"]["agents"]["valid"] == true);
+  // Deleted when the job ended, with its pods; every call carried the service account's token.
+  for (int i = 0; i < 100 && api.jobs_now() > 0; ++i) std::this_thread::sleep_for(50ms);
+  CHECK(api.jobs_now() == 0);
+  const auto calls = api.requests();
+  REQUIRE(calls.size() == 2);
+  CHECK(calls[0].method == "POST");
+  CHECK(calls[1].method == "DELETE");
+  CHECK(calls[1].target.find((*job)["metadata"]["name"].get<std::string>()) != std::string::npos);
+  for (const auto& call : calls)
+    CHECK(call.headers.at("authorization") == std::string("Bearer ") + FakeKubeApi::kSaToken);
+  CHECK(d.log_text().find("Job " + (*job)["metadata"]["name"].get<std::string>() + " created") != std::string::npos);
+}
+
+TEST_CASE("agents: a Job the Kubernetes API refuses, or an API not trusted, fails the job saying why") {
+  SimFixture sim(quick_sim());
+  TempDir dir;
+  FakeKubeApi api(dir, 403);
+  json settings = api.settings(dir, "http://127.0.0.1:1");
+  Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"), daemon_args(dir, settings));
+  const std::string id = submit(d, agent_check(sim, 10, 1, 2));
+  const json view = wait_view(d, id, 30s);
+  INFO(view.dump(1));
+  CHECK(view["status"] == "failed");
+  const std::string why = view.dump();
+  CHECK(why.find("refused to create Job") != std::string::npos);
+  CHECK(why.find("HTTP 403 Forbidden") != std::string::npos);
+  CHECK(why.find("jobs.batch is forbidden") != std::string::npos);
+  CHECK(d.get("/healthz").status == 200);  // capsweepd serves on
+
+  // A CA that did not sign the API's certificate: nothing is sent, and the job says so.
+  std::ofstream(dir.path("other-ca.crt")) << capsweep::testing::make_self_signed().cert_pem;
+  settings["ca_file"] = dir.path("other-ca.crt").string();
+  daemon_args(dir, settings);
+  REQUIRE(d.terminate() == 0);
+  d.restart();
+  const auto before = api.requests().size();
+  const std::string untrusted = submit(d, agent_check(sim, 10, 1, 2));
+  const json v2 = wait_view(d, untrusted, 30s);
+  INFO(v2.dump(1));
+  CHECK(v2["status"] == "failed");
+  CHECK(v2.dump().find("Kubernetes API at https://127.0.0.1:") != std::string::npos);
+  CHECK(api.requests().size() == before);
 }

@@ -2,13 +2,19 @@
 // the step a payload makes, and the Indexed Job that runs the agents.
 #include "sweep/agents.hpp"
 
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "loadgen/agent_hub.hpp"
 #include "loadgen/agent_wire.hpp"
+#include "sweep/agent_jobs.hpp"
 #include "sweep/spec.hpp"
 
 using namespace capsweep;
@@ -442,4 +448,71 @@ TEST_CASE("agents: the Indexed Job is a pure function of its settings") {
   s.agents = 2;
   CHECK(sweep::agent_job(s) != job);
   CHECK(sweep::agent_job_name(std::string(200, 'x')).size() <= 63);
+}
+
+TEST_CASE("agents: the Kubernetes API's place is resolved from a pod's environment, or refused naming the setting") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("capsweep-kube-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "namespace") << "loadtest\n";
+  std::ofstream(dir / "bad-namespace") << "Load_Test";
+  sweep::AgentJobApi api;
+  api.apply = true;
+  api.namespace_file = (dir / "namespace").string();
+  api.image = "capsweep:0.2";
+  api.server = "http://capsweepd:8080";
+
+  ::setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
+  ::setenv("KUBERNETES_SERVICE_PORT", "6443", 1);
+  auto r = sweep::resolve_agent_job_api(api);
+  REQUIRE(r.has_value());
+  CHECK(r->api_server == "https://10.96.0.1:6443");
+  CHECK(r->namespace_ == "loadtest");  // the file's, its newline trimmed
+  ::setenv("KUBERNETES_SERVICE_HOST", "fd00::1", 1);
+  ::unsetenv("KUBERNETES_SERVICE_PORT");
+  CHECK(sweep::resolve_agent_job_api(api)->api_server == "https://[fd00::1]:443");
+  // Given settings win over the pod's.
+  api.api_server = "https://127.0.0.1:9443";
+  api.namespace_ = "other";
+  CHECK(sweep::resolve_agent_job_api(api)->api_server == "https://127.0.0.1:9443");
+  CHECK(sweep::resolve_agent_job_api(api)->namespace_ == "other");
+
+  api.api_server.clear();
+  api.namespace_.clear();
+  ::unsetenv("KUBERNETES_SERVICE_HOST");
+  auto outside = sweep::resolve_agent_job_api(api);
+  REQUIRE_FALSE(outside.has_value());
+  CHECK(outside.error().field == "/agents/kubernetes/api_server");
+  CHECK(outside.error().message.find("KUBERNETES_SERVICE_HOST") != std::string::npos);
+  api.api_server = "kubernetes:443";
+  CHECK(sweep::resolve_agent_job_api(api).error().field == "/agents/kubernetes/api_server");
+  api.api_server = "https://127.0.0.1:9443";
+  api.namespace_file = (dir / "missing").string();
+  CHECK(sweep::resolve_agent_job_api(api).error().field == "/agents/kubernetes/namespace");
+  api.namespace_file = (dir / "bad-namespace").string();
+  auto bad = sweep::resolve_agent_job_api(api);
+  REQUIRE_FALSE(bad.has_value());
+  CHECK(bad.error().message.find("Load_Test") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("agents: the Job capsweepd applies is the one it prints, with its settings") {
+  sweep::AgentJobApi api;
+  api.namespace_ = "loadtest";
+  api.image = "registry.example/capsweep:0.2";
+  api.server = "http://capsweepd.loadtest.svc:8080";
+  api.secret = "agents";
+  api.backoff_per_index = 3;
+  const json job = sweep::agent_job_for(api, "sw-1", 5);
+  sweep::AgentJobSettings s;
+  s.run_id = "sw-1";
+  s.agents = 5;
+  s.image = api.image;
+  s.server = api.server;
+  s.secret = "agents";
+  s.namespace_ = "loadtest";
+  s.backoff_per_index = 3;
+  CHECK(job == sweep::agent_job(s));
+  CHECK(job["spec"]["backoffLimitPerIndex"] == 3);
+  CHECK(job["metadata"]["namespace"] == "loadtest");
 }

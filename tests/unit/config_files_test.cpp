@@ -352,3 +352,39 @@ TEST_CASE("a length distribution or a scenario check refuses a key it does not r
   s["scenario"]["checks"] = {{"metric_choice", {{"ranked", true}}}};
   CHECK(spec_error(s).rfind("/scenario/checks/metric_choice/ranked: ", 0) == 0);
 }
+
+namespace {
+// The capsweepd.json held by a Kubernetes ConfigMap file (its block scalar, unindented).
+json configmap_config(const std::string& relative) {
+  std::ifstream in(std::string(CAPSWEEP_SOURCE_DIR) + "/" + relative);
+  REQUIRE(in);
+  std::string line, text;
+  bool inside = false;
+  while (std::getline(in, line)) {
+    if (line.find("capsweepd.json: |") != std::string::npos) {
+      inside = true;
+    } else if (inside) {
+      if (line.rfind("    ", 0) != 0 && !line.empty()) break;
+      text += line.size() > 4 ? line.substr(4) : "";
+      text += "\n";
+    }
+  }
+  return json::parse(text);
+}
+}  // namespace
+
+TEST_CASE("config files: the Kubernetes ConfigMaps hold settings capsweepd takes") {
+  auto base = capsweep::api::parse_config(configmap_config("deploy/k8s/base/configmap.yaml"));
+  INFO((base ? std::string() : base.error().field + ": " + base.error().message));
+  REQUIRE(base.has_value());
+  CHECK_FALSE(base->agent_jobs.apply);
+  auto agents = capsweep::api::parse_config(configmap_config("deploy/k8s/agents/configmap.yaml"));
+  INFO((agents ? std::string() : agents.error().field + ": " + agents.error().message));
+  REQUIRE(agents.has_value());
+  CHECK(agents->agent_jobs.apply);
+  CHECK(agents->agent_jobs.secret == "capsweep-agent-token");
+  // The component changes only the agents' settings.
+  json without = configmap_config("deploy/k8s/agents/configmap.yaml");
+  without.erase("agents");
+  CHECK(without == configmap_config("deploy/k8s/base/configmap.yaml"));
+}

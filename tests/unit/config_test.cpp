@@ -105,3 +105,47 @@ TEST_CASE("config: engine_threads is the cores it may use by default, a number w
     CHECK(c.error().field == "/engine_threads");
   }
 }
+
+TEST_CASE("config: agents.kubernetes is off by default, read from the file, and apply needs an image and a URL") {
+  const ServiceConfig d = default_config();
+  CHECK_FALSE(d.agent_jobs.apply);
+  CHECK(d.agent_jobs.token_file == "/var/run/secrets/kubernetes.io/serviceaccount/token");
+  CHECK(d.agent_jobs.secret == "capsweep-agent-token");
+  const json k = {{"apply", true},
+                  {"api_server", "https://10.0.0.1:6443"},
+                  {"namespace", "loadtest"},
+                  {"token_file", "/run/token"},
+                  {"ca_file", "/run/ca.crt"},
+                  {"image", "registry.example/capsweep:0.2.0"},
+                  {"server", "http://capsweepd.loadtest.svc:8080"},
+                  {"secret", "agents"},
+                  {"backoff_per_index", 2}};
+  const ServiceConfig c = parse_config({{"agents", {{"kubernetes", k}}}}).value();
+  CHECK(c.agent_jobs.apply);
+  CHECK(c.agent_jobs.api_server == "https://10.0.0.1:6443");
+  CHECK(c.agent_jobs.namespace_ == "loadtest");
+  CHECK(c.agent_jobs.token_file == "/run/token");
+  CHECK(c.agent_jobs.ca_file == "/run/ca.crt");
+  CHECK(c.agent_jobs.image == "registry.example/capsweep:0.2.0");
+  CHECK(c.agent_jobs.server == "http://capsweepd.loadtest.svc:8080");
+  CHECK(c.agent_jobs.secret == "agents");
+  CHECK(c.agent_jobs.secret_key == "token");
+  CHECK(c.agent_jobs.backoff_per_index == 2);
+
+  const auto field_of = [&](json patch) {
+    json doc = k;
+    doc.merge_patch(patch);
+    auto r = parse_config({{"agents", {{"kubernetes", doc}}}});
+    REQUIRE_FALSE(r.has_value());
+    return r.error().field;
+  };
+  CHECK(field_of({{"image", ""}}) == "/agents/kubernetes/image");
+  CHECK(field_of({{"server", ""}}) == "/agents/kubernetes/server");
+  CHECK(field_of({{"server", "capsweepd:8080"}}) == "/agents/kubernetes/server");
+  CHECK(field_of({{"backoff_per_index", -1}}) == "/agents/kubernetes/backoff_per_index");
+  CHECK(field_of({{"token_file", ""}}) == "/agents/kubernetes/token_file");
+  CHECK(field_of({{"apply", "yes"}}) == "/agents/kubernetes/apply");
+  CHECK(field_of({{"namespaces", "x"}}).rfind("/agents/kubernetes", 0) == 0);
+  // Off, nothing else is needed.
+  CHECK(parse_config({{"agents", {{"kubernetes", {{"apply", false}}}}}}).has_value());
+}
