@@ -122,8 +122,11 @@ TEST_CASE("regression: A vs an identical A' passes every metric and every qualit
   const json v = run_job(d, spec);
   const json& r = v["result"];
   INFO(verdicts_of(r));
-  INFO(r["warnings"].dump());  // a generator that fell behind says so here
-  CHECK(r["verdict"] == "pass");
+  INFO(r["warnings"].dump());
+  // Identical servers pass. A run whose generator fell behind its schedule (on a busy 2-core
+  // machine, now and then one run of twelve) makes a pass inconclusive, never a pass, and says
+  // which run; every metric and check must still pass (below).
+  CHECK(r["verdict"] == (r["generator_limited"] == true ? "inconclusive" : "pass"));
   REQUIRE(r["metrics"].size() == 4);  // goodput, TTFT p95, ITL p95 by default, TPOT p95 asked
   for (const auto& [k, m] : r["metrics"].items()) {
     CHECK(m["verdict"] == "pass");
