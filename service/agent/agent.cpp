@@ -12,6 +12,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+#include <cmath>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -30,6 +31,23 @@
 namespace capsweep::agent {
 
 namespace {
+
+// What the agent says of its share with its last records.
+loadgen::ShareSummary share_summary(const Result<loadgen::StepResult>& result, double lag_p99_ms, std::uint64_t sent) {
+  loadgen::ShareSummary s;
+  s.lag_p99_ms = std::isfinite(lag_p99_ms) ? std::max(0.0, lag_p99_ms) : 0.0;
+  if (!result) return s;
+  s.cpu_s = result->generator_cpu_s;
+  s.loop_delay_p99_ms = result->loop_delay_p99_ms;
+  s.loop_delay_max_ms = result->loop_delay_max_ms;
+  s.peak_connections = result->peak_connections;
+  s.sent = sent;
+  if (result->sessions) {
+    const loadgen::SessionCounts& c = *result->sessions;
+    s.sessions = loadgen::ShareSummary::Sessions{c.started, c.completed, c.cut, c.broken, c.turns_sent};
+  }
+  return s;
+}
 
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
@@ -280,24 +298,8 @@ void Agent::run_step(std::uint64_t seq, std::int64_t t0_ns) {
     }
   }
   engine.join();
-  json summary = {{"lag_p99_ms", lag_p99()}};
-  if (result) {
-    summary["cpu_s"] = result->generator_cpu_s;
-    summary["loop_delay_p99_ms"] = result->loop_delay_p99_ms;
-    summary["loop_delay_max_ms"] = result->loop_delay_max_ms;
-    summary["peak_connections"] = result->peak_connections;
-    summary["sent"] = runner_->progress().sent.load();
-    if (result->sessions) {
-      const loadgen::SessionCounts& c = *result->sessions;
-      summary["sessions"] = {{"started", c.started},
-                             {"completed", c.completed},
-                             {"cut", c.cut},
-                             {"broken", c.broken},
-                             {"turns_sent", c.turns_sent}};
-    }
-  } else {
-    log::error(fmt::format("capsweep-agent: step {} could not run: {}", seq, result.error().message));
-  }
+  const json summary = loadgen::encode_summary(share_summary(result, lag_p99(), runner_->progress().sent.load()));
+  if (!result) log::error(fmt::format("capsweep-agent: step {} could not run: {}", seq, result.error().message));
   // The last records, in batches under capsweepd's body limit, the final one marked done.
   while (true) {
     std::size_t bytes = 0;

@@ -4,8 +4,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 
+#include "llm/session.hpp"
 #include "llm/target.hpp"
 #include "llm/workload.hpp"
 #include "sweep/kinds.hpp"
@@ -55,6 +57,22 @@ std::optional<ApiError> check_ca_file(const ServiceConfig& config, const llm::Ta
   return std::nullopt;
 }
 
+// A session's turn carries every turn before it: the user's turns and the answers (each at
+// most the output bound) are all in its prompt. The largest prompt a session of synthesised
+// turns can reach is held to the prompt limit, as one request's is.
+std::optional<ApiError> bound_sessions(const Limits& l, const llm::WorkloadSpec& w) {
+  if (!w.sessions || w.dataset) return std::nullopt;
+  const double turns = std::min<std::uint32_t>(w.sessions->turns.upper_bound(), llm::kMaxSessionTurns);
+  const double prompt = std::min(w.prompt_tokens.upper_bound(), l.max_prompt_tokens);
+  const double output = std::min(w.output_tokens.upper_bound(), l.max_output_tokens);
+  const double largest = turns * prompt + (turns - 1) * output;
+  if (largest <= l.max_prompt_tokens) return std::nullopt;
+  return over("/workload/sessions/turns",
+              fmt::format("a session of {:.0f} turns of up to {:.0f} prompt and {:.0f} answer tokens reaches a prompt "
+                          "of {:.0f} tokens (its history included); the service's limit is {}",
+                          turns, prompt, output, largest, l.max_prompt_tokens));
+}
+
 }  // namespace
 
 std::optional<ApiError> check_scenario_limits(const ServiceConfig& config, const sweep::JobSpec& spec) {
@@ -77,6 +95,7 @@ std::optional<ApiError> check_limits(const ServiceConfig& config, const sweep::J
   if (auto e = bound_lengths(spec.workload.output_tokens, holder, "output_tokens", l.max_output_tokens,
                              in_dataset ? "/workload/dataset/output_tokens" : "/workload/output_tokens"))
     return e;
+  if (auto e = bound_sessions(l, spec.workload)) return e;
   // The job's kind's own limits (sweep/kinds).
   if (auto e = sweep::rules(spec.kind).admit(l, spec, doc)) return from_error(*e);
   return std::nullopt;

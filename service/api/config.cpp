@@ -11,6 +11,7 @@
 
 #include "api/schema.hpp"
 #include "llm/target.hpp"
+#include "sweep/agents.hpp"
 
 namespace capsweep::api {
 
@@ -46,6 +47,13 @@ Result<sweep::AgentJobApi> parse_agent_job_api(const nlohmann::json& k) {
     return invalid("/agents/kubernetes/server", "the URL agents dial capsweepd at is required when apply is true");
   }
   if (auto t = llm::parse_base_url(llm::Target{}, a.server, "/agents/kubernetes/server"); !t) return t.error();
+  sweep::AgentJobSettings names;
+  names.namespace_ = a.namespace_;
+  names.secret = a.secret;
+  names.secret_key = a.secret_key;
+  if (auto bad = sweep::agent_job_names_error(names)) {
+    return invalid("/agents/kubernetes" + bad->field, bad->message);
+  }
   return a;
 }
 

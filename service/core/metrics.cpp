@@ -132,6 +132,13 @@ nlohmann::json StepMetrics::summary(const std::vector<double>& percentiles) cons
   j["offered_rate_rps"] = std::isfinite(offered_rate_rps) ? nlohmann::json(offered_rate_rps) : nlohmann::json(nullptr);
   j["achieved_rate_rps"] = achieved_rate_rps();
   j["errors"] = error_counts(outcomes);
+  if (!error_messages.empty()) {
+    nlohmann::json said = nlohmann::json::array();
+    for (const ErrorMessage& e : error_messages) {
+      said.push_back({{"outcome", to_string(e.outcome)}, {"message", e.message}, {"count", e.count}});
+    }
+    j["error_messages"] = std::move(said);
+  }
   j["abandoned"] = abandoned();
   j["incomplete"] = outcomes[static_cast<std::size_t>(Outcome::incomplete)];
 
@@ -197,6 +204,7 @@ void StepMetrics::merge(const StepMetrics& o) {
   completed += o.completed;
   good += o.good;
   for (std::size_t i = 0; i < outcomes.size(); ++i) outcomes[i] += o.outcomes[i];
+  for (const ErrorMessage& e : o.error_messages) note_error(e.outcome, e.message, e.count);
   output_tokens_estimated += o.output_tokens_estimated;
   usage_output_tokens += o.usage_output_tokens;
   usage_stream_chunks += o.usage_stream_chunks;
@@ -229,6 +237,16 @@ bool StepAccumulator::is_good(const RequestRecord& r, const GoodputBounds& b) {
   return true;
 }
 
+void StepMetrics::note_error(Outcome outcome, const std::string& message, std::uint64_t count) {
+  for (ErrorMessage& e : error_messages) {
+    if (e.outcome == outcome && e.message == message) {
+      e.count += count;
+      return;
+    }
+  }
+  if (error_messages.size() < kMaxErrorMessages) error_messages.push_back({outcome, message, count});
+}
+
 void StepAccumulator::add(const RequestRecord& r) {
   const bool ok = r.outcome == Outcome::ok && !r.chunks.empty();
   const bool measured = r.scheduled >= window_.warmup && (!window_.end || r.scheduled < *window_.end);
@@ -256,6 +274,7 @@ void StepAccumulator::add(const RequestRecord& r) {
   if (in_window(r.scheduled)) ++m_.scheduled_in_window;
   ++m_.outcomes[static_cast<std::size_t>(ok ? Outcome::ok
                                             : (r.outcome == Outcome::ok ? Outcome::empty_stream : r.outcome))];
+  if (!ok && !r.error_message.empty()) m_.note_error(r.outcome, r.error_message);
   if (r.outcome != Outcome::cancelled) {
     if (in_window(r.sent)) ++m_.sent_in_window;
     m_.schedule_lag_ms.add(to_ms(r.dispatched - r.scheduled));

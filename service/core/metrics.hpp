@@ -92,7 +92,18 @@ struct StepMetrics {
   std::uint64_t completed = 0;                          // measured requests that succeeded
   std::uint64_t good = 0;                               // measured, succeeded, every goodput bound held
   std::array<std::uint64_t, kOutcomeCount> outcomes{};  // measured requests by outcome
-  std::uint64_t output_tokens_estimated = 0;            // completed requests without server usage
+  // What the target said of its failures: the first kMaxErrorMessages distinct messages of
+  // measured requests, by outcome, with how many requests said each.
+  struct ErrorMessage {
+    Outcome outcome = Outcome::ok;
+    std::string message;
+    std::uint64_t count = 0;
+  };
+  static constexpr std::size_t kMaxErrorMessages = 5;
+  std::vector<ErrorMessage> error_messages;
+  // Counts `message` of `outcome` (a new one while fewer than kMaxErrorMessages are kept).
+  void note_error(Outcome outcome, const std::string& message, std::uint64_t count = 1);
+  std::uint64_t output_tokens_estimated = 0;  // completed requests without server usage
   // Over completed requests whose server sent usage: the tokens its usage counted and the
   // content chunks its stream carried (each one token or more), to catch a server that counts
   // tokens it did not stream.

@@ -28,6 +28,8 @@ std::string_view to_string(Outcome o) noexcept {
       return "client_error";
     case Outcome::abandoned:
       return "abandoned";
+    case Outcome::truncated:
+      return "truncated";
   }
   return "unknown";
 }

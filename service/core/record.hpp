@@ -26,8 +26,9 @@ enum class Outcome : std::uint8_t {
   incomplete,    // still running when the drain timeout ended
   client_error,  // the load generator itself failed on this request (e.g. out of memory)
   abandoned,     // the user gave up (workload.abandon): closed before the end, not an error
+  truncated,     // the stream ended (EOF) without a finish reason and without [DONE]
 };
-inline constexpr std::size_t kOutcomeCount = 12;
+inline constexpr std::size_t kOutcomeCount = 13;
 
 std::string_view to_string(Outcome o) noexcept;
 
@@ -53,6 +54,9 @@ struct RequestRecord {
   // when the server sent it, else the reasoning chunks' tokens counted.
   std::uint32_t reasoning_tokens = 0;
   Outcome outcome = Outcome::ok;
+  // What the target said of a failure (an error event's or an error answer's message, at most
+  // 200 bytes); empty otherwise.
+  std::string error_message;
   // A session's turn (workload.sessions), 1-based; 0 for a request of no session.
   std::uint16_t turn = 0;
   // A user who gives up (workload.abandon): with no first token by abandon_at (from the step's

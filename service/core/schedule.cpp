@@ -107,6 +107,9 @@ Result<Schedule> make_schedule(const ArrivalSpec& spec, const ScheduleLimit& lim
   return out;
 }
 
+// The latest a replay may send a row (a year): its nanoseconds stay far inside 64 bits.
+constexpr double kMaxReplayOffsetS = 365.0 * 86400.0;
+
 Result<Schedule> replay_schedule(const std::vector<Nanos>& offsets, double speed, bool loop,
                                  const ScheduleLimit& limit) {
   if (offsets.empty()) return invalid("/workload/dataset", "the trace has no rows");
@@ -123,8 +126,13 @@ Result<Schedule> replay_schedule(const std::vector<Nanos>& offsets, double speed
   for (std::uint64_t l = 0; out.send_times.size() < max_count; ++l) {
     for (const Nanos t : offsets) {
       const double at_s = to_s(t - offsets.front() + period * static_cast<Nanos::rep>(l)) / speed;
+      if ((limit.duration && at_s >= to_s(*limit.duration)) || out.send_times.size() >= max_count) break;
+      if (!(at_s < kMaxReplayOffsetS)) {
+        return invalid("/speed", fmt::format("the replay would send a row {:.3g} s after its start (at most {:.0f} s)",
+                                             at_s, kMaxReplayOffsetS));
+      }
       const Nanos at(static_cast<Nanos::rep>(std::llround(at_s * 1e9)));
-      if ((limit.duration && at >= *limit.duration) || out.send_times.size() >= max_count) break;
+      if (limit.duration && at >= *limit.duration) break;
       out.send_times.push_back(at);
     }
     const bool cut = limit.duration && out.send_times.size() % offsets.size() != 0;

@@ -288,11 +288,16 @@ asio::awaitable<void> Server::State::answer_and_close(beast::tcp_stream& stream,
 namespace {
 
 // A header that did not fit: 414 when its first line alone is longer than a target may be,
-// else 431. The bytes read so far are still in the buffer (the parser takes a header whole).
-Response header_too_large(const beast::flat_buffer& buffer, const ServerOptions& options) {
-  const std::string_view head(static_cast<const char*>(buffer.data().data()), buffer.size());
-  const auto eol = head.find("\r\n");
-  const bool long_target = (eol == std::string_view::npos ? head.size() : eol) > options.target_limit;
+// else 431. The parser takes the request line as soon as it is whole (its target is then in
+// the message) and keeps the rest of the header in the buffer until the header is whole.
+Response header_too_large(const bhttp::request_parser<bhttp::string_body>& parser, const beast::flat_buffer& buffer,
+                          const ServerOptions& options) {
+  bool long_target = parser.get().target().size() > options.target_limit;
+  if (parser.get().target().empty()) {  // the request line itself never ended
+    const std::string_view head(static_cast<const char*>(buffer.data().data()), buffer.size());
+    const auto eol = head.find("\r\n");
+    long_target = (eol == std::string_view::npos ? head.size() : eol) > options.target_limit;
+  }
   if (long_target) {
     return server_error(bhttp::status::uri_too_long, "uri_too_long",
                         fmt::format("the request target exceeds {} bytes", options.target_limit), options);
@@ -323,7 +328,7 @@ asio::awaitable<void> Server::State::serve(std::shared_ptr<Connection> conn, std
       break;
     }
     if (ec == bhttp::error::header_limit) {
-      co_await answer_and_close(stream, header_too_large(buffer, options));
+      co_await answer_and_close(stream, header_too_large(parser, buffer, options));
       break;
     }
     if (!got) break;  // EOF, timeout, reset, shutdown or a malformed request: close quietly
@@ -331,6 +336,11 @@ asio::awaitable<void> Server::State::serve(std::shared_ptr<Connection> conn, std
       Response res = server_error(bhttp::status::uri_too_long, "uri_too_long",
                                   fmt::format("the request target exceeds {} bytes", options.target_limit), options);
       co_await answer_and_close(stream, std::move(res));
+      break;
+    }
+    if (parser.get().count(bhttp::field::host) > 1) {  // RFC 9112 3.2: which host is meant is unknown
+      co_await answer_and_close(stream, server_error(bhttp::status::bad_request, "bad_request",
+                                                     "the request has more than one Host header", options));
       break;
     }
     Request req = parser.release();

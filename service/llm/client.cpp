@@ -1,5 +1,6 @@
 #include "llm/client.hpp"
 
+#include <fmt/format.h>
 #include <openssl/ssl.h>
 
 #include <algorithm>
@@ -56,8 +57,9 @@ bool is_timeout(const beast::error_code& ec) {
 struct StreamTally {
   std::uint64_t last_completion_tokens = 0;
   std::uint64_t tokens_seen = 0;  // content tokens so far
-  std::optional<std::uint64_t> usage_completion, usage_prompt, usage_reasoning;
-  bool saw_done = false, failed = false;
+  UsageCounts usage;
+  bool saw_done = false, saw_finish = false, failed = false;
+  std::string error_message;  // what the server said of a failure
 
   // One SSE data payload that arrived at `now`.
   void on_event(std::string_view data, Nanos now, RequestRecord& rec) {
@@ -81,15 +83,29 @@ struct StreamTally {
         saw_done = true;
         break;
       case StreamChunk::Kind::error:
+        error_message = sc.error_message;
+        failed = true;
+        break;
       case StreamChunk::Kind::malformed:
+        error_message = "a malformed event: " + std::string(data.substr(0, 120));
         failed = true;
         break;
       default:
         break;
     }
-    if (sc.completion_tokens) usage_completion = sc.completion_tokens;
-    if (sc.prompt_tokens) usage_prompt = sc.prompt_tokens;
-    if (sc.reasoning_tokens) usage_reasoning = sc.reasoning_tokens;
+    saw_finish = saw_finish || sc.finished;
+    if (sc.completion_tokens) usage.completion = sc.completion_tokens;
+    if (sc.prompt_tokens) usage.prompt = sc.prompt_tokens;
+    if (sc.reasoning_tokens) usage.reasoning = sc.reasoning_tokens;
+    if (sc.total_tokens) usage.total = sc.total_tokens;
+  }
+
+  // An "error:" line (llama.cpp's server): the stream failed, with the server's message.
+  void on_error_field(std::string_view value) {
+    if (failed) return;
+    failed = true;
+    const StreamChunk sc = interpret_chunk(value);
+    error_message = sc.kind == StreamChunk::Kind::error ? sc.error_message : std::string(value.substr(0, 200));
   }
 
   // The record's outcome and token counts once a 2xx answer's body has ended: the server's
@@ -97,12 +113,14 @@ struct StreamTally {
   void settle(RequestRecord& rec) const {
     if (failed) {
       rec.outcome = Outcome::stream_error;
+      rec.error_message = error_message.substr(0, 200);
       return;
     }
     // A count past 2^32 - 1 (a server that lies) is kept as the largest, not wrapped.
-    if (usage_prompt) rec.input_tokens = static_cast<std::uint32_t>(std::min<std::uint64_t>(*usage_prompt, UINT32_MAX));
-    if (usage_completion) {
-      rec.output_tokens = static_cast<std::uint32_t>(std::min<std::uint64_t>(*usage_completion, UINT32_MAX));
+    if (usage.prompt) rec.input_tokens = static_cast<std::uint32_t>(std::min<std::uint64_t>(*usage.prompt, UINT32_MAX));
+    const std::uint64_t reasoning_usage = usage.reasoning.value_or(0);
+    if (const auto generated = generated_tokens(usage)) {
+      rec.output_tokens = static_cast<std::uint32_t>(std::min<std::uint64_t>(*generated, UINT32_MAX));
       rec.output_tokens_estimated = false;
     } else {
       std::uint64_t counted = 0;
@@ -110,16 +128,43 @@ struct StreamTally {
       rec.output_tokens = static_cast<std::uint32_t>(counted);
       rec.output_tokens_estimated = true;
     }
-    if (usage_reasoning) {
-      rec.reasoning_tokens = static_cast<std::uint32_t>(std::min<std::uint64_t>(*usage_reasoning, rec.output_tokens));
+    if (usage.reasoning) {
+      rec.reasoning_tokens = static_cast<std::uint32_t>(std::min<std::uint64_t>(reasoning_usage, rec.output_tokens));
     } else {
       std::uint64_t counted = 0;
       for (const auto& ch : rec.chunks) counted += ch.reasoning ? ch.tokens : 0;
       rec.reasoning_tokens = static_cast<std::uint32_t>(std::min<std::uint64_t>(counted, rec.output_tokens));
     }
+    if (!saw_done && !saw_finish) {
+      // The body ended (the connection closed, or a length ran out) before the answer did.
+      rec.outcome = Outcome::truncated;
+      rec.error_message = "the stream ended without a finish reason or [DONE]";
+      return;
+    }
     rec.outcome = rec.chunks.empty() ? Outcome::empty_stream : Outcome::ok;
   }
 };
+
+// What an error answer's body says: an OpenAI-style {"error": {"message"}} / {"message"} /
+// {"detail"} (at most 200 bytes), else its first bytes.
+std::string error_body_message(std::string_view body) {
+  const auto j = nlohmann::json::parse(body, nullptr, false);
+  if (j.is_object()) {
+    const nlohmann::json* e = &j;
+    if (auto it = j.find("error"); it != j.end()) {
+      if (it->is_string()) return it->get<std::string>().substr(0, 200);
+      if (it->is_object()) e = &*it;
+    }
+    for (const char* key : {"message", "detail"}) {
+      if (auto m = e->find(key); m != e->end() && m->is_string()) return m->get<std::string>().substr(0, 200);
+    }
+  }
+  std::string out(body.substr(0, 200));
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+  }
+  return out;
+}
 
 struct Client::Impl : std::enable_shared_from_this<Impl> {
   // The outcome of a request whose I/O failed with `ec` before an answer was complete.
@@ -330,6 +375,9 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
         } else if (!sse.feed(std::string_view(chunk, got),
                              [&](std::string_view data) { tally.on_event(data, now, rec); })) {
           tally.failed = true;
+          tally.error_message = "an event exceeded the size limit";
+        } else if (!sse.error_field().empty()) {
+          tally.on_error_field(sse.error_field());
         }
       }
       if (rec_ec) {
@@ -347,6 +395,7 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
     }
     if (!ok_status) {
       rec.outcome = status_outcome(status);
+      rec.error_message = fmt::format("HTTP {}: {}", status, error_body_message(error_body));
       reusable = parser.is_done() && parser.keep_alive();
       co_return;
     }
@@ -373,6 +422,7 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
     reusable = parser.keep_alive();
     if (status < 200 || status >= 300) {
       rec.outcome = status_outcome(status);
+      rec.error_message = fmt::format("HTTP {}: {}", status, error_body_message(parser.get().body()));
       co_return;
     }
     if (rec.events) rec.events->push_back(parser.get().body());

@@ -134,16 +134,29 @@ std::optional<ItemError> read_jsonl_item(const json& item, DatasetEntry& out) {
   return read_quality_fields(item, out);
 }
 
-// One row of a trace; `previous_ms`: the row before's timestamp (the rows are in time order).
-std::optional<ItemError> read_trace_row(const json& item, double previous_ms, DatasetEntry& out) {
+// A trace's timestamps: at most 2^53 ms (exact as a double; epoch milliseconds fit), and the
+// whole trace within 10^10 ms (115 days) of its first row, so every offset is exact in
+// nanoseconds and a replay's times never overflow.
+constexpr double kMaxTraceTimestampMs = 9007199254740992.0;
+constexpr double kMaxTraceSpanMs = 1e10;
+
+// One row of a trace; `first_ms` and `previous_ms`: the first row's and the row before's
+// timestamps (none for the first row; the rows are in time order).
+std::optional<ItemError> read_trace_row(const json& item, std::optional<double> first_ms, double previous_ms,
+                                        DatasetEntry& out) {
   if (!item.is_object()) return ItemError{"", "must be a JSON object"};
   const auto ts = item.find("timestamp");
-  if (ts == item.end() || !ts->is_number() || !(ts->get<double>() >= 0) || !std::isfinite(ts->get<double>())) {
-    return ItemError{"/timestamp", "must be a number of milliseconds >= 0"};
+  if (ts == item.end() || !ts->is_number() || !(ts->get<double>() >= 0) ||
+      !(ts->get<double>() <= kMaxTraceTimestampMs)) {
+    return ItemError{"/timestamp", "must be a number of milliseconds from 0 to 2^53"};
   }
   if (ts->get<double>() < previous_ms) {
     return ItemError{"/timestamp",
                      fmt::format("is earlier than the row before ({} ms): a trace is in time order", previous_ms)};
+  }
+  if (first_ms && ts->get<double>() - *first_ms > kMaxTraceSpanMs) {
+    return ItemError{"/timestamp", fmt::format("is {:.0f} ms after the first row: a trace spans at most {:.0f} ms",
+                                               ts->get<double>() - *first_ms, kMaxTraceSpanMs)};
   }
   out.timestamp_ms = ts->get<double>();
   std::optional<ItemError> err;
@@ -217,6 +230,7 @@ using EntrySink = std::function<void(DatasetEntry&&)>;
 // items or the first error.
 Result<std::size_t> each_jsonl_item(std::string_view text, const EntrySink& sink, bool trace = false) {
   double previous_ms = 0;
+  std::optional<double> first_ms;
   std::size_t items = 0;
   std::optional<Error> failure;
   for_each_line(text, [&](std::string_view line, std::size_t line_no) {
@@ -230,8 +244,9 @@ Result<std::size_t> each_jsonl_item(std::string_view text, const EntrySink& sink
     auto j = json::parse(line, nullptr, false);
     if (j.is_discarded()) return fail({"", "not valid JSON"});
     DatasetEntry d;
-    if (auto e = trace ? read_trace_row(j, previous_ms, d) : read_jsonl_item(j, d)) return fail(*e);
+    if (auto e = trace ? read_trace_row(j, first_ms, previous_ms, d) : read_jsonl_item(j, d)) return fail(*e);
     previous_ms = d.timestamp_ms.value_or(0);
+    if (!first_ms) first_ms = d.timestamp_ms;
     sink(std::move(d));
     ++items;
     return true;

@@ -7,7 +7,22 @@ namespace capsweep::llm {
 namespace {
 
 // Where in the document the scanner is; only these places matter.
-enum class Ctx { root, choices, choice0, delta, usage, usage_details, error, other };
+enum class Ctx {
+  root,
+  choices,
+  choice0,
+  delta,
+  usage,
+  usage_details,
+  error,
+  tool_calls,     // delta.tool_calls: an array of tool call deltas
+  tool_call,      // one of them
+  tool_function,  // its function: name and arguments, streamed in pieces
+  content_parts,  // delta.content given as an array of parts
+  content_part,   // one part: {"type": "text" | "thinking" | ..., "text" | "thinking": ...}
+  part_thinking,  // anything inside a part's "thinking" / "reasoning" value
+  other
+};
 
 class Scanner {
  public:
@@ -24,6 +39,7 @@ class Scanner {
 
   bool saw_choices = false, choices_empty = true, saw_usage = false, saw_error = false;
   bool has_text = false, has_visible = false, has_role = false, object_is_error = false;
+  bool has_tool_call = false;
 
  private:
   static constexpr int kMaxDepth = 64;
@@ -111,14 +127,20 @@ class Scanner {
         if (parent == Ctx::usage && key == "completion_tokens") capture = &out_->completion_tokens;
         if (parent == Ctx::usage && key == "prompt_tokens") capture = &out_->prompt_tokens;
         if (parent == Ctx::usage_details && key == "reasoning_tokens") capture = &out_->reasoning_tokens;
+        if (parent == Ctx::usage && key == "total_tokens") capture = &out_->total_tokens;
         return number(capture);
       }
     }
   }
 
   void on_string(Ctx ctx, std::string_view key, std::string_view raw) {
-    if ((ctx == Ctx::choice0 && key == "text") || (ctx == Ctx::delta && key == "content")) {
+    if (on_part_string(ctx, key, raw)) return;
+    if ((ctx == Ctx::choice0 && key == "text") || (ctx == Ctx::delta && (key == "content" || key == "refusal"))) {
+      // A refusal is text the user sees, streamed like an answer.
       if (!raw.empty()) has_text = has_visible = true;
+    } else if (ctx == Ctx::tool_function && (key == "arguments" || key == "name")) {
+      // A tool call's name and arguments, streamed in pieces, are generated tokens.
+      if (!raw.empty()) has_text = has_visible = has_tool_call = true;
     } else if (ctx == Ctx::delta && (key == "reasoning_content" || key == "reasoning")) {
       if (!raw.empty()) has_text = true;
     } else if (ctx == Ctx::delta && key == "role") {
@@ -133,6 +155,33 @@ class Scanner {
     }
   }
 
+  // A string inside a content part (delta.content as an array). True when it was one.
+  bool on_part_string(Ctx ctx, std::string_view key, std::string_view raw) {
+    if (ctx == Ctx::content_part) {
+      if (key == "type") part_type_ = raw;
+      if (key == "text" && !raw.empty()) part_text_ = true;
+      if ((key == "thinking" || key == "reasoning") && !raw.empty()) part_thinking_ = true;
+      return true;
+    }
+    if (ctx == Ctx::part_thinking) {
+      if (key != "type" && key != "signature" && !raw.empty()) part_thinking_ = true;
+      return true;
+    }
+    return false;
+  }
+
+  // A content part ended: thinking is a token the user does not see, text one they do.
+  void end_part() {
+    const bool thinking_type = part_type_ == "thinking" || part_type_ == "reasoning";
+    if (part_thinking_ || (thinking_type && part_text_)) {
+      has_text = true;
+    } else if (part_text_) {
+      has_text = has_visible = true;
+    }
+    part_type_ = {};
+    part_text_ = part_thinking_ = false;
+  }
+
   // The context of `key`'s value inside an object at `ctx`.
   static Ctx child(Ctx ctx, std::string_view key) {
     switch (ctx) {
@@ -143,8 +192,34 @@ class Scanner {
         return Ctx::other;
       case Ctx::choice0:
         return key == "delta" ? Ctx::delta : Ctx::other;
+      case Ctx::delta:
+        if (key == "tool_calls") return Ctx::tool_calls;
+        if (key == "content") return Ctx::content_parts;
+        return Ctx::other;
+      case Ctx::tool_call:
+        return key == "function" ? Ctx::tool_function : Ctx::other;
+      case Ctx::content_part:
+        return key == "thinking" || key == "reasoning" ? Ctx::part_thinking : Ctx::other;
+      case Ctx::part_thinking:
+        return Ctx::part_thinking;
       case Ctx::usage:
         return key == "completion_tokens_details" ? Ctx::usage_details : Ctx::other;
+      default:
+        return Ctx::other;
+    }
+  }
+
+  // The context of an array's element `index` inside an array at `ctx`.
+  static Ctx element(Ctx ctx, int index) {
+    switch (ctx) {
+      case Ctx::choices:
+        return index == 0 ? Ctx::choice0 : Ctx::other;
+      case Ctx::tool_calls:
+        return Ctx::tool_call;
+      case Ctx::content_parts:
+        return Ctx::content_part;
+      case Ctx::part_thinking:
+        return Ctx::part_thinking;
       default:
         return Ctx::other;
     }
@@ -157,6 +232,7 @@ class Scanner {
     ws();
     if (peek() == '}') {
       ++pos_;
+      if (ctx == Ctx::content_part) end_part();
       return true;
     }
     for (;;) {
@@ -181,6 +257,7 @@ class Scanner {
       }
       if (peek() == '}') {
         ++pos_;
+        if (ctx == Ctx::content_part) end_part();
         return true;
       }
       return false;
@@ -197,8 +274,7 @@ class Scanner {
     }
     for (int index = 0;; ++index) {
       if (ctx == Ctx::choices) choices_empty = false;
-      const Ctx c = (ctx == Ctx::choices && index == 0) ? Ctx::choice0 : Ctx::other;
-      if (!value(c, depth + 1)) return false;
+      if (!value(element(ctx, index), depth + 1, {}, ctx)) return false;
       ws();
       if (peek() == ',') {
         ++pos_;
@@ -215,6 +291,9 @@ class Scanner {
   std::string_view s_;
   std::size_t pos_ = 0;
   StreamChunk* out_ = nullptr;
+  // The content part being scanned (parts do not nest).
+  std::string_view part_type_;
+  bool part_text_ = false, part_thinking_ = false;
 };
 
 }  // namespace
@@ -239,6 +318,7 @@ StreamChunk interpret_chunk(std::string_view data) {
   } else if (sc.has_text) {
     out.kind = StreamChunk::Kind::content;
     out.reasoning = !sc.has_visible;
+    out.tool_call = sc.has_tool_call;
   } else if (sc.saw_choices && sc.choices_empty && sc.saw_usage) {
     out.kind = StreamChunk::Kind::usage_only;
   } else if (sc.has_role) {
@@ -247,6 +327,17 @@ StreamChunk interpret_chunk(std::string_view data) {
     out.kind = StreamChunk::Kind::empty;
   }
   return out;
+}
+
+std::optional<std::uint64_t> generated_tokens(const UsageCounts& u) noexcept {
+  if (!u.completion) return std::nullopt;
+  // Reasoning inside completion_tokens (OpenAI's and vLLM's way): total = prompt + completion.
+  // Counted apart (total = prompt + completion + reasoning): the generated tokens are what the
+  // total holds beyond the prompt.
+  if (u.prompt && u.total && *u.total > *u.prompt + *u.completion) return *u.total - *u.prompt;
+  // Without a total, more reasoning than completion tokens cannot have been inside them.
+  if (!u.total && u.reasoning && *u.reasoning > *u.completion) return *u.completion + *u.reasoning;
+  return u.completion;
 }
 
 }  // namespace capsweep::llm

@@ -1,7 +1,8 @@
 #pragma once
 // Incremental Server-Sent Events parser (the WHATWG event-stream format): bytes go in as they
 // arrive, split anywhere; complete events come out. Lines end in CRLF, LF or CR; ':' lines are
-// comments; several "data:" lines join with '\n'; fields other than data are ignored; an event
+// comments; several "data:" lines join with '\n'; fields other than data are ignored (the
+// first "error:" line is kept, as llama.cpp's server says a failure with one); an event
 // is dispatched at a blank line, and one without data is not dispatched.
 
 #include <cstddef>
@@ -49,6 +50,8 @@ class SseParser {
 
   // Bytes of an event still waiting for its blank line (a stream that ended there was cut).
   bool has_partial_event() const noexcept { return has_data_ || !line_.empty(); }
+  // The value of the first "error:" line (at most 1 KiB; "{}" when it was empty), or "".
+  const std::string& error_field() const noexcept { return error_; }
 
  private:
   template <class F>
@@ -72,6 +75,10 @@ class SseParser {
         data_.append(value);
         has_data_ = true;
         if (data_.size() > max_event_bytes_) return false;
+      } else if (field == "error" && error_.empty()) {
+        // Not an SSE field, but llama.cpp's server ends a failed stream with "error: {json}".
+        error_.assign(value.substr(0, 1024));
+        if (error_.empty()) error_ = "{}";
       }
     }
     return true;
@@ -80,6 +87,7 @@ class SseParser {
   std::size_t max_event_bytes_;
   std::string line_;
   std::string data_;
+  std::string error_;
   bool has_data_ = false;
   bool last_was_cr_ = false;
 };

@@ -285,6 +285,14 @@ Result<WorkloadSpec> parse_workload(const nlohmann::json& j, const std::string& 
     if (j.contains("prefix")) return invalid(field + "/prefix", "give shared_prefix_tokens or prefix, not both");
     w.prefix.tokens = w.shared_prefix_tokens;
   }
+  if (w.prefix.tokens > 0 && !w.dataset && w.prefix.tokens >= w.prompt_tokens.upper_bound()) {
+    // A prompt carries its prefix and at least one token of its own: such a prefix would
+    // silently lengthen every prompt past what prompt_tokens asks.
+    return invalid(field + (w.shared_prefix_tokens > 0 ? "/shared_prefix_tokens" : "/prefix/tokens"),
+                   fmt::format("a prefix of {} tokens is not shorter than the longest prompt ({} tokens): a prompt "
+                               "carries its prefix and text of its own",
+                               w.prefix.tokens, w.prompt_tokens.upper_bound()));
+  }
   if (w.prefix.cache == PrefixCache::warm && w.prefix.ratio > 0 &&
       w.prompt_tokens.upper_bound() > kMaxWarmPromptTokens) {
     return invalid(field + "/prefix/ratio",

@@ -4,8 +4,6 @@
 
 #include <algorithm>
 
-#include "llm/session.hpp"
-
 namespace capsweep::loadgen {
 
 using json = nlohmann::json;
@@ -45,7 +43,7 @@ Result<json> answer(json j) {
 
 AgentHub::AgentHub(AgentHubSettings settings) : settings_(settings) {}
 
-Result<AgentHub::Who> AgentHub::identify(const json& msg, bool registering) {
+Result<AgentHub::Who> AgentHub::identify(const json& msg, bool registering, std::optional<std::uint32_t> job_parts) {
   if (!msg.is_object()) return invalid("", "an agent message is a JSON object");
   const auto run_it = msg.find("run_id");
   if (run_it == msg.end() || !run_it->is_string() || run_it->get<std::string>().empty() ||
@@ -65,11 +63,19 @@ Result<AgentHub::Who> AgentHub::identify(const json& msg, bool registering) {
   if (run_found == runs_.end()) {
     if (!registering)
       return Error{errc::not_found, fmt::format("no agent of run {} is registered: register first", run_id), "/run_id"};
+    if (!job_parts) return Error{errc::not_found, fmt::format("no job {} runs on load agents here", run_id), "/run_id"};
+    const auto waiting = std::count_if(runs_.begin(), runs_.end(), [](const auto& e) { return !e.second.opened; });
+    if (static_cast<std::size_t>(waiting) >= kWaitingRuns) {
+      return Error{errc::unavailable,
+                   fmt::format("agents of {} jobs already wait for their jobs to start: try again later", waiting),
+                   "/run_id"};
+    }
     // Agents may come before their job is claimed: the run waits for them.
     run_found = runs_.emplace(run_id, Run{}).first;
-    run_found->second.parts = 0;
+    run_found->second.parts = std::max<std::uint32_t>(*job_parts, 1);
   }
   Run& r = run_found->second;
+  if (who.index >= r.parts && r.agents.count(who.index) == 0) return who;  // the run needs fewer agents: done
   auto agent_found = r.agents.find(who.index);
   if (agent_found == r.agents.end()) {
     if (!registering)
@@ -124,9 +130,9 @@ json AgentHub::tell(const Run& r, std::uint32_t index) const {
   return {{"state", "wait"}};
 }
 
-Result<json> AgentHub::register_agent(const json& msg) {
+Result<json> AgentHub::register_agent(const json& msg, std::optional<std::uint32_t> job_parts) {
   std::lock_guard lock(m_);
-  auto who = identify(msg, true);
+  auto who = identify(msg, true, job_parts);
   if (!who) return who.error();
   if (!who->run) return answer(kDone);
   return answer({{"state", "registered"},
@@ -207,61 +213,89 @@ Result<json> AgentHub::heartbeat(const json& msg) {
   return answer({{"state", "run"}, {"step", *step}});
 }
 
-Result<json> AgentHub::records(const json& msg) {
-  // Decoded before the lock: a large batch does not hold the other agents up.
+namespace {
+
+// A records message, read whole before anything of it is kept.
+struct RecordsMessage {
+  std::uint64_t step = 0;
+  std::vector<IndexedRecord> records;
+  std::optional<ShareSummary> done;  // the agent's summary, when the batch is its last
+};
+
+Result<RecordsMessage> read_records(const json& msg) {
   const auto list = msg.is_object() ? msg.find("records") : msg.end();
   if (list == msg.end() || !list->is_array()) return invalid("/records", "records must be an array of records");
-  std::vector<IndexedRecord> decoded;
-  decoded.reserve(list->size());
+  RecordsMessage out;
+  const auto step = whole(msg, "step", UINT64_MAX);
+  if (!step) return invalid("/step", "step must name the step the records are of");
+  out.step = *step;
+  out.records.reserve(list->size());
   for (std::size_t i = 0; i < list->size(); ++i) {
     auto rec = decode_record((*list)[i], fmt::format("/records/{}", i));
     if (!rec) return rec.error();
-    decoded.push_back(std::move(*rec));
+    out.records.push_back(std::move(*rec));
   }
+  const auto done = msg.find("done");
+  if (done != msg.end() && !done->is_boolean()) return invalid("/done", "done must be true or false");
+  if (done != msg.end() && done->get<bool>()) {
+    auto summary = decode_summary(msg.value("summary", json::object()), "/summary");
+    if (!summary) return summary.error();
+    out.done = *summary;
+  } else if (msg.contains("summary")) {
+    return invalid("/summary", "a summary comes with the last batch (done: true) only");
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<json> AgentHub::records(const json& msg) {
+  // Read and decoded before the lock (a large batch does not hold the other agents up), and
+  // whole before anything is kept: a malformed message changes nothing.
+  auto got = read_records(msg);
+  if (!got) return got.error();
   std::lock_guard lock(m_);
   auto who = identify(msg, false);
   if (!who) return who.error();
   if (!who->run) return answer(kDone);
   Run& r = *who->run;
-  const auto step = whole(msg, "step", UINT64_MAX);
-  if (!step) return invalid("/step", "step must name the step the records are of");
-  if (*step != r.seq || r.phase != Phase::go || who->index >= r.shares.size()) {
-    return answer({{"state", "abort"}, {"step", *step}, {"why", "not the step in flight"}});
+  if (got->step != r.seq || r.phase != Phase::go || who->index >= r.shares.size() || r.shares[who->index].done) {
+    return answer({{"state", "abort"}, {"step", got->step}, {"why", "not the step in flight"}});
   }
-  Share& s = r.shares[who->index];
-  s.report.records += decoded.size();
-  for (auto& d : decoded) {
-    // A request of this agent's share: its index (a session's turn: its session's) ≡ its part.
-    const std::uint64_t unit = d.rec.turn > 0 ? d.index / llm::kMaxSessionTurns : d.index;
-    if (unit % r.parts != who->index) {
-      set_fault(r, who->index, fmt::format("agent {} sent request {}, another agent's", who->index, d.index));
-      break;
-    }
-    r.records.push_back(std::move(d));
-  }
-  if (msg.value("done", false)) {
-    const json summary = msg.value("summary", json::object());
-    s.report.cpu_s = number_or(summary, "cpu_s", 0);
-    s.report.loop_delay_p99_ms = number_or(summary, "loop_delay_p99_ms", 0);
-    s.report.loop_delay_max_ms = number_or(summary, "loop_delay_max_ms", 0);
-    s.report.peak_connections = whole(summary, "peak_connections", UINT64_MAX).value_or(0);
-    s.report.lag_p99_ms = number_or(summary, "lag_p99_ms", s.report.lag_p99_ms);
-    s.report.sent = whole(summary, "sent", UINT64_MAX).value_or(s.report.sent);
-    if (const auto ss = summary.find("sessions"); ss != summary.end() && ss->is_object()) {
-      SessionCounts& c = s.report.sessions;
-      c.started = whole(*ss, "started", UINT64_MAX).value_or(0);
-      c.completed = whole(*ss, "completed", UINT64_MAX).value_or(0);
-      c.cut = whole(*ss, "cut", UINT64_MAX).value_or(0);
-      c.broken = whole(*ss, "broken", UINT64_MAX).value_or(0);
-      c.turns_sent = whole(*ss, "turns_sent", UINT64_MAX).value_or(0);
-    }
-    s.report.in_flight = 0;
-    s.report.done = true;
-    s.done = true;
-    changed_.notify_all();
-  }
+  const std::size_t received = got->records.size();
+  if (r.fault.empty()) take_records(r, who->index, got->records, got->done);
   const bool abort = !r.fault.empty();
-  return answer({{"state", abort ? "abort" : "run"}, {"step", *step}, {"received", decoded.size()}});
+  return answer({{"state", abort ? "abort" : "run"}, {"step", got->step}, {"received", received}});
+}
+
+void AgentHub::take_records(Run& r, std::uint32_t index, std::vector<IndexedRecord>& batch,
+                            const std::optional<ShareSummary>& done) {
+  Share& s = r.shares[index];
+  if (auto why = s.ledger.take(batch, r.records); !why.empty()) {
+    set_fault(r, index, std::move(why));
+    return;
+  }
+  s.report.records = s.ledger.records();
+  if (!done) return;
+  AgentShare& rep = s.report;
+  rep.cpu_s = done->cpu_s;
+  rep.loop_delay_p99_ms = done->loop_delay_p99_ms;
+  rep.loop_delay_max_ms = done->loop_delay_max_ms;
+  rep.peak_connections = done->peak_connections;
+  rep.lag_p99_ms = done->lag_p99_ms;
+  rep.sent = done->sent;
+  if (done->sessions) {
+    const ShareSummary::Sessions& c = *done->sessions;
+    rep.sessions.started = c.started;
+    rep.sessions.completed = c.completed;
+    rep.sessions.cut = c.cut;
+    rep.sessions.broken = c.broken;
+    rep.sessions.turns_sent = c.turns_sent;
+  }
+  rep.in_flight = 0;
+  rep.done = s.done = true;
+  if (auto why = s.ledger.complete(); !why.empty()) set_fault(r, index, std::move(why));
+  changed_.notify_all();
 }
 
 void AgentHub::open_run(const std::string& run, std::uint32_t parts) {
@@ -269,16 +303,26 @@ void AgentHub::open_run(const std::string& run, std::uint32_t parts) {
   closed_.erase(run);
   Run& r = runs_[run];
   r.parts = std::max<std::uint32_t>(parts, 1);
+  r.opened = true;
 }
 
 void AgentHub::close_run(const std::string& run) {
   std::lock_guard lock(m_);
   runs_.erase(run);
-  closed_.insert(run);
+  remember_closed(run);
   changed_.notify_all();
 }
 
-AgentsStep AgentHub::run_step(const std::string& run, const json& payload, std::uint64_t digest, Nanos length,
+void AgentHub::remember_closed(const std::string& run) {
+  if (!closed_.insert(run).second) return;
+  closed_order_.push_back(run);
+  if (closed_order_.size() <= kClosedKept) return;
+  closed_.erase(closed_order_.front());
+  closed_order_.pop_front();
+}
+
+AgentsStep AgentHub::run_step(const std::string& run, const json& payload, std::uint64_t digest,
+                              std::shared_ptr<const StepExpectation> expect, Nanos length,
                               const std::function<bool()>& cancelled,
                               const std::function<void(SteadyClock::time_point)>& on_go) {
   std::unique_lock lock(m_);
@@ -288,8 +332,12 @@ AgentsStep AgentHub::run_step(const std::string& run, const json& payload, std::
   r.phase = Phase::offered;
   r.payload = payload;
   r.digest = digest;
+  r.expect = std::move(expect);
   r.shares.assign(r.parts, Share{});
-  for (std::uint32_t i = 0; i < r.parts; ++i) r.shares[i].report.index = i;
+  for (std::uint32_t i = 0; i < r.parts; ++i) {
+    r.shares[i].report.index = i;
+    r.shares[i].ledger = ShareLedger(r.expect.get(), i, r.parts);
+  }
   r.records.clear();
   r.fault.clear();
   r.fault_agent.reset();

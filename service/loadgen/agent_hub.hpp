@@ -11,8 +11,10 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -22,6 +24,7 @@
 
 #include "core/error.hpp"
 #include "core/time.hpp"
+#include "loadgen/agent_ledger.hpp"
 #include "loadgen/agent_wire.hpp"
 #include "loadgen/step_runner.hpp"
 
@@ -50,7 +53,10 @@ class AgentHub {
   // The agent side: each takes a message (schema/agent-protocol.schema.json) and answers one,
   // or an error (invalid: a malformed message, naming the field; not_found: register first;
   // conflict: an old epoch).
-  Result<nlohmann::json> register_agent(const nlohmann::json& msg);
+  // A run is registered to only when it is open, or when `job_parts` says the caller found
+  // the job (its agents' count): unknown runs are refused (not_found), and no run keeps more
+  // agents than its parts.
+  Result<nlohmann::json> register_agent(const nlohmann::json& msg, std::optional<std::uint32_t> job_parts = {});
   Result<nlohmann::json> poll(const nlohmann::json& msg);
   Result<nlohmann::json> heartbeat(const nlohmann::json& msg);
   Result<nlohmann::json> records(const nlohmann::json& msg);
@@ -61,8 +67,10 @@ class AgentHub {
   void close_run(const std::string& run);
   // Offers a step to the run's agents and runs it: waits for every agent to acknowledge the
   // digest, sets t0 (calls on_go with it), collects records until every agent is done, a
-  // fault, `cancelled()` or the step's `length` (its drain deadline) plus end_grace.
-  AgentsStep run_step(const std::string& run, const nlohmann::json& payload, std::uint64_t digest, Nanos length,
+  // fault, `cancelled()` or the step's `length` (its drain deadline) plus end_grace. Every
+  // record is checked against `expect` (agent_ledger.hpp) before it is kept.
+  AgentsStep run_step(const std::string& run, const nlohmann::json& payload, std::uint64_t digest,
+                      std::shared_ptr<const StepExpectation> expect, Nanos length,
                       const std::function<bool()>& cancelled,
                       const std::function<void(SteadyClock::time_point)>& on_go = {});
   // The run's agents as the API shows them (null when no such run is open).
@@ -80,15 +88,18 @@ class AgentHub {
     bool acked = false, done = false;
     std::uint64_t epoch = 0;
     AgentShare report;
+    ShareLedger ledger;
   };
   enum class Phase { none, offered, go, ended };
   struct Run {
     std::uint32_t parts = 1;
+    bool opened = false;  // by its job (open_run); before that its agents wait
     std::map<std::uint32_t, Agent> agents;
     std::uint64_t seq = 0;  // the step in flight (or last): 1, 2, ...
     Phase phase = Phase::none;
     nlohmann::json payload;
     std::uint64_t digest = 0;
+    std::shared_ptr<const StepExpectation> expect;
     SteadyClock::time_point t0{};
     std::vector<Share> shares;
     std::vector<IndexedRecord> records;
@@ -102,8 +113,13 @@ class AgentHub {
     std::uint32_t index = 0;
     std::uint64_t epoch = 0;
   };
-  Result<Who> identify(const nlohmann::json& msg, bool registering);
+  Result<Who> identify(const nlohmann::json& msg, bool registering, std::optional<std::uint32_t> job_parts = {});
   void set_fault(Run& r, std::uint32_t index, std::string why);
+  // Keeps a checked batch (and, with `done`, the agent's summary) of agent `index`.
+  void take_records(Run& r, std::uint32_t index, std::vector<IndexedRecord>& batch,
+                    const std::optional<ShareSummary>& done);
+  // Forgets a closed run's id once more than kClosedKept are remembered, oldest first.
+  void remember_closed(const std::string& run);
   // The state an agent is told: "step", "go", "abort", "wait" or "done".
   nlohmann::json tell(const Run& r, std::uint32_t index) const;
 
@@ -112,6 +128,10 @@ class AgentHub {
   std::condition_variable changed_;
   std::map<std::string, Run> runs_;
   std::set<std::string> closed_;
+  std::deque<std::string> closed_order_;
+  static constexpr std::size_t kClosedKept = 1024;
+  // Runs whose agents came before their job was claimed, at most.
+  static constexpr std::size_t kWaitingRuns = 256;
 };
 
 }  // namespace capsweep::loadgen

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -30,14 +31,19 @@ json encode_record(std::uint64_t index, const RequestRecord& rec) {
     for (const Chunk& c : rec.chunks) tokens.push_back(c.tokens);
   }
   const int flags = (rec.output_tokens_estimated ? 1 : 0) | (rec.streamed ? 0 : 2);
-  return json::array({index, rec.scheduled.count(), rec.dispatched.count(), rec.sent.count(), rec.finished.count(),
-                      rec.input_tokens, rec.output_tokens, rec.reasoning_tokens, static_cast<int>(rec.outcome),
-                      rec.turn, flags, std::move(arrivals), std::move(tokens), std::move(reasoning)});
+  json out = json::array({index, rec.scheduled.count(), rec.dispatched.count(), rec.sent.count(), rec.finished.count(),
+                          rec.input_tokens, rec.output_tokens, rec.reasoning_tokens, static_cast<int>(rec.outcome),
+                          rec.turn, flags, std::move(arrivals), std::move(tokens), std::move(reasoning)});
+  if (!rec.error_message.empty()) out.push_back(rec.error_message);
+  return out;
 }
 
 Result<IndexedRecord> decode_record(const json& j, const std::string& field) {
-  if (!j.is_array() || j.size() != kFields) {
-    return invalid(field, fmt::format("a record is an array of {} elements", kFields));
+  if (!j.is_array() || (j.size() != kFields && j.size() != kFields + 1)) {
+    return invalid(field, fmt::format("a record is an array of {} elements (and the target's error message)", kFields));
+  }
+  if (j.size() == kFields + 1 && (!j[kFields].is_string() || j[kFields].get_ref<const std::string&>().size() > 200)) {
+    return invalid(fmt::format("{}/{}", field, kFields), "the error message must be a string of at most 200 bytes");
   }
   const auto whole = [&](std::size_t i, std::int64_t lo, std::int64_t hi) -> std::optional<std::int64_t> {
     const json& v = j[i];
@@ -109,12 +115,104 @@ Result<IndexedRecord> decode_record(const json& j, const std::string& field) {
       r.chunks[i].tokens = k.get<std::uint32_t>();
     }
   }
+  if (j.size() == kFields + 1) r.error_message = j[kFields].get<std::string>();
   for (std::size_t i = 0; i < reasoning.size(); ++i) {
     const json& p = reasoning[i];
     if (!p.is_number_unsigned() || p.get<std::uint64_t>() >= r.chunks.size()) {
       return invalid(fmt::format("{}/13/{}", field, i), "a reasoning position must name one of the chunks");
     }
     r.chunks[p.get<std::size_t>()].reasoning = true;
+  }
+  return out;
+}
+
+namespace {
+
+// The figures of a summary and where each is kept.
+struct SummaryFigures {
+  std::pair<const char*, double ShareSummary::*> numbers[4] = {{"lag_p99_ms", &ShareSummary::lag_p99_ms},
+                                                               {"cpu_s", &ShareSummary::cpu_s},
+                                                               {"loop_delay_p99_ms", &ShareSummary::loop_delay_p99_ms},
+                                                               {"loop_delay_max_ms", &ShareSummary::loop_delay_max_ms}};
+  std::pair<const char*, std::uint64_t ShareSummary::*> counts[2] = {
+      {"peak_connections", &ShareSummary::peak_connections}, {"sent", &ShareSummary::sent}};
+  std::pair<const char*, std::uint64_t ShareSummary::Sessions::*> sessions[5] = {
+      {"started", &ShareSummary::Sessions::started},
+      {"completed", &ShareSummary::Sessions::completed},
+      {"cut", &ShareSummary::Sessions::cut},
+      {"broken", &ShareSummary::Sessions::broken},
+      {"turns_sent", &ShareSummary::Sessions::turns_sent}};
+};
+
+bool whole_count(const json& v) {
+  return v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0);
+}
+
+// Reads the whole counts of `members` that `j` holds into `out`, counting them in `known`.
+template <class Out, std::size_t N>
+std::optional<Error> read_counts(const json& j, const std::string& field,
+                                 const std::pair<const char*, std::uint64_t Out::*> (&members)[N], Out& out,
+                                 std::size_t& known) {
+  for (const auto& [key, member] : members) {
+    const auto it = j.find(key);
+    if (it == j.end()) continue;
+    ++known;
+    if (!whole_count(*it))
+      return invalid(fmt::format("{}/{}", field, key), "a count must be a whole number of at least 0");
+    out.*member = it->get<std::uint64_t>();
+  }
+  return std::nullopt;
+}
+
+Result<ShareSummary::Sessions> decode_sessions(const json& j, const std::string& field) {
+  if (!j.is_object()) return invalid(field, "sessions must be an object of session counts");
+  ShareSummary::Sessions out;
+  std::size_t known = 0;
+  if (auto bad = read_counts(j, field, SummaryFigures{}.sessions, out, known)) return *bad;
+  if (known != j.size()) return invalid(field, "sessions holds only started, completed, cut, broken and turns_sent");
+  return out;
+}
+
+}  // namespace
+
+json encode_summary(const ShareSummary& s) {
+  json j = json::object();
+  const SummaryFigures f;
+  for (const auto& [key, member] : f.numbers) j[key] = s.*member;
+  for (const auto& [key, member] : f.counts) j[key] = s.*member;
+  if (s.sessions) {
+    json c = json::object();
+    for (const auto& [key, member] : f.sessions) c[key] = (*s.sessions).*member;
+    j["sessions"] = std::move(c);
+  }
+  return j;
+}
+
+Result<ShareSummary> decode_summary(const json& j, const std::string& field) {
+  if (!j.is_object()) return invalid(field, "the summary must be an object");
+  ShareSummary out;
+  std::size_t known = 0;
+  const SummaryFigures f;
+  for (const auto& [key, member] : f.numbers) {
+    const auto it = j.find(key);
+    if (it == j.end()) continue;
+    ++known;
+    if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0) {
+      return invalid(fmt::format("{}/{}", field, key), "a figure must be a finite number of at least 0");
+    }
+    out.*member = it->get<double>();
+  }
+  if (auto bad = read_counts(j, field, f.counts, out, known)) return *bad;
+  if (const auto it = j.find("sessions"); it != j.end()) {
+    ++known;
+    auto s = decode_sessions(*it, field + "/sessions");
+    if (!s) return s.error();
+    out.sessions = *s;
+  }
+  if (known != j.size()) {
+    return invalid(field,
+                   "the summary holds only lag_p99_ms, cpu_s, loop_delay_p99_ms, loop_delay_max_ms, "
+                   "peak_connections, sent and sessions");
   }
   return out;
 }

@@ -28,6 +28,22 @@ struct IndexedRecord {
 };
 Result<IndexedRecord> decode_record(const nlohmann::json& j, const std::string& field);
 
+// What an agent says of its share when it sends its last records ("summary" of the done
+// batch): its schedule lag p99, engine CPU, event-loop delay, peak connections, requests sent,
+// and a step of sessions' counts. Encoded and decoded here only, for both ends.
+struct ShareSummary {
+  double lag_p99_ms = 0, cpu_s = 0, loop_delay_p99_ms = 0, loop_delay_max_ms = 0;
+  std::uint64_t peak_connections = 0, sent = 0;
+  struct Sessions {
+    std::uint64_t started = 0, completed = 0, cut = 0, broken = 0, turns_sent = 0;
+  };
+  std::optional<Sessions> sessions;
+};
+nlohmann::json encode_summary(const ShareSummary& s);
+// The summary back, or an error naming the field at fault (under `field`): every figure a
+// finite number of at least 0, counts whole; no other keys.
+Result<ShareSummary> decode_summary(const nlohmann::json& j, const std::string& field);
+
 // One exchange: the agent sent at t1 (its clock), capsweepd received at t2 and answered at t3
 // (its clock), the agent received at t4; nanoseconds.
 struct ClockSample {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "llm/session.hpp"
 #include "loadgen/agent_hub.hpp"
 #include "loadgen/engine_part.hpp"
 #include "loadgen/step_runner.hpp"
@@ -31,6 +32,20 @@ std::uint64_t peak_in_flight_of(const std::vector<IndexedRecord>& records) {
 
 }  // namespace
 
+std::shared_ptr<const StepExpectation> StepRunner::expectation(const StepSpec& spec, const StepPlan& plan) const {
+  auto e = std::make_shared<StepExpectation>();
+  e->closed_loop = spec.mode == Mode::concurrency;
+  if (!e->closed_loop) e->send_times = plan.schedule.send_times;
+  if (const auto& sessions = workload_->spec().sessions) {
+    // A dataset's conversations bring their own turns, up to the most a session may have.
+    e->max_turns = workload_->spec().dataset
+                       ? llm::kMaxSessionTurns
+                       : std::min<std::uint32_t>(sessions->turns.upper_bound(), llm::kMaxSessionTurns);
+  }
+  if (spec.agents) e->tolerance = spec.agents->hub->settings().max_offset_error;
+  return e;
+}
+
 Result<StepResult> StepRunner::run_on_agents(const StepSpec& spec) {
   const AgentsPlan& a = *spec.agents;
   if (a.hub == nullptr || a.parts == 0) return invalid("/agents", "a step on agents needs the service's agent hub");
@@ -44,7 +59,8 @@ Result<StepResult> StepRunner::run_on_agents(const StepSpec& spec) {
   std::optional<observe::Scraper> scraper;
   SteadyClock::time_point went{};
   AgentsStep got = a.hub->run_step(
-      a.run, a.payload, digest, plan->drain_deadline, [this] { return cancel_requested_.load(); },
+      a.run, a.payload, digest, expectation(spec, *plan), plan->drain_deadline,
+      [this] { return cancel_requested_.load(); },
       [&](SteadyClock::time_point t0) {
         went = t0;
         start_scraper(scraper, spec, target_, t0);

@@ -61,8 +61,17 @@ nlohmann::json StepResult::summary(const std::vector<double>& percentiles) const
       pc["warm_failed"] = prefix_cache.warm_failed;
       pc["warm_s"] = prefix_cache.warm_s;
     }
-    // The target's own count over the step (vLLM's prefix_cache_hits / _queries), when scraped.
+    // The target's own count over the step (vLLM's prefix_cache_hits / _queries), when scraped;
+    // a server with only the life-long gauge has no step's rate, and says so.
     pc["hit_rate"] = j["server"].value("prefix_cache_hit_rate", nlohmann::json());
+    pc["hit_rate_source"] = j["server"].value("prefix_cache_hit_rate_source", nlohmann::json());
+    const nlohmann::json lifetime = j["server"].value("prefix_cache_lifetime_hit_rate", nlohmann::json());
+    if (pc["hit_rate"].is_null() && lifetime.is_number()) {
+      pc["lifetime_hit_rate"] = lifetime;
+      pc["note"] =
+          "the server exposes only vllm:gpu_prefix_cache_hit_rate, a hit rate since it started: the step's own hit "
+          "rate is unknown";
+    }
     j["prefix_cache"] = std::move(pc);
   }
   if (sessions) {

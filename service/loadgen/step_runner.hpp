@@ -30,6 +30,8 @@
 namespace capsweep::loadgen {
 
 class AgentHub;
+struct StepExpectation;
+struct StepPlan;
 
 enum class Mode { rate, concurrency };
 
@@ -272,6 +274,8 @@ class StepRunner : public RunControl {
   PrefixCacheState prepare_prefix_cache(const StepSpec& spec);
   // run() of a step whose load agents send (spec.agents): the same merge of raw records.
   Result<StepResult> run_on_agents(const StepSpec& spec);
+  // What the agents' records of a step planned as `plan` are checked against.
+  std::shared_ptr<const StepExpectation> expectation(const StepSpec& spec, const StepPlan& plan) const;
   llm::Target target_;
   std::shared_ptr<const llm::Workload> workload_;
   EndpointFactory endpoint_;

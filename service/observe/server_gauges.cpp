@@ -82,12 +82,21 @@ nlohmann::json ServerGauges::summary() const {
   delta("prefix_cache_queries_delta", &Point::prefix_queries);
   delta("prefix_cache_hits_delta", &Point::prefix_hits);
   const auto& queried = j["prefix_cache_queries_delta"];
+  // The step's own hit rate only from the counters' deltas over the step. The older gauge
+  // (vllm:gpu_prefix_cache_hit_rate) is a rate since the server started: it cannot give a
+  // step's, and is reported apart as what it is, its last value.
   if (queried.is_number() && queried.get<double>() > 0 && j["prefix_cache_hits_delta"].is_number()) {
     j["prefix_cache_hit_rate"] = j["prefix_cache_hits_delta"].get<double>() / queried.get<double>();
+    j["prefix_cache_hit_rate_source"] = "vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total";
   } else {
-    gauge("prefix_cache_hit_rate", "max_prefix_cache_hit_rate", &Point::prefix_hit_rate);
-    j.erase("max_prefix_cache_hit_rate");
+    j["prefix_cache_hit_rate"] = nullptr;
+    j["prefix_cache_hit_rate_source"] = nullptr;
   }
+  std::optional<double> lifetime;
+  for (const auto& p : points_) {
+    if (p.prefix_hit_rate) lifetime = p.prefix_hit_rate;
+  }
+  j["prefix_cache_lifetime_hit_rate"] = lifetime ? nlohmann::json(*lifetime) : nlohmann::json(nullptr);
   const auto slope = waiting_slope_per_s();
   j["waiting_slope_per_s"] = slope ? nlohmann::json(*slope) : nlohmann::json(nullptr);
   return j;

@@ -37,15 +37,6 @@ std::string trimmed(std::string s) {
   return s;
 }
 
-// A Kubernetes name: lower-case letters, digits and '-', alphanumeric at both ends, 1-63.
-bool dns_label(const std::string& s) {
-  if (s.empty() || s.size() > 63 || s.front() == '-' || s.back() == '-') return false;
-  for (const char c : s) {
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
-  }
-  return true;
-}
-
 struct ApiAnswer {
   int status = 0;
   std::string body;
@@ -133,7 +124,7 @@ Result<AgentJobApi> resolve_agent_job_api(AgentJobApi api) {
     }
     api.namespace_ = trimmed(*ns);
   }
-  if (!dns_label(api.namespace_)) {
+  if (!rfc1123_label(api.namespace_)) {
     return invalid(std::string(kField) + "/namespace",
                    fmt::format("'{}' is not a namespace name", printable_ascii(api.namespace_)));
   }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 
@@ -181,6 +182,47 @@ json agent_job(const AgentJobSettings& s) {
             {"podReplacementPolicy", "Failed"},
             {"ttlSecondsAfterFinished", 3600},
             {"template", {{"metadata", {{"labels", labels}}}, {"spec", pod_spec}}}}}};
+}
+
+bool rfc1123_label(std::string_view s) noexcept {
+  if (s.empty() || s.size() > 63 || s.front() == '-' || s.back() == '-') return false;
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; });
+}
+
+bool rfc1123_subdomain(std::string_view s) noexcept {
+  if (s.empty() || s.size() > 253) return false;
+  for (std::size_t start = 0;;) {
+    const std::size_t dot = s.find('.', start);
+    if (!rfc1123_label(s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start)))
+      return false;
+    if (dot == std::string_view::npos) return true;
+    start = dot + 1;
+  }
+}
+
+bool secret_key_name(std::string_view s) noexcept {
+  if (s.empty() || s.size() > 253) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+           c == '_';
+  });
+}
+
+std::optional<Error> agent_job_names_error(const AgentJobSettings& s) {
+  if (!s.namespace_.empty() && !rfc1123_label(s.namespace_)) {
+    return invalid("/namespace",
+                   "a namespace is an RFC 1123 label: 1 to 63 of a-z, 0-9 and '-', alphanumeric at both ends");
+  }
+  if (!rfc1123_subdomain(s.secret)) {
+    return invalid("/secret",
+                   "a Secret's name is an RFC 1123 subdomain: labels of a-z, 0-9 and '-' joined by '.', "
+                   "at most 253 characters");
+  }
+  if (!secret_key_name(s.secret_key)) {
+    return invalid("/secret_key", "a Secret's key is 1 to 253 of a-z, A-Z, 0-9, '-', '.' and '_'");
+  }
+  return std::nullopt;
 }
 
 }  // namespace capsweep::sweep

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/error.hpp"
 #include "llm/workload.hpp"
@@ -64,5 +65,15 @@ struct AgentJobSettings {
 nlohmann::json agent_job(const AgentJobSettings& s);
 // The Job's name for a run: "capsweep-agents-" and the run id made a DNS label.
 std::string agent_job_name(const std::string& run_id);
+
+// Kubernetes' names: a namespace is an RFC 1123 label (1 to 63 of [a-z0-9-], alphanumeric at
+// both ends); a Secret's name an RFC 1123 subdomain (such labels joined by '.', at most 253
+// characters); a Secret's key 1 to 253 of [-._a-zA-Z0-9].
+bool rfc1123_label(std::string_view s) noexcept;
+bool rfc1123_subdomain(std::string_view s) noexcept;
+bool secret_key_name(std::string_view s) noexcept;
+// The first name of `s` that Kubernetes would refuse, as an error naming its field
+// ("/namespace" when one is given, "/secret", "/secret_key"); nullopt when all are names.
+std::optional<Error> agent_job_names_error(const AgentJobSettings& s);
 
 }  // namespace capsweep::sweep

@@ -439,6 +439,41 @@ TEST_CASE("agents: a wrong token, or a token of another role, is refused") {
   CHECK(ended(wait_view(d, id, 30s)));
 }
 
+TEST_CASE("agents: a made-up run, a deep or malformed message are refused before anything is kept") {
+  SimFixture sim(quick_sim());
+  TempDir dir;
+  Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"), daemon_args(dir));
+  const std::map<std::string, std::string> agent{{"Authorization", "Bearer " + kAgentToken}};
+  // A run no job has: refused, and nothing is kept for it.
+  auto made_up =
+      d.post("/v1/agents/register", json{{"run_id", "sw-made-up"}, {"index", 0}, {"epoch", 1}}.dump(), agent);
+  CHECK(made_up.status == 404);
+  const std::string local = submit(d, agent_check(sim, 10, 1, 0));
+  CHECK(d.post("/v1/agents/register", json{{"run_id", local}, {"index", 0}, {"epoch", 1}}.dump(), agent).status == 409);
+  const std::string id = submit(d, agent_check(sim, 2, 30, 1));
+  REQUIRE(d.post("/v1/agents/register", json{{"run_id", id}, {"index", 0}, {"epoch", 1}}.dump(), agent).status == 200);
+  // A summary nested 100,000 arrays deep (195 KiB, under the body limit): a 400, and capsweepd lives.
+  const std::string deep = R"({"run_id": ")" + id + R"(", "index": 0, "epoch": 1, "step": 1, "records": [], )" +
+                           R"("done": true, "summary": )" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  auto refused = d.post("/v1/agents/records", deep, agent);
+  CHECK(refused.status == 400);
+  CHECK(refused.body.find("nested deeper") != std::string::npos);
+  CHECK(d.alive());
+  CHECK(d.get("/healthz").status == 200);
+  const json rec = json::array({0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, json::array(), json::array(), json::array()});
+  auto yes = d.post(
+      "/v1/agents/records",
+      json{{"run_id", id}, {"index", 0}, {"epoch", 1}, {"step", 1}, {"records", {rec}}, {"done", "yes"}}.dump(), agent);
+  CHECK(yes.status == 400);
+  CHECK(yes.body.find("/done") != std::string::npos);
+  d.post("/v1/sweeps/" + id + "/cancel", "", kAuth);
+  CHECK(ended(wait_view(d, id, 30s)));
+  // A job that has ended: its agents hear done and keep nothing.
+  const auto after = d.post("/v1/agents/register", json{{"run_id", id}, {"index", 0}, {"epoch", 2}}.dump(), agent);
+  CHECK(after.status == 200);
+  CHECK(json::parse(after.body)["state"] == "done");
+}
+
 TEST_CASE("agents: the Indexed Job of a job on agents, and a spec no agent can run") {
   SimFixture sim(quick_sim());
   TempDir dir;
@@ -450,6 +485,13 @@ TEST_CASE("agents: the Indexed Job of a job on agents, and a spec no agent can r
   CHECK(j["spec"]["completions"] == 3);
   CHECK(j["spec"]["template"]["spec"]["containers"][0]["args"][3] == id);
   CHECK(d.get("/v1/sweeps/" + id + "/agents/job?imag=x", kAuth).status == 400);
+  // Names Kubernetes would refuse are refused here, naming the parameter.
+  auto ns = d.get("/v1/sweeps/" + id + "/agents/job?namespace=Load_Test", kAuth);
+  CHECK(ns.status == 400);
+  CHECK(ns.body.find("/namespace") != std::string::npos);
+  auto secret = d.get("/v1/sweeps/" + id + "/agents/job?secret=..%2Fx", kAuth);
+  CHECK(secret.status == 400);
+  CHECK(secret.body.find("/secret") != std::string::npos);
   d.post("/v1/sweeps/" + id + "/cancel", "", kAuth);
   const std::string local = submit(d, agent_check(sim, 10, 1, 0));
   CHECK(d.get("/v1/sweeps/" + local + "/agents/job", kAuth).status == 409);

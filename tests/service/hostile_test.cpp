@@ -291,7 +291,43 @@ TEST_CASE("hostile: a request target or header over its limit gets 414 or 431 wi
   std::string headers;
   for (int i = 0; i < 40; ++i) headers += fmt::format("X-Pad-{}: {}\r\n", i, std::string(1000, 'b'));
   expect("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n" + headers + "\r\n", "431", "request_header_fields_too_large");
+  // One header field of 17 KiB: the header is too large, not the target.
+  expect("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + std::string(17 * 1024, 'c') + "\r\n\r\n", "431",
+         "request_header_fields_too_large");
+  // Two Host headers (RFC 9112 3.2): which host is meant is unknown.
+  expect("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n\r\n", "400", "bad_request");
   CHECK(d.get("/healthz").status == 200);
+  CHECK(d.alive());
+}
+
+TEST_CASE("hostile: a spec whose sessions or prefix would grow past the prompt limit is refused naming the field") {
+  SimFixture sim(llmsim::SimConfig{});
+  TempDir dir;
+  Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
+  const auto refused = [&](const json& spec, const char* field) {
+    auto r = d.post("/v1/sweeps", spec.dump());
+    INFO(r.body);
+    CHECK(r.status == 400);
+    CHECK(json::parse(r.body)["error"]["field"] == field);
+  };
+  json s = check_job(url_of(sim.endpoint()), 2, 2);
+  // 64 turns of 131,072-token prompts and 32,768-token answers: turn 64 would send 10.45 M tokens.
+  s["workload"]["prompt_tokens"] = {{"dist", "fixed"}, {"value", 131072}};
+  s["workload"]["output_tokens"] = {{"dist", "fixed"}, {"value", 32768}};
+  s["workload"]["sessions"] = {{"turns", 64}};
+  refused(s, "/workload/sessions/turns");
+  s["workload"]["prompt_tokens"] = {{"dist", "fixed"}, {"value", 200}};
+  s["workload"]["output_tokens"] = {{"dist", "fixed"}, {"value", 64}};
+  s["workload"]["sessions"] = {{"turns", 5}};
+  auto ok = d.post("/v1/sweeps", s.dump());
+  CHECK(ok.status == 201);
+  json p = check_job(url_of(sim.endpoint()), 2, 2);
+  p["workload"]["prompt_tokens"] = {{"dist", "fixed"}, {"value", 30}};
+  p["workload"]["prefix"] = {{"tokens", 40}};
+  refused(p, "/workload/prefix/tokens");
+  p["workload"].erase("prefix");
+  p["workload"]["shared_prefix_tokens"] = 1000000;
+  refused(p, "/workload/shared_prefix_tokens");
   CHECK(d.alive());
 }
 

@@ -48,6 +48,15 @@ json with(json base, const json& more) {
   return base;
 }
 
+// A rate step's expectation: `n` requests, each scheduled at `at`.
+std::shared_ptr<const loadgen::StepExpectation> expect_times(std::size_t n, Nanos at = 0ns,
+                                                             std::uint32_t max_turns = 0) {
+  auto e = std::make_shared<loadgen::StepExpectation>();
+  e->send_times.assign(n, at);
+  e->max_turns = max_turns;
+  return e;
+}
+
 loadgen::AgentHubSettings quick() {
   loadgen::AgentHubSettings s;
   s.join_timeout = 2s;
@@ -160,6 +169,10 @@ TEST_CASE("agents: the clock estimate keeps the smallest round trip") {
 
 TEST_CASE("agents: registration refuses malformed ids and old epochs") {
   loadgen::AgentHub hub(quick());
+  // A run nobody opened, and no job found for it: refused, and nothing is kept for it.
+  CHECK(hub.register_agent(ids(0)).error().code == errc::not_found);
+  CHECK(hub.status("sw-1").is_null());
+  hub.open_run("sw-1", 1);
   CHECK(hub.register_agent({{"index", 0}, {"epoch", 1}}).error().field == "/run_id");
   CHECK(hub.register_agent({{"run_id", "sw-1"}, {"index", -1}, {"epoch", 1}}).error().field == "/index");
   CHECK(hub.register_agent({{"run_id", "sw-1"}, {"index", 5000}, {"epoch", 1}}).error().field == "/index");
@@ -174,9 +187,19 @@ TEST_CASE("agents: registration refuses malformed ids and old epochs") {
   REQUIRE(hub.register_agent(ids(0, 6)).has_value());
   CHECK(hub.poll(ids(0, 5)).error().code == errc::conflict);  // the replaced agent is refused
   CHECK(hub.poll(ids(0, 6)).value()["state"] == "wait");
+  CHECK(hub.register_agent(ids(1, 1)).value()["state"] == "done");  // the run needs one agent
+  CHECK(hub.status("sw-1")["agents"].size() == 1);
   hub.close_run("sw-1");
   CHECK(hub.poll(ids(0, 6)).value()["state"] == "done");
   CHECK(hub.register_agent(ids(1, 1)).value()["state"] == "done");
+}
+
+TEST_CASE("agents: a run found by the caller waits for its agents, as many as its parts") {
+  loadgen::AgentHub hub(quick());
+  REQUIRE(hub.register_agent(ids(1), 2u).value()["state"] == "registered");
+  CHECK(hub.register_agent(ids(2), 2u).value()["state"] == "done");
+  CHECK(hub.status("sw-1")["parts"] == 2);
+  CHECK(hub.status("sw-1")["agents"].size() == 1);
 }
 
 TEST_CASE("agents: a step goes once every agent acknowledged its digest, and gathers their records") {
@@ -186,7 +209,7 @@ TEST_CASE("agents: a step goes once every agent acknowledged its digest, and gat
   std::atomic<bool> went{false};
   auto step = std::async(std::launch::async, [&] {
     return hub.run_step(
-        "sw-1", {{"what", "the step"}}, 0xabcULL, 200ms, [] { return false; },
+        "sw-1", {{"what", "the step"}}, 0xabcULL, expect_times(3, 1'000'000ns), 200ms, [] { return false; },
         [&](SteadyClock::time_point) { went = true; });
   });
   json offer;
@@ -244,11 +267,13 @@ namespace {
 
 // Runs a one-agent step and returns it, after `act` has done its part of the protocol.
 template <class Act>
-loadgen::AgentsStep one_agent_step(loadgen::AgentHub& hub, Act act) {
+loadgen::AgentsStep one_agent_step(loadgen::AgentHub& hub, Act act,
+                                   std::shared_ptr<const loadgen::StepExpectation> expect = expect_times(0)) {
   hub.open_run("sw-1", 1);
   REQUIRE(hub.register_agent(ids(0)).has_value());
-  auto step = std::async(std::launch::async,
-                         [&] { return hub.run_step("sw-1", json::object(), 0xfeedULL, 200ms, [] { return false; }); });
+  auto step = std::async(std::launch::async, [&] {
+    return hub.run_step("sw-1", json::object(), 0xfeedULL, expect, 200ms, [] { return false; });
+  });
   json offer;
   for (int i = 0; i < 100 && (offer = hub.poll(ids(0)).value())["state"] != "step"; ++i)
     std::this_thread::sleep_for(10ms);
@@ -313,7 +338,7 @@ TEST_CASE("agents: faults make the step invalid, naming the agent and why") {
   SECTION("an agent that never registers") {
     hub.open_run("sw-1", 2);
     REQUIRE(hub.register_agent(ids(0)).has_value());
-    auto out = hub.run_step("sw-1", json::object(), 1, 100ms, [] { return false; });
+    auto out = hub.run_step("sw-1", json::object(), 1, expect_times(0), 100ms, [] { return false; });
     CHECK(out.outcome.invalid.find("did not acknowledge") != std::string::npos);
     CHECK(out.outcome.invalid_agent == 0u);
   }
@@ -337,8 +362,9 @@ TEST_CASE("agents: a cancelled step tells its agents to stop") {
   hub.open_run("sw-1", 1);
   REQUIRE(hub.register_agent(ids(0)).has_value());
   std::atomic<bool> cancel{false};
-  auto step = std::async(std::launch::async,
-                         [&] { return hub.run_step("sw-1", json::object(), 1, 10s, [&] { return cancel.load(); }); });
+  auto step = std::async(std::launch::async, [&] {
+    return hub.run_step("sw-1", json::object(), 1, expect_times(0), 10s, [&] { return cancel.load(); });
+  });
   std::this_thread::sleep_for(100ms);
   cancel = true;
   auto out = step.get();
@@ -515,4 +541,221 @@ TEST_CASE("agents: the Job capsweepd applies is the one it prints, with its sett
   CHECK(job == sweep::agent_job(s));
   CHECK(job["spec"]["backoffLimitPerIndex"] == 3);
   CHECK(job["metadata"]["namespace"] == "loadtest");
+}
+
+namespace {
+
+// A record of request `index` of a step scheduled at `at`: sent 1 ms later, two tokens, ended.
+loadgen::IndexedRecord evidence(std::uint64_t index, Nanos at = 0ns, std::uint16_t turn = 0) {
+  loadgen::IndexedRecord r;
+  r.index = index;
+  r.rec.scheduled = r.rec.dispatched = at;
+  r.rec.sent = at + 1ms;
+  r.rec.chunks = {{at + 20ms, 1, false}, {at + 30ms, 1, false}};
+  r.rec.finished = at + 31ms;
+  r.rec.output_tokens = 2;
+  r.rec.turn = turn;
+  return r;
+}
+
+// Offers a taken batch to `ledger`: "" or why it was refused; `kept` gets what was kept.
+std::string offer(loadgen::ShareLedger& ledger, std::vector<loadgen::IndexedRecord> batch,
+                  std::vector<loadgen::IndexedRecord>& kept) {
+  return ledger.take(batch, kept);
+}
+
+}  // namespace
+
+TEST_CASE("agents: a record is taken once, for an index of the agent's own share of the schedule") {
+  const auto expect = expect_times(6, 5ms);
+  loadgen::ShareLedger ledger(expect.get(), 1, 2);  // agent 1 of 2: requests 1, 3, 5
+  std::vector<loadgen::IndexedRecord> kept;
+  REQUIRE(offer(ledger, {evidence(1, 5ms), evidence(3, 5ms)}, kept).empty());
+  CHECK(kept.size() == 2);
+  // The same batch again (an agent's retry) changes nothing.
+  REQUIRE(offer(ledger, {evidence(1, 5ms), evidence(3, 5ms)}, kept).empty());
+  CHECK(kept.size() == 2);
+  CHECK(ledger.records() == 2);
+  CHECK(ledger.complete().find("2 of its 3 requests") != std::string::npos);
+  REQUIRE(offer(ledger, {evidence(5, 5ms)}, kept).empty());
+  CHECK(ledger.complete().empty());
+
+  SECTION("another record for an index already taken") {
+    auto other = evidence(3, 5ms);
+    other.rec.output_tokens = 3;
+    CHECK(offer(ledger, {other}, kept).find("request 3 twice, with different records") != std::string::npos);
+  }
+  SECTION("twice in one batch, differently") {
+    loadgen::ShareLedger fresh(expect.get(), 1, 2);
+    auto other = evidence(1, 5ms);
+    other.rec.finished += 1ms;
+    std::vector<loadgen::IndexedRecord> none;
+    CHECK(!offer(fresh, {evidence(1, 5ms), other}, none).empty());
+    CHECK(none.empty());
+  }
+  SECTION("another agent's index, or one not in the schedule: nothing of the batch is kept") {
+    loadgen::ShareLedger fresh(expect.get(), 1, 2);
+    std::vector<loadgen::IndexedRecord> none;
+    CHECK(offer(fresh, {evidence(1, 5ms), evidence(2, 5ms)}, none).find("another agent's") != std::string::npos);
+    CHECK(offer(fresh, {evidence(999999, 5ms)}, none).find("not in the step's schedule of 6") != std::string::npos);
+    CHECK(offer(fresh, {evidence((std::uint64_t{1} << 40) + 1, 5ms)}, none).find("not in the step's schedule") !=
+          std::string::npos);
+    CHECK(none.empty());
+    CHECK(fresh.records() == 0);
+  }
+}
+
+TEST_CASE("agents: a record's instants must be ordered and its schedule the step's") {
+  const auto expect = expect_times(2, 100ms);
+  loadgen::ShareLedger ledger(expect.get(), 0, 1);
+  std::vector<loadgen::IndexedRecord> kept;
+  auto early = evidence(0, 100ms);
+  early.rec.chunks.front().arrival = 100ms - 5s;  // a first token 5 s before its schedule
+  CHECK(offer(ledger, {early}, kept).find("a first token before it was sent") != std::string::npos);
+  auto backwards = evidence(0, 100ms);
+  backwards.rec.finished = backwards.rec.chunks.front().arrival - 1ms;  // the end before the last token
+  CHECK(offer(ledger, {backwards}, kept).find("an end before its last token") != std::string::npos);
+  auto unsent = evidence(0, 100ms);
+  unsent.rec.sent = unsent.rec.dispatched - 2ms;  // beyond the 1-ms clock bound
+  CHECK(offer(ledger, {unsent}, kept).find("a send before its dispatch") != std::string::npos);
+  auto elsewhen = evidence(0, 90ms);
+  CHECK(offer(ledger, {elsewhen}, kept).find("where the step's schedule has 100.000 ms") != std::string::npos);
+  auto within = evidence(1, 100ms);
+  within.rec.sent = within.rec.dispatched - 500us;  // within the clock bound
+  CHECK(offer(ledger, {within}, kept).empty());
+  CHECK(kept.size() == 1);
+}
+
+TEST_CASE("agents: turns only where the job has sessions, within its turns") {
+  std::vector<loadgen::IndexedRecord> kept;
+  const auto plain = expect_times(4);
+  loadgen::ShareLedger no_sessions(plain.get(), 0, 1);
+  CHECK(offer(no_sessions, {evidence(0, 0ns, 300)}, kept).find("this step has no sessions") != std::string::npos);
+  const auto sessions = expect_times(4, 0ns, 5);
+  loadgen::ShareLedger ledger(sessions.get(), 0, 2);  // sessions 0 and 2
+  CHECK(offer(ledger, {evidence(2 * 64 + 6, 0ns, 7)}, kept).find("turns are 1 to 5") != std::string::npos);
+  CHECK(offer(ledger, {evidence(2 * 64 + 3, 0ns, 2)}, kept).find("each at its own index") != std::string::npos);
+  CHECK(offer(ledger, {evidence(1 * 64, 0ns, 1)}, kept).find("another agent's") != std::string::npos);
+  auto later = evidence(2 * 64 + 1, 0ns, 2);
+  later.rec.scheduled = later.rec.dispatched = 40ms;  // a later turn is due after the answer before it
+  later.rec.sent = 41ms;
+  later.rec.chunks = {{50ms, 1, false}};
+  later.rec.finished = 51ms;
+  REQUIRE(offer(ledger, {evidence(0, 0ns, 1), evidence(2 * 64, 0ns, 1), later}, kept).empty());
+  CHECK(ledger.complete().empty());  // both sessions began
+}
+
+TEST_CASE("agents: a closed loop's share is whole when no request below its last is missing") {
+  loadgen::StepExpectation e;
+  e.closed_loop = true;
+  loadgen::ShareLedger ledger(&e, 1, 3);  // requests 1, 4, 7, ...
+  std::vector<loadgen::IndexedRecord> kept;
+  CHECK(ledger.complete().empty());
+  REQUIRE(offer(ledger, {evidence(1), evidence(7)}, kept).empty());
+  CHECK(ledger.complete().find("2 of its 3") != std::string::npos);
+  REQUIRE(offer(ledger, {evidence(4)}, kept).empty());
+  CHECK(ledger.complete().empty());
+}
+
+TEST_CASE("agents: an agent's summary crosses the wire by one pair, and a malformed one is refused") {
+  loadgen::ShareSummary s;
+  s.lag_p99_ms = 0.25;
+  s.cpu_s = 1.5;
+  s.loop_delay_p99_ms = 0.1;
+  s.loop_delay_max_ms = 2;
+  s.peak_connections = 12;
+  s.sent = 340;
+  s.sessions = loadgen::ShareSummary::Sessions{10, 7, 2, 1, 41};
+  const auto back = loadgen::decode_summary(loadgen::encode_summary(s), "/summary");
+  REQUIRE(back.has_value());
+  CHECK(back->lag_p99_ms == 0.25);
+  CHECK(back->cpu_s == 1.5);
+  CHECK(back->loop_delay_max_ms == 2);
+  CHECK(back->peak_connections == 12);
+  CHECK(back->sent == 340);
+  REQUIRE(back->sessions);
+  CHECK(back->sessions->turns_sent == 41);
+  CHECK(back->sessions->cut == 2);
+  CHECK(loadgen::decode_summary(json::object(), "/summary").has_value());  // an agent whose step could not run
+  CHECK(loadgen::decode_summary(json::array(), "/summary").error().field == "/summary");
+  CHECK(loadgen::decode_summary({{"cpu_s", -1}}, "/summary").error().field == "/summary/cpu_s");
+  CHECK(loadgen::decode_summary({{"sent", 1.5}}, "/summary").error().field == "/summary/sent");
+  CHECK(loadgen::decode_summary({{"sessions", {{"cut", "x"}}}}, "/summary").error().field == "/summary/sessions/cut");
+  CHECK(loadgen::decode_summary({{"nested", json::array({json::array()})}}, "/summary").error().field == "/summary");
+}
+
+TEST_CASE("agents: a batch is checked whole before anything of it is kept") {
+  loadgen::AgentHub hub(quick());
+  const json good_clock = {{"offset_ms", 0}, {"error_ms", 0.1}};
+  const auto rec = [](std::uint64_t i) { return loadgen::encode_record(i, evidence(i).rec); };
+  SECTION("a malformed done is refused, and its records are not kept twice by the retry") {
+    auto out = one_agent_step(
+        hub,
+        [&](std::uint64_t seq) {
+          hub.poll(with(ids(0), {{"clock", good_clock}, {"ready", {{"step", seq}, {"digest", "000000000000feed"}}}}));
+          std::this_thread::sleep_for(100ms);
+          auto bad = hub.records(with(ids(0), {{"step", seq}, {"records", {rec(0), rec(1)}}, {"done", "yes"}}));
+          REQUIRE(!bad.has_value());
+          CHECK(bad.error().field == "/done");
+          CHECK(hub.records(with(ids(0), {{"step", seq}, {"records", {rec(0), rec(1)}}})).value()["state"] == "run");
+          CHECK(hub.records(with(ids(0), {{"step", seq}, {"records", {rec(0), rec(1)}}})).value()["state"] == "run");
+          CHECK(hub.records(with(ids(0), {{"step", seq}, {"records", {rec(2)}}, {"done", true}})).value()["state"] ==
+                "run");
+        },
+        expect_times(3));
+    CHECK(out.outcome.valid());
+    CHECK(out.records.size() == 3);
+    CHECK(out.outcome.agents[0].records == 3);
+  }
+  SECTION("done with fewer records than the share makes the step invalid") {
+    auto out = one_agent_step(
+        hub,
+        [&](std::uint64_t seq) {
+          hub.poll(with(ids(0), {{"clock", good_clock}, {"ready", {{"step", seq}, {"digest", "000000000000feed"}}}}));
+          std::this_thread::sleep_for(100ms);
+          CHECK(hub.records(with(ids(0), {{"step", seq}, {"records", {rec(0)}}, {"done", true}})).value()["state"] ==
+                "abort");
+        },
+        expect_times(3));
+    CHECK(!out.outcome.valid());
+    CHECK(out.outcome.invalid_agent == 0u);
+    CHECK(out.outcome.invalid.find("1 of its 3 requests") != std::string::npos);
+  }
+  SECTION("a record with another record already taken for its index makes the step invalid") {
+    auto out = one_agent_step(
+        hub,
+        [&](std::uint64_t seq) {
+          hub.poll(with(ids(0), {{"clock", good_clock}, {"ready", {{"step", seq}, {"digest", "000000000000feed"}}}}));
+          std::this_thread::sleep_for(100ms);
+          hub.records(with(ids(0), {{"step", seq}, {"records", {rec(0)}}}));
+          auto changed = evidence(0);
+          changed.rec.outcome = Outcome::http_5xx;
+          hub.records(with(ids(0), {{"step", seq}, {"records", {loadgen::encode_record(0, changed.rec)}}}));
+        },
+        expect_times(3));
+    CHECK(out.outcome.invalid.find("request 0 twice") != std::string::npos);
+    CHECK(out.records.size() == 1);
+  }
+}
+
+TEST_CASE("agents: Kubernetes names are RFC 1123 names, or the manifest is refused naming the field") {
+  CHECK(sweep::rfc1123_label("loadtest-1"));
+  CHECK(!sweep::rfc1123_label("Load_Test"));
+  CHECK(!sweep::rfc1123_label("-a"));
+  CHECK(!sweep::rfc1123_label(std::string(64, 'a')));
+  CHECK(sweep::rfc1123_subdomain("capsweep.agent-token"));
+  CHECK(!sweep::rfc1123_subdomain("capsweep..token"));
+  CHECK(!sweep::rfc1123_subdomain("token/../x"));
+  CHECK(sweep::secret_key_name("token_v2.txt"));
+  CHECK(!sweep::secret_key_name("a b"));
+  sweep::AgentJobSettings s;
+  CHECK(!sweep::agent_job_names_error(s));
+  s.namespace_ = "Bad Namespace";
+  CHECK(sweep::agent_job_names_error(s)->field == "/namespace");
+  s.namespace_ = "ok";
+  s.secret = "UPPER";
+  CHECK(sweep::agent_job_names_error(s)->field == "/secret");
+  s.secret = "fine";
+  s.secret_key = "";
+  CHECK(sweep::agent_job_names_error(s)->field == "/secret_key");
 }

@@ -313,6 +313,13 @@ TEST_CASE("dataset: a trace's bad rows are errors naming the line and the field"
   CHECK(trace_field("{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 5, \"hash_ids\": [1, -2]}") ==
         "line 1: /hash_ids/1");
   CHECK(trace_field("[1]") == "line 1: /");
+  // A timestamp past 2^53 ms, or a trace spanning more than 10^10 ms: no replay time overflows.
+  CHECK(trace_field("{\"timestamp\": 1e308, \"input_length\": 5, \"output_length\": 5}") == "line 1: /timestamp");
+  CHECK(trace_field("{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 5}\n"
+                    "{\"timestamp\": 2e10, \"input_length\": 5, \"output_length\": 5}") == "line 2: /timestamp");
+  CHECK(parse_trace("{\"timestamp\": 1733400000000, \"input_length\": 5, \"output_length\": 5}\n"
+                    "{\"timestamp\": 1733400000500, \"input_length\": 5, \"output_length\": 5}")
+            .has_value());  // epoch milliseconds are fine
   CHECK_FALSE(parse_trace("\n\n").has_value());
 }
 

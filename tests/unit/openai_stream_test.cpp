@@ -101,3 +101,45 @@ TEST_CASE("openai stream: reasoning deltas are tokens the user does not see, and
   CHECK(interpret_chunk(R"({"choices":[],"usage":{"completion_tokens_details":{"reasoning_tokens":}}})").kind ==
         Kind::malformed);
 }
+
+TEST_CASE("openai stream: tool calls, refusals and content parts are tokens, and malformed ones are not") {
+  auto tool = interpret_chunk(
+      R"({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"a\":"}}]}}]})");
+  CHECK(tool.kind == Kind::content);
+  CHECK(tool.tool_call);
+  CHECK_FALSE(tool.reasoning);
+  CHECK(interpret_chunk(R"({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":""}}]}}]})")
+            .kind == Kind::empty);
+  CHECK(interpret_chunk(R"({"choices":[{"index":0,"delta":{"refusal":"No."}}]})").kind == Kind::content);
+  auto thinking =
+      interpret_chunk(R"({"choices":[{"index":0,"delta":{"content":[{"type":"thinking","thinking":"hm"}]}}]})");
+  CHECK(thinking.kind == Kind::content);
+  CHECK(thinking.reasoning);
+  auto text = interpret_chunk(R"({"choices":[{"index":0,"delta":{"content":[{"text":"4","type":"text"}]}}]})");
+  CHECK(text.kind == Kind::content);
+  CHECK_FALSE(text.reasoning);
+  CHECK(interpret_chunk(R"({"choices":[{"index":0,"delta":{"content":[{"type":"text","text":""}]}}]})").kind ==
+        Kind::empty);
+  // A part's signature is not thinking.
+  CHECK(interpret_chunk(
+            R"({"choices":[{"index":0,"delta":{"content":[{"type":"thinking","thinking":"","signature":"abc"}]}}]})")
+            .kind == Kind::empty);
+  CHECK(interpret_chunk(R"({"choices":[{"index":0,"delta":{"content":[{"type":"text","text":"x"}]}})").kind ==
+        Kind::malformed);
+  CHECK(interpret_chunk(R"({"choices":[{"index":0,"delta":{"tool_calls":[{"function":{"arguments":"x}}]}}]})").kind ==
+        Kind::malformed);
+}
+
+TEST_CASE("openai stream: generated tokens by what the usage adds up to") {
+  UsageCounts inside{10, 8, 6, 18};  // reasoning inside completion_tokens: total = prompt + completion
+  CHECK(generated_tokens(inside) == 8u);
+  UsageCounts apart{10, 2, 6, 18};  // counted apart: total = prompt + completion + reasoning
+  CHECK(generated_tokens(apart) == 8u);
+  UsageCounts no_total{10, 2, 6, std::nullopt};  // more reasoning than completion: apart
+  CHECK(generated_tokens(no_total) == 8u);
+  UsageCounts plain{10, 5, std::nullopt, 15};
+  CHECK(generated_tokens(plain) == 5u);
+  CHECK_FALSE(generated_tokens(UsageCounts{10, std::nullopt, 3, 13}).has_value());
+  CHECK(interpret_chunk(R"({"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":9}})")
+            .total_tokens == 9u);
+}

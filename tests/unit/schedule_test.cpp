@@ -251,6 +251,10 @@ TEST_CASE("a replay's bad parameters are errors naming them") {
         "/speed");
   CHECK(replay_schedule({5ms, 5ms}, 1.0, true, {1s, std::nullopt}).error().field == "/loop");
   CHECK_FALSE(replay_schedule(rows, 1.0, false, {}).has_value());
+  // A row a slow replay would send past a year from its start: refused, never an overflow.
+  CHECK(replay_schedule({0ms, 10'000'000'000ms}, 1e-6, false, {std::nullopt, 2}).error().field == "/speed");
+  CHECK(replay_schedule({0ms, 10'000'000'000ms}, 1.0, false, {std::nullopt, 2}).value().send_times.back() ==
+        10'000'000'000ms);
   CHECK(parse_arrival_process("trace", "/p").value() == ArrivalProcess::trace);
   CHECK(make_schedule({.process = ArrivalProcess::trace}, {1s, std::nullopt}, 1).error().field == "/process");
 }

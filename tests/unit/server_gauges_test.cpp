@@ -68,10 +68,18 @@ TEST_CASE("server gauges: the prefix cache's hit rate is its hits over its queri
   CHECK(s.at("mean_running").get<double>() == Approx(4));  // the last scrape's gauges are not the step's
   CHECK(s.at("max_running").get<double>() == Approx(4));
 
-  // An older vLLM's gauge, where the counters are absent; neither: null.
+  CHECK(s.at("prefix_cache_hit_rate_source") == "vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total");
+
+  // An older vLLM's gauge, where the counters are absent: a rate since the server started,
+  // which cannot give the step's (a warm step whose own rate was 0.8 reads 0.233 there): the
+  // step's rate is unknown, and the gauge is reported apart, its last value. Neither: null.
   ServerGauges old;
-  old.add(1s, parse_prometheus_text("vllm:gpu_prefix_cache_hit_rate 0.25\n").value());
-  old.add(2s, parse_prometheus_text("vllm:gpu_prefix_cache_hit_rate 0.75\n").value());
-  CHECK(old.summary().at("prefix_cache_hit_rate").get<double>() == Approx(0.5));
+  old.add(1s, parse_prometheus_text("vllm:gpu_prefix_cache_hit_rate 0.2\n").value());
+  old.add(2s, parse_prometheus_text("vllm:gpu_prefix_cache_hit_rate 0.233\n").value());
+  const auto o = old.summary();
+  CHECK(o.at("prefix_cache_hit_rate").is_null());
+  CHECK(o.at("prefix_cache_hit_rate_source").is_null());
+  CHECK(o.at("prefix_cache_lifetime_hit_rate").get<double>() == Approx(0.233));
   CHECK(ServerGauges().summary().at("prefix_cache_hit_rate").is_null());
+  CHECK(ServerGauges().summary().at("prefix_cache_lifetime_hit_rate").is_null());
 }

@@ -62,3 +62,17 @@ TEST_CASE("sse: an event over the size limit is an error") {
   SseParser p(16);
   CHECK_FALSE(p.feed("data: 0123456789abcdefXYZ\n\n", [](std::string_view) {}));
 }
+
+TEST_CASE("sse: an error line (llama.cpp) is kept, not dispatched; none leaves it empty") {
+  SseParser p;
+  std::vector<std::string> out;
+  auto sink = [&](std::string_view d) { out.emplace_back(d); };
+  REQUIRE(p.feed("data: {\"a\":1}\n\n", sink));
+  CHECK(p.error_field().empty());
+  REQUIRE(p.feed("error: {\"error\":{\"message\":\"boom\"}}\n\nerror: second\n\n", sink));
+  CHECK(out.size() == 1);
+  CHECK(p.error_field() == "{\"error\":{\"message\":\"boom\"}}");  // the first one
+  SseParser bare;
+  REQUIRE(bare.feed("error:\n\n", sink));
+  CHECK(bare.error_field() == "{}");
+}

@@ -182,7 +182,9 @@ std::string first_words(const std::string& s, int n) {
 }  // namespace
 
 TEST_CASE("workload: prefix parses with its defaults, and its errors name the field") {
-  auto w = parse_workload(json::parse(R"({"prefix": {"tokens": 800, "count": 20, "cache": "warm"}})")).value();
+  auto w = parse_workload(json::parse(R"({"prompt_tokens": {"dist": "fixed", "value": 1000},
+                                          "prefix": {"tokens": 800, "count": 20, "cache": "warm"}})"))
+               .value();
   CHECK(w.prefix.tokens == 800);
   CHECK(w.prefix.count == 20);
   CHECK(w.prefix.cache == PrefixCache::warm);
@@ -203,6 +205,15 @@ TEST_CASE("workload: prefix parses with its defaults, and its errors name the fi
   CHECK(field(R"({"prefix": {"tokens": 8, "size": 2}})") == "/workload/prefix/size");
   CHECK(field(R"({"prefix": {"count": 4}})") == "/workload/prefix/tokens");
   CHECK(field(R"({"prefix": {"tokens": 8}, "shared_prefix_tokens": 8})") == "/workload/prefix");
+  // A prefix no shorter than the longest prompt would lengthen every prompt past what it asks.
+  CHECK(field(R"({"prompt_tokens": {"dist": "fixed", "value": 30}, "prefix": {"tokens": 40}})") ==
+        "/workload/prefix/tokens");
+  CHECK(field(R"({"prompt_tokens": {"dist": "uniform", "min": 10, "max": 40}, "prefix": {"tokens": 40}})") ==
+        "/workload/prefix/tokens");
+  CHECK(field(R"({"shared_prefix_tokens": 1000000})") == "/workload/shared_prefix_tokens");
+  CHECK(parse_workload(json::parse(R"({"prompt_tokens": {"dist": "uniform", "min": 10, "max": 40},
+                                       "prefix": {"tokens": 39}})"))
+            .has_value());
   CHECK(field(R"({"prompt_tokens": {"dist": "lognormal", "median": 100, "p95": 400},
                   "prefix": {"ratio": 0.5, "cache": "warm"}})") == "/workload/prefix/ratio");
   CHECK(check_dataset_workload(json::parse(R"({"dataset": {"id": "ds-0123456789abcdef"}, "prefix": {"tokens": 4}})"))
