@@ -154,12 +154,13 @@ std::optional<Error> read_counts(const json& j, const std::string& field,
                                  const std::pair<const char*, std::uint64_t Out::*> (&members)[N], Out& out,
                                  std::size_t& known) {
   for (const auto& [key, member] : members) {
-    const auto it = j.find(key);
+    const auto it = j.find(std::string(key));
     if (it == j.end()) continue;
     ++known;
-    if (!whole_count(*it))
+    const json& v = *it;
+    if (!whole_count(v))
       return invalid(fmt::format("{}/{}", field, key), "a count must be a whole number of at least 0");
-    out.*member = it->get<std::uint64_t>();
+    out.*member = v.get<std::uint64_t>();
   }
   return std::nullopt;
 }
