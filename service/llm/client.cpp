@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <unordered_set>
 
+#include "core/text.hpp"
 #include "llm/openai_stream.hpp"
 #include "llm/sse.hpp"
 
@@ -83,11 +84,11 @@ struct StreamTally {
         saw_done = true;
         break;
       case StreamChunk::Kind::error:
-        error_message = sc.error_message;
+        error_message = printable_ascii(sc.error_message);
         failed = true;
         break;
       case StreamChunk::Kind::malformed:
-        error_message = "a malformed event: " + std::string(data.substr(0, 120));
+        error_message = "a malformed event: " + printable_ascii(data, 120);
         failed = true;
         break;
       default:
@@ -105,7 +106,7 @@ struct StreamTally {
     if (failed) return;
     failed = true;
     const StreamChunk sc = interpret_chunk(value);
-    error_message = sc.kind == StreamChunk::Kind::error ? sc.error_message : std::string(value.substr(0, 200));
+    error_message = printable_ascii(sc.kind == StreamChunk::Kind::error ? sc.error_message : value);
   }
 
   // The record's outcome and token counts once a 2xx answer's body has ended: the server's
@@ -113,7 +114,7 @@ struct StreamTally {
   void settle(RequestRecord& rec) const {
     if (failed) {
       rec.outcome = Outcome::stream_error;
-      rec.error_message = error_message.substr(0, 200);
+      rec.error_message = printable_ascii(error_message);
       return;
     }
     // A count past 2^32 - 1 (a server that lies) is kept as the largest, not wrapped.
@@ -146,7 +147,7 @@ struct StreamTally {
 };
 
 // What an error answer's body says: an OpenAI-style {"error": {"message"}} / {"message"} /
-// {"detail"} (at most 200 bytes), else its first bytes.
+// {"detail"}, else its first bytes.
 std::string error_body_message(std::string_view body) {
   const auto j = nlohmann::json::parse(body, nullptr, false);
   if (j.is_object()) {
@@ -159,11 +160,13 @@ std::string error_body_message(std::string_view body) {
       if (auto m = e->find(key); m != e->end() && m->is_string()) return m->get<std::string>().substr(0, 200);
     }
   }
-  std::string out(body.substr(0, 200));
-  for (char& c : out) {
-    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
-  }
-  return out;
+  return std::string(body.substr(0, 200));
+}
+
+// "HTTP status: message" in printable ASCII, at most 200 bytes: safe to store, to show and to
+// send as an agent's record.
+std::string error_answer_message(unsigned status, std::string_view body) {
+  return printable_ascii(fmt::format("HTTP {}: {}", status, error_body_message(body.substr(0, 4096))));
 }
 
 struct Client::Impl : std::enable_shared_from_this<Impl> {
@@ -395,7 +398,7 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
     }
     if (!ok_status) {
       rec.outcome = status_outcome(status);
-      rec.error_message = fmt::format("HTTP {}: {}", status, error_body_message(error_body));
+      rec.error_message = error_answer_message(status, error_body);
       reusable = parser.is_done() && parser.keep_alive();
       co_return;
     }
@@ -422,7 +425,7 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
     reusable = parser.keep_alive();
     if (status < 200 || status >= 300) {
       rec.outcome = status_outcome(status);
-      rec.error_message = fmt::format("HTTP {}: {}", status, error_body_message(parser.get().body()));
+      rec.error_message = error_answer_message(status, parser.get().body());
       co_return;
     }
     if (rec.events) rec.events->push_back(parser.get().body());

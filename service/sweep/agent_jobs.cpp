@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <cstdlib>
@@ -13,6 +12,7 @@
 #include <optional>
 #include <sstream>
 
+#include "core/error.hpp"
 #include "core/text.hpp"
 #include "llm/client.hpp"
 #include "sweep/agents.hpp"
@@ -69,7 +69,7 @@ Result<ApiAnswer> call(const AgentJobApi& api, const std::string& method, const 
   llm::Client::PlainResponse r;
   asio::co_spawn(
       io, [&]() -> asio::awaitable<void> { r = co_await client->request(method, path, std::move(body)); },
-      asio::detached);
+      [](std::exception_ptr e) { log_escaped("agents: a Kubernetes API request failed", e); });
   io.run();
   if (r.status == 0) {
     return Error{

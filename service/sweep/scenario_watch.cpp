@@ -3,10 +3,10 @@
 #include <fmt/format.h>
 
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <map>
 
+#include "core/error.hpp"
 #include "core/text.hpp"
 #include "llm/client.hpp"
 #include "llm/target.hpp"
@@ -92,7 +92,8 @@ struct ScenarioWatch::Impl {
   llm::Client::PlainResponse get(Source& s, const std::string& path) {
     llm::Client::PlainResponse out;
     asio::co_spawn(
-        io, [&]() -> asio::awaitable<void> { out = co_await s.client->request("GET", path, ""); }, asio::detached);
+        io, [&]() -> asio::awaitable<void> { out = co_await s.client->request("GET", path, ""); },
+        [](std::exception_ptr e) { log_escaped("scenario: a watch request failed", e); });
     io.restart();
     io.run();
     return out;

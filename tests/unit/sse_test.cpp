@@ -63,7 +63,7 @@ TEST_CASE("sse: an event over the size limit is an error") {
   CHECK_FALSE(p.feed("data: 0123456789abcdefXYZ\n\n", [](std::string_view) {}));
 }
 
-TEST_CASE("sse: an error line (llama.cpp) is kept, not dispatched; none leaves it empty") {
+TEST_CASE("sse: an error line (llama.cpp) is kept and not dispatched, and none leaves it empty") {
   SseParser p;
   std::vector<std::string> out;
   auto sink = [&](std::string_view d) { out.emplace_back(d); };
