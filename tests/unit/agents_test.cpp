@@ -2,6 +2,7 @@
 // the step a payload makes, and the Indexed Job that runs the agents.
 #include "sweep/agents.hpp"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -200,6 +201,16 @@ TEST_CASE("agents: a run found by the caller waits for its agents, as many as it
   CHECK(hub.register_agent(ids(2), 2u).value()["state"] == "done");
   CHECK(hub.status("sw-1")["parts"] == 2);
   CHECK(hub.status("sw-1")["agents"].size() == 1);
+  // Runs waiting for their jobs are bounded: past 256 a new one is told to come back later.
+  for (int i = 1; i < 256; ++i) {
+    REQUIRE(hub.register_agent({{"run_id", fmt::format("sw-w{}", i)}, {"index", 0}, {"epoch", 1}}, 1u).has_value());
+  }
+  auto full = hub.register_agent({{"run_id", "sw-one-too-many"}, {"index", 0}, {"epoch", 1}}, 1u);
+  REQUIRE(!full.has_value());
+  CHECK(full.error().code == errc::unavailable);
+  CHECK(hub.status("sw-one-too-many").is_null());
+  hub.open_run("sw-1", 2);  // a job claimed: its run no longer waits, and room is made
+  CHECK(hub.register_agent({{"run_id", "sw-one-too-many"}, {"index", 0}, {"epoch", 1}}, 1u).has_value());
 }
 
 TEST_CASE("agents: a step goes once every agent acknowledged its digest, and gathers their records") {
