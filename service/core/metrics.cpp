@@ -102,6 +102,37 @@ bool StepMetrics::token_counts_disagree() const noexcept {
   return std::abs(usage - chunks) > kTokenCountTolerance * std::max(usage, 1.0);
 }
 
+namespace {
+
+// Where a step's output token counts came from, and the usage checked against the stream.
+void put_token_source(nlohmann::json& j, const StepMetrics& m) {
+  const std::string_view source = m.output_tokens_source();
+  j["output_tokens_source"] = source.empty() ? nlohmann::json(nullptr) : nlohmann::json(source);
+  if (m.usage_output_tokens == 0 && m.usage_stream_chunks == 0) return;
+  const auto usage = static_cast<double>(m.usage_output_tokens), chunks = static_cast<double>(m.usage_stream_chunks);
+  j["output_tokens_check"] = {
+      {"usage_tokens", m.usage_output_tokens},
+      {"stream_chunks", m.usage_stream_chunks},
+      {"usage_tokens_per_chunk", chunks > 0 ? nlohmann::json(usage / chunks) : nlohmann::json(nullptr)},
+      {"disagree", m.token_counts_disagree()}};
+}
+
+// The failures by class, what the target said of them, and the abandoned and incomplete.
+void put_failures(nlohmann::json& j, const StepMetrics& m) {
+  j["errors"] = error_counts(m.outcomes);
+  if (!m.error_messages.empty()) {
+    nlohmann::json said = nlohmann::json::array();
+    for (const StepMetrics::ErrorMessage& e : m.error_messages) {
+      said.push_back({{"outcome", to_string(e.outcome)}, {"message", e.message}, {"count", e.count}});
+    }
+    j["error_messages"] = std::move(said);
+  }
+  j["abandoned"] = m.abandoned();
+  j["incomplete"] = m.outcomes[static_cast<std::size_t>(Outcome::incomplete)];
+}
+
+}  // namespace
+
 nlohmann::json StepMetrics::summary(const std::vector<double>& percentiles) const {
   nlohmann::json j;
   j["duration_s"] = duration_s();
@@ -112,17 +143,7 @@ nlohmann::json StepMetrics::summary(const std::vector<double>& percentiles) cons
   j["total_input_tokens"] = total_input_tokens;
   j["total_output_tokens"] = total_output_tokens;
   j["output_tokens_estimated"] = output_tokens_estimated;
-  const std::string_view source = output_tokens_source();
-  j["output_tokens_source"] = source.empty() ? nlohmann::json(nullptr) : nlohmann::json(source);
-  if (usage_output_tokens > 0 || usage_stream_chunks > 0) {
-    j["output_tokens_check"] = {
-        {"usage_tokens", usage_output_tokens},
-        {"stream_chunks", usage_stream_chunks},
-        {"usage_tokens_per_chunk", usage_stream_chunks > 0 ? nlohmann::json(static_cast<double>(usage_output_tokens) /
-                                                                            static_cast<double>(usage_stream_chunks))
-                                                           : nlohmann::json(nullptr)},
-        {"disagree", token_counts_disagree()}};
-  }
+  put_token_source(j, *this);
   j["request_throughput"] = request_throughput();
   j["output_throughput"] = output_throughput();
   j["total_token_throughput"] = total_token_throughput();
@@ -131,16 +152,7 @@ nlohmann::json StepMetrics::summary(const std::vector<double>& percentiles) cons
   // JSON has no infinity: an all_at_once step's offered rate is reported as null.
   j["offered_rate_rps"] = std::isfinite(offered_rate_rps) ? nlohmann::json(offered_rate_rps) : nlohmann::json(nullptr);
   j["achieved_rate_rps"] = achieved_rate_rps();
-  j["errors"] = error_counts(outcomes);
-  if (!error_messages.empty()) {
-    nlohmann::json said = nlohmann::json::array();
-    for (const ErrorMessage& e : error_messages) {
-      said.push_back({{"outcome", to_string(e.outcome)}, {"message", e.message}, {"count", e.count}});
-    }
-    j["error_messages"] = std::move(said);
-  }
-  j["abandoned"] = abandoned();
-  j["incomplete"] = outcomes[static_cast<std::size_t>(Outcome::incomplete)];
+  put_failures(j, *this);
 
   const auto put = [&](const char* name, const SampleSet& s) { put_latency(j, name, s, percentiles); };
   put("ttft", ttft_ms);

@@ -243,6 +243,29 @@ Result<PrefixSpec> parse_prefix(const nlohmann::json& j, const std::string& fiel
   return p;
 }
 
+namespace {
+
+// A workload's prefix against its prompts: shorter than the longest prompt (a prompt carries
+// its prefix and at least one token of its own, so a longer prefix would silently lengthen
+// every prompt past what prompt_tokens asks), and a warm ratio's longest prefix known.
+std::optional<Error> check_prefix_fits(const WorkloadSpec& w, const std::string& field) {
+  if (w.prefix.tokens > 0 && !w.dataset && w.prefix.tokens >= w.prompt_tokens.upper_bound()) {
+    return invalid(field + (w.shared_prefix_tokens > 0 ? "/shared_prefix_tokens" : "/prefix/tokens"),
+                   fmt::format("a prefix of {} tokens is not shorter than the longest prompt ({} tokens): a prompt "
+                               "carries its prefix and text of its own",
+                               w.prefix.tokens, w.prompt_tokens.upper_bound()));
+  }
+  if (w.prefix.cache == PrefixCache::warm && w.prefix.ratio > 0 &&
+      w.prompt_tokens.upper_bound() > kMaxWarmPromptTokens) {
+    return invalid(field + "/prefix/ratio",
+                   "a warm cache with a ratio needs prompt_tokens with a max (to know the "
+                   "longest prefix to warm)");
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 Result<WorkloadSpec> parse_workload(const nlohmann::json& j, const std::string& field) {
   if (!j.is_object()) return invalid(field, "must be an object");
   WorkloadSpec w;
@@ -285,20 +308,7 @@ Result<WorkloadSpec> parse_workload(const nlohmann::json& j, const std::string& 
     if (j.contains("prefix")) return invalid(field + "/prefix", "give shared_prefix_tokens or prefix, not both");
     w.prefix.tokens = w.shared_prefix_tokens;
   }
-  if (w.prefix.tokens > 0 && !w.dataset && w.prefix.tokens >= w.prompt_tokens.upper_bound()) {
-    // A prompt carries its prefix and at least one token of its own: such a prefix would
-    // silently lengthen every prompt past what prompt_tokens asks.
-    return invalid(field + (w.shared_prefix_tokens > 0 ? "/shared_prefix_tokens" : "/prefix/tokens"),
-                   fmt::format("a prefix of {} tokens is not shorter than the longest prompt ({} tokens): a prompt "
-                               "carries its prefix and text of its own",
-                               w.prefix.tokens, w.prompt_tokens.upper_bound()));
-  }
-  if (w.prefix.cache == PrefixCache::warm && w.prefix.ratio > 0 &&
-      w.prompt_tokens.upper_bound() > kMaxWarmPromptTokens) {
-    return invalid(field + "/prefix/ratio",
-                   "a warm cache with a ratio needs prompt_tokens with a max (to know the "
-                   "longest prefix to warm)");
-  }
+  if (auto bad = check_prefix_fits(w, field)) return *bad;
   if (w.dataset) {
     // With a dataset, a distribution of output lengths may sit in dataset.output_tokens.
     if (auto o = j.at("dataset").find("output_tokens"); o != j.at("dataset").end() && o->is_object()) {

@@ -59,22 +59,9 @@ Result<AgentHub::Who> AgentHub::identify(const json& msg, bool registering, std:
   who.index = static_cast<std::uint32_t>(*index);
   who.epoch = *epoch;
   if (closed_.count(run_id) != 0) return who;  // run == nullptr: the job has ended
-  auto run_found = runs_.find(run_id);
-  if (run_found == runs_.end()) {
-    if (!registering)
-      return Error{errc::not_found, fmt::format("no agent of run {} is registered: register first", run_id), "/run_id"};
-    if (!job_parts) return Error{errc::not_found, fmt::format("no job {} runs on load agents here", run_id), "/run_id"};
-    const auto waiting = std::count_if(runs_.begin(), runs_.end(), [](const auto& e) { return !e.second.opened; });
-    if (static_cast<std::size_t>(waiting) >= kWaitingRuns) {
-      return Error{errc::unavailable,
-                   fmt::format("agents of {} jobs already wait for their jobs to start: try again later", waiting),
-                   "/run_id"};
-    }
-    // Agents may come before their job is claimed: the run waits for them.
-    run_found = runs_.emplace(run_id, Run{}).first;
-    run_found->second.parts = std::max<std::uint32_t>(*job_parts, 1);
-  }
-  Run& r = run_found->second;
+  auto found = find_run(run_id, registering, job_parts);
+  if (!found) return found.error();
+  Run& r = **found;
   if (who.index >= r.parts && r.agents.count(who.index) == 0) return who;  // the run needs fewer agents: done
   auto agent_found = r.agents.find(who.index);
   if (agent_found == r.agents.end()) {
@@ -107,6 +94,24 @@ Result<AgentHub::Who> AgentHub::identify(const json& msg, bool registering, std:
   who.run = &r;
   who.agent = &a;
   return who;
+}
+
+Result<AgentHub::Run*> AgentHub::find_run(const std::string& run_id, bool registering,
+                                          std::optional<std::uint32_t> job_parts) {
+  if (auto found = runs_.find(run_id); found != runs_.end()) return &found->second;
+  if (!registering)
+    return Error{errc::not_found, fmt::format("no agent of run {} is registered: register first", run_id), "/run_id"};
+  if (!job_parts) return Error{errc::not_found, fmt::format("no job {} runs on load agents here", run_id), "/run_id"};
+  const auto waiting = std::count_if(runs_.begin(), runs_.end(), [](const auto& e) { return !e.second.opened; });
+  if (static_cast<std::size_t>(waiting) >= kWaitingRuns) {
+    return Error{errc::unavailable,
+                 fmt::format("agents of {} jobs already wait for their jobs to start: try again later", waiting),
+                 "/run_id"};
+  }
+  // Agents may come before their job is claimed: the run waits for them.
+  Run& r = runs_.emplace(run_id, Run{}).first->second;
+  r.parts = std::max<std::uint32_t>(*job_parts, 1);
+  return &r;
 }
 
 void AgentHub::set_fault(Run& r, std::uint32_t index, std::string why) {

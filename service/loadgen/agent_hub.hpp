@@ -114,6 +114,9 @@ class AgentHub {
     std::uint64_t epoch = 0;
   };
   Result<Who> identify(const nlohmann::json& msg, bool registering, std::optional<std::uint32_t> job_parts = {});
+  // The run of `run_id`; a registration for a job the caller found (`job_parts`) makes it, to
+  // wait for its job, while fewer than kWaitingRuns wait.
+  Result<Run*> find_run(const std::string& run_id, bool registering, std::optional<std::uint32_t> job_parts);
   void set_fault(Run& r, std::uint32_t index, std::string why);
   // Keeps a checked batch (and, with `done`, the agent's summary) of agent `index`.
   void take_records(Run& r, std::uint32_t index, std::vector<IndexedRecord>& batch,

@@ -14,6 +14,45 @@ namespace {
 
 constexpr std::size_t kFields = 14;
 
+// A record's chunks (its elements 11 to 13: arrivals, tokens, reasoning positions) into `r`;
+// an error names the element at fault.
+std::optional<Error> decode_chunks(const json& j, const std::string& field, RequestRecord& r) {
+  const json& arrivals = j[11];
+  const json& tokens = j[12];
+  const json& reasoning = j[13];
+  if (!arrivals.is_array()) return invalid(field + "/11", "the chunks' arrivals must be an array");
+  if (!tokens.is_array() || (!tokens.empty() && tokens.size() != arrivals.size())) {
+    return invalid(field + "/12", "the chunks' tokens must be empty or one per chunk");
+  }
+  if (!reasoning.is_array()) return invalid(field + "/13", "the reasoning chunks must be an array of positions");
+  r.chunks.resize(arrivals.size());
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max() / 2;  // sums stay far from overflow
+  std::int64_t at = 0;
+  for (std::size_t i = 0; i < arrivals.size(); ++i) {
+    const json& a = arrivals[i];
+    if (!a.is_number_integer() || (i > 0 && a.get<std::int64_t>() < 0) || a.get<std::int64_t>() > kMax - at ||
+        a.get<std::int64_t>() < -kMax) {
+      return invalid(fmt::format("{}/11/{}", field, i), "an arrival must be a whole number of ns, gaps at least 0");
+    }
+    at += a.get<std::int64_t>();
+    r.chunks[i].arrival = Nanos(at);
+    if (tokens.empty()) continue;
+    const json& k = tokens[i];
+    if (!k.is_number_unsigned() || k.get<std::uint64_t>() < 1 || k.get<std::uint64_t>() > UINT32_MAX) {
+      return invalid(fmt::format("{}/12/{}", field, i), "a chunk carries at least 1 token");
+    }
+    r.chunks[i].tokens = k.get<std::uint32_t>();
+  }
+  for (std::size_t i = 0; i < reasoning.size(); ++i) {
+    const json& p = reasoning[i];
+    if (!p.is_number_unsigned() || p.get<std::uint64_t>() >= r.chunks.size()) {
+      return invalid(fmt::format("{}/13/{}", field, i), "a reasoning position must name one of the chunks");
+    }
+    r.chunks[p.get<std::size_t>()].reasoning = true;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 json encode_record(std::uint64_t index, const RequestRecord& rec) {
@@ -53,7 +92,8 @@ Result<IndexedRecord> decode_record(const json& j, const std::string& field) {
     return x;
   };
   const auto bad = [&](std::size_t i, const char* what) { return invalid(fmt::format("{}/{}", field, i), what); };
-  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  // Times within half of int64's range either way: every sum and difference of two stays exact.
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max() / 2;
   constexpr std::int64_t kU32 = std::numeric_limits<std::uint32_t>::max();
   IndexedRecord out;
   if (!j[0].is_number_unsigned() && !(j[0].is_number_integer() && j[0].get<std::int64_t>() >= 0)) {
@@ -90,39 +130,8 @@ Result<IndexedRecord> decode_record(const json& j, const std::string& field) {
   if (!flags) return bad(10, "the flags must be a whole number from 0 to 3");
   r.output_tokens_estimated = (*flags & 1) != 0;
   r.streamed = (*flags & 2) == 0;
-  const json& arrivals = j[11];
-  const json& tokens = j[12];
-  const json& reasoning = j[13];
-  if (!arrivals.is_array()) return bad(11, "the chunks' arrivals must be an array");
-  if (!tokens.is_array() || (!tokens.empty() && tokens.size() != arrivals.size())) {
-    return bad(12, "the chunks' tokens must be empty or one per chunk");
-  }
-  if (!reasoning.is_array()) return bad(13, "the reasoning chunks must be an array of positions");
-  r.chunks.resize(arrivals.size());
-  Nanos at{0};
-  for (std::size_t i = 0; i < arrivals.size(); ++i) {
-    const json& a = arrivals[i];
-    if (!a.is_number_integer() || (i > 0 && a.get<std::int64_t>() < 0)) {
-      return invalid(fmt::format("{}/11/{}", field, i), "an arrival must be a whole number of ns, gaps at least 0");
-    }
-    at += Nanos(a.get<std::int64_t>());
-    r.chunks[i].arrival = at;
-    if (!tokens.empty()) {
-      const json& k = tokens[i];
-      if (!k.is_number_unsigned() || k.get<std::uint64_t>() < 1 || k.get<std::uint64_t>() > kU32) {
-        return invalid(fmt::format("{}/12/{}", field, i), "a chunk carries at least 1 token");
-      }
-      r.chunks[i].tokens = k.get<std::uint32_t>();
-    }
-  }
+  if (auto e = decode_chunks(j, field, r)) return *e;
   if (j.size() == kFields + 1) r.error_message = j[kFields].get<std::string>();
-  for (std::size_t i = 0; i < reasoning.size(); ++i) {
-    const json& p = reasoning[i];
-    if (!p.is_number_unsigned() || p.get<std::uint64_t>() >= r.chunks.size()) {
-      return invalid(fmt::format("{}/13/{}", field, i), "a reasoning position must name one of the chunks");
-    }
-    r.chunks[p.get<std::size_t>()].reasoning = true;
-  }
   return out;
 }
 

@@ -30,6 +30,31 @@ std::uint64_t peak_in_flight_of(const std::vector<IndexedRecord>& records) {
   return static_cast<std::uint64_t>(peak);
 }
 
+// The agents' records folded as one step's, by the code a local step's use: in completion order
+// over every agent (requests that never finished last, by index) into one accumulator, and
+// the step's rows.
+void fold_records(std::vector<IndexedRecord>& records, const StepSpec& spec, const StepWindow& window,
+                  StepResult& result) {
+  const auto key = [](const IndexedRecord& r) {
+    return r.rec.outcome == Outcome::incomplete ? Nanos::max() : r.rec.finished;
+  };
+  std::stable_sort(records.begin(), records.end(), [&key](const IndexedRecord& x, const IndexedRecord& y) {
+    return key(x) < key(y) || (key(x) == key(y) && x.index < y.index);
+  });
+  StepAccumulator acc(window, spec.goodput, spec.exact_samples);
+  std::size_t itl_kept = 0;
+  for (const IndexedRecord& r : records) {
+    acc.add(r.rec);
+    if (!spec.keep_rows) continue;
+    const bool itl_wanted = r.rec.outcome == Outcome::ok && r.rec.chunks.size() > 1;
+    const bool with_itl = itl_wanted && itl_kept < EnginePart::kMaxRowItlSamples;
+    result.itl_lists_cut = result.itl_lists_cut || (itl_wanted && !with_itl);
+    result.requests.push_back(request_row(r.rec, r.index, with_itl));
+    itl_kept += result.requests.back().itl_ms.size();
+  }
+  result.metrics = std::move(acc).finish();
+}
+
 }  // namespace
 
 std::shared_ptr<const StepExpectation> StepRunner::expectation(const StepSpec& spec, const StepPlan& plan) const {
@@ -74,27 +99,8 @@ Result<StepResult> StepRunner::run_on_agents(const StepSpec& spec) {
   result.engine_parts = a.parts;
   result.schedule_digest = digest;
   result.concurrency_cap_per_part = spec.concurrency == 0 ? 0 : (spec.concurrency + a.parts - 1) / a.parts;
-  // Completion order over every agent, requests that never finished last, by index.
-  std::vector<IndexedRecord>& records = got.records;
-  const auto key = [](const IndexedRecord& r) {
-    return r.rec.outcome == Outcome::incomplete ? Nanos::max() : r.rec.finished;
-  };
-  std::stable_sort(records.begin(), records.end(), [&key](const IndexedRecord& x, const IndexedRecord& y) {
-    return key(x) < key(y) || (key(x) == key(y) && x.index < y.index);
-  });
-  StepAccumulator acc(plan->window, spec.goodput, spec.exact_samples);
-  std::size_t itl_kept = 0;
-  for (const IndexedRecord& r : records) {
-    acc.add(r.rec);
-    if (!spec.keep_rows) continue;
-    const bool itl_wanted = r.rec.outcome == Outcome::ok && r.rec.chunks.size() > 1;
-    const bool with_itl = itl_wanted && itl_kept < EnginePart::kMaxRowItlSamples;
-    result.itl_lists_cut = result.itl_lists_cut || (itl_wanted && !with_itl);
-    result.requests.push_back(request_row(r.rec, r.index, with_itl));
-    itl_kept += result.requests.back().itl_ms.size();
-  }
-  result.metrics = std::move(acc).finish();
-  result.peak_in_flight = peak_in_flight_of(records);
+  fold_records(got.records, spec, plan->window, result);
+  result.peak_in_flight = peak_in_flight_of(got.records);
   double busiest = 0, lag_worst = 0;
   SessionCounts sessions;
   for (const AgentShare& s : got.outcome.agents) {

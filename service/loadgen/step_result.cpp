@@ -8,6 +8,58 @@
 
 namespace capsweep::loadgen {
 
+namespace {
+
+// Agent i sent the requests j ≡ i (mod parts) of the one schedule; an invalid step names the
+// agent at fault and why.
+nlohmann::json agents_json(const AgentsOutcome& agents) {
+  nlohmann::json each = nlohmann::json::array();
+  for (const AgentShare& a : agents.agents) {
+    each.push_back({{"index", a.index},
+                    {"epoch", a.epoch},
+                    {"offset_ms", a.offset_ms},
+                    {"offset_error_ms", a.offset_error_ms},
+                    {"records", a.records},
+                    {"sent", a.sent},
+                    {"lag_p99_ms", a.lag_p99_ms},
+                    {"late_go_ms", a.late_go_ms},
+                    {"cpu_s", a.cpu_s},
+                    {"loop_delay_p99_ms", a.loop_delay_p99_ms},
+                    {"peak_connections", a.peak_connections},
+                    {"done", a.done}});
+  }
+  const nlohmann::json agent = agents.invalid_agent ? nlohmann::json(*agents.invalid_agent) : nlohmann::json(nullptr);
+  return {
+      {"parts", agents.parts},
+      {"valid", agents.valid()},
+      {"invalid", agents.valid() ? nlohmann::json(nullptr) : nlohmann::json{{"agent", agent}, {"why", agents.invalid}}},
+      {"per_agent", std::move(each)}};
+}
+
+// What the step did about the target's prefix cache, and the target's own count over the step
+// (vLLM's prefix_cache_hits / _queries) from `server`, its scraped summary; a server with only
+// the life-long gauge has no step's rate, and says so.
+nlohmann::json prefix_cache_json(const PrefixCacheState& prefix_cache, const nlohmann::json& server) {
+  nlohmann::json pc = {{"state", llm::to_string(prefix_cache.state)}};
+  if (prefix_cache.state == llm::PrefixCache::warm) {
+    pc["warm_requests"] = prefix_cache.warm_requests;
+    pc["warm_failed"] = prefix_cache.warm_failed;
+    pc["warm_s"] = prefix_cache.warm_s;
+  }
+  pc["hit_rate"] = server.value("prefix_cache_hit_rate", nlohmann::json());
+  pc["hit_rate_source"] = server.value("prefix_cache_hit_rate_source", nlohmann::json());
+  const nlohmann::json lifetime = server.value("prefix_cache_lifetime_hit_rate", nlohmann::json());
+  if (pc["hit_rate"].is_null() && lifetime.is_number()) {
+    pc["lifetime_hit_rate"] = lifetime;
+    pc["note"] =
+        "the server exposes only vllm:gpu_prefix_cache_hit_rate, a hit rate since it started: the step's own hit "
+        "rate is unknown";
+  }
+  return pc;
+}
+
+}  // namespace
+
 nlohmann::json StepResult::summary(const std::vector<double>& percentiles) const {
   nlohmann::json j = metrics.summary(percentiles);
   j["generator_limited"] = generator_limited;
@@ -27,52 +79,9 @@ nlohmann::json StepResult::summary(const std::vector<double>& percentiles) const
     engine["concurrency_cap_approximate"] = engine_parts > 1;
   }
   j["engine"] = std::move(engine);
-  if (agents) {
-    nlohmann::json each = nlohmann::json::array();
-    for (const AgentShare& a : agents->agents) {
-      each.push_back({{"index", a.index},
-                      {"epoch", a.epoch},
-                      {"offset_ms", a.offset_ms},
-                      {"offset_error_ms", a.offset_error_ms},
-                      {"records", a.records},
-                      {"sent", a.sent},
-                      {"lag_p99_ms", a.lag_p99_ms},
-                      {"late_go_ms", a.late_go_ms},
-                      {"cpu_s", a.cpu_s},
-                      {"loop_delay_p99_ms", a.loop_delay_p99_ms},
-                      {"peak_connections", a.peak_connections},
-                      {"done", a.done}});
-    }
-    // Agent i sent the requests j ≡ i (mod parts) of the one schedule; an invalid step names
-    // the agent at fault and why.
-    j["agents"] = {{"parts", agents->parts},
-                   {"valid", agents->valid()},
-                   {"invalid", agents->valid() ? nlohmann::json(nullptr)
-                                               : nlohmann::json{{"agent", agents->invalid_agent
-                                                                              ? nlohmann::json(*agents->invalid_agent)
-                                                                              : nlohmann::json(nullptr)},
-                                                                {"why", agents->invalid}}},
-                   {"per_agent", std::move(each)}};
-  }
+  if (agents) j["agents"] = agents_json(*agents);
   if (prefix_cache.shared_prefixes || prefix_cache.state != llm::PrefixCache::as_found) {
-    nlohmann::json pc = {{"state", llm::to_string(prefix_cache.state)}};
-    if (prefix_cache.state == llm::PrefixCache::warm) {
-      pc["warm_requests"] = prefix_cache.warm_requests;
-      pc["warm_failed"] = prefix_cache.warm_failed;
-      pc["warm_s"] = prefix_cache.warm_s;
-    }
-    // The target's own count over the step (vLLM's prefix_cache_hits / _queries), when scraped;
-    // a server with only the life-long gauge has no step's rate, and says so.
-    pc["hit_rate"] = j["server"].value("prefix_cache_hit_rate", nlohmann::json());
-    pc["hit_rate_source"] = j["server"].value("prefix_cache_hit_rate_source", nlohmann::json());
-    const nlohmann::json lifetime = j["server"].value("prefix_cache_lifetime_hit_rate", nlohmann::json());
-    if (pc["hit_rate"].is_null() && lifetime.is_number()) {
-      pc["lifetime_hit_rate"] = lifetime;
-      pc["note"] =
-          "the server exposes only vllm:gpu_prefix_cache_hit_rate, a hit rate since it started: the step's own hit "
-          "rate is unknown";
-    }
-    j["prefix_cache"] = std::move(pc);
+    j["prefix_cache"] = prefix_cache_json(prefix_cache, j["server"]);
   }
   if (sessions) {
     // The sessions' own rate beside the requests' (their turns): offered_rate_rps is then the

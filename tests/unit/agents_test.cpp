@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -144,6 +145,27 @@ TEST_CASE("agents: a malformed record is refused, naming the element") {
   b = good;
   b[13] = json::array({9});
   refused(b, "/records/3/13/0");
+  // Times and chunk arrivals whose sums would overflow 64 bits, and a target's message too long.
+  b = good;
+  b[4] = std::numeric_limits<std::int64_t>::max();
+  refused(b, "/records/3/4");
+  b = good;
+  b[11] = json::array({std::numeric_limits<std::int64_t>::max() / 2, std::numeric_limits<std::int64_t>::max() / 2});
+  b[12] = json::array();
+  b[13] = json::array();
+  refused(b, "/records/3/11/1");
+  b = good;
+  b.push_back(std::string(201, 'x'));
+  refused(b, "/records/3/14");
+  b = good;
+  b.push_back(3);
+  refused(b, "/records/3/14");
+  // The target's message crosses the wire with its record.
+  RequestRecord failed = sample_record();
+  failed.outcome = Outcome::stream_error;
+  failed.error_message = "the request exceeds the available context size";
+  CHECK(loadgen::decode_record(loadgen::encode_record(7, failed), "/r").value().rec.error_message ==
+        failed.error_message);
 }
 
 TEST_CASE("agents: the clock estimate keeps the smallest round trip") {
