@@ -52,6 +52,64 @@ loadgen::ShareSummary share_summary(const Result<loadgen::StepResult>& result, d
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
+// The records a step's engine thread hands over, waiting to be sent in batches, and the
+// schedule lag of every request ended so far. Thread-safe.
+class Outbox {
+ public:
+  void add(std::uint64_t index, const RequestRecord& rec) {
+    json r = loadgen::encode_record(index, rec);
+    std::lock_guard lock(m_);
+    bytes_ += 96 + 12 * rec.chunks.size();
+    batch_.push_back(std::move(r));
+    lags_.push_back(static_cast<float>(to_ms(rec.dispatched - rec.scheduled)));
+    ++ended_;
+  }
+  std::size_t bytes() const {
+    std::lock_guard lock(m_);
+    return bytes_;
+  }
+  std::uint64_t ended() const {
+    std::lock_guard lock(m_);
+    return ended_;
+  }
+  std::vector<json> take() {
+    std::lock_guard lock(m_);
+    std::vector<json> out;
+    out.swap(batch_);
+    bytes_ = 0;
+    return out;
+  }
+  // Returns the records of `all` from `from` on to the batch.
+  void put_back(std::vector<json>& all, std::size_t from) {
+    std::lock_guard lock(m_);
+    for (std::size_t i = from; i < all.size(); ++i) {
+      bytes_ += all[i].dump().size();
+      batch_.push_back(std::move(all[i]));
+    }
+  }
+  double lag_p99() const {
+    std::vector<float> copy;
+    {
+      std::lock_guard lock(m_);
+      copy = lags_;
+    }
+    if (copy.empty()) return 0.0;
+    const auto k = static_cast<std::size_t>(0.99 * static_cast<double>(copy.size() - 1));
+    std::nth_element(copy.begin(), copy.begin() + static_cast<std::ptrdiff_t>(k), copy.end());
+    return static_cast<double>(copy[k]);
+  }
+
+ private:
+  mutable std::mutex m_;
+  std::vector<json> batch_;
+  std::size_t bytes_ = 0;
+  std::vector<float> lags_;  // schedule lag (ms) of every request ended so far
+  std::uint64_t ended_ = 0;
+};
+
+// A batch of records under capsweepd's body limit.
+constexpr std::size_t kBatchBytes = 256 * 1024;
+
 std::int64_t ns_of(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
@@ -219,37 +277,8 @@ void Agent::run_step(std::uint64_t seq, std::int64_t t0_ns) {
   }
   loadgen::StepSpec ss = *spec_;
   ss.start_at = t0;
-  std::mutex m;
-  std::vector<json> batch;
-  std::size_t batch_bytes = 0;
-  std::vector<float> lags;  // schedule lag (ms) of every request ended so far
-  std::uint64_t ended = 0;
-  ss.on_record = [&](std::uint64_t index, const RequestRecord& rec) {
-    json r = loadgen::encode_record(index, rec);
-    std::lock_guard lock(m);
-    batch_bytes += 96 + 12 * rec.chunks.size();
-    batch.push_back(std::move(r));
-    lags.push_back(static_cast<float>(to_ms(rec.dispatched - rec.scheduled)));
-    ++ended;
-  };
-  auto lag_p99 = [&] {
-    std::vector<float> copy;
-    {
-      std::lock_guard lock(m);
-      copy = lags;
-    }
-    if (copy.empty()) return 0.0;
-    const auto k = static_cast<std::size_t>(0.99 * static_cast<double>(copy.size() - 1));
-    std::nth_element(copy.begin(), copy.begin() + static_cast<std::ptrdiff_t>(k), copy.end());
-    return static_cast<double>(copy[k]);
-  };
-  auto take_batch = [&] {
-    std::lock_guard lock(m);
-    std::vector<json> out;
-    out.swap(batch);
-    batch_bytes = 0;
-    return out;
-  };
+  Outbox out;
+  ss.on_record = [&out](std::uint64_t index, const RequestRecord& rec) { out.add(index, rec); };
   std::atomic<bool> finished{false};
   Result<loadgen::StepResult> result = Error{errc::internal, "not run", ""};
   std::thread engine([&] {
@@ -259,7 +288,7 @@ void Agent::run_step(std::uint64_t seq, std::int64_t t0_ns) {
   bool aborted = false;
   auto flush = [&](bool done, const json& summary) {
     json msg = base;
-    msg["records"] = take_batch();
+    msg["records"] = out.take();
     msg["done"] = done;
     if (done) msg["summary"] = summary;
     const Reply r = post("records", std::move(msg));
@@ -273,12 +302,8 @@ void Agent::run_step(std::uint64_t seq, std::int64_t t0_ns) {
   while (!finished) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     const auto now = Clock::now();
-    std::size_t bytes = 0;
-    {
-      std::lock_guard lock(m);
-      bytes = batch_bytes;
-    }
-    if (bytes > 256 * 1024 || (bytes > 0 && now - last_flush >= std::chrono::milliseconds(250))) {
+    const std::size_t bytes = out.bytes();
+    if (bytes > kBatchBytes || (bytes > 0 && now - last_flush >= std::chrono::milliseconds(250))) {
       flush(false, {});
       last_flush = now;
     }
@@ -288,7 +313,7 @@ void Agent::run_step(std::uint64_t seq, std::int64_t t0_ns) {
       const loadgen::Progress& p = runner_->progress();
       hb["sent"] = p.sent.load();
       hb["in_flight"] = p.in_flight.load();
-      hb["lag_p99_ms"] = lag_p99();
+      hb["lag_p99_ms"] = out.lag_p99();
       const Reply r = post("heartbeat", hb);
       if (r.status == 200 && r.body.is_object() && r.body.value("state", "") == "abort" && !aborted) {
         aborted = true;
@@ -298,31 +323,22 @@ void Agent::run_step(std::uint64_t seq, std::int64_t t0_ns) {
     }
   }
   engine.join();
-  const json summary = loadgen::encode_summary(share_summary(result, lag_p99(), runner_->progress().sent.load()));
+  const json summary = loadgen::encode_summary(share_summary(result, out.lag_p99(), runner_->progress().sent.load()));
   if (!result) log::error(fmt::format("capsweep-agent: step {} could not run: {}", seq, result.error().message));
   // The last records, in batches under capsweepd's body limit, the final one marked done.
-  while (true) {
-    std::size_t bytes = 0;
-    {
-      std::lock_guard lock(m);
-      bytes = batch_bytes;
-    }
-    if (bytes <= 256 * 1024) break;
+  while (out.bytes() > kBatchBytes) {
     // Split: send the first half now.
-    std::vector<json> all = take_batch();
+    std::vector<json> all = out.take();
     const std::size_t half = all.size() / 2;
     json msg = base;
     msg["records"] = std::vector<json>(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(half));
     msg["done"] = false;
     post("records", std::move(msg));
-    std::lock_guard lock(m);
-    for (std::size_t i = half; i < all.size(); ++i) {
-      batch_bytes += all[i].dump().size();
-      batch.push_back(std::move(all[i]));
-    }
+    out.put_back(all, half);
   }
   flush(true, summary);
-  log::info(fmt::format("capsweep-agent: step {} done: {} requests ended{}", seq, ended, aborted ? " (stopped)" : ""));
+  log::info(
+      fmt::format("capsweep-agent: step {} done: {} requests ended{}", seq, out.ended(), aborted ? " (stopped)" : ""));
 }
 
 int Agent::run() {
