@@ -23,10 +23,10 @@
 #include "core/log.hpp"
 #include "llm/dataset.hpp"
 #include "llm/workload.hpp"
+#include "llm/target.hpp"
 #include "loadgen/agent_wire.hpp"
+#include "loadgen/load_plan.hpp"
 #include "loadgen/step_runner.hpp"
-#include "sweep/agents.hpp"
-#include "sweep/spec.hpp"
 
 namespace capsweep::agent {
 
@@ -144,7 +144,7 @@ class Agent {
   // The step prepared: its sequence, settings and runner (the workload made once per job).
   std::uint64_t seq_ = 0;
   std::optional<loadgen::StepSpec> spec_;
-  std::string job_id_;
+  std::string runner_key_;  // the job and target the runner was made for
   std::unique_ptr<loadgen::StepRunner> runner_;
 };
 
@@ -216,6 +216,29 @@ void Agent::sync_clock() {
   if (auto e = loadgen::estimate_clock(samples)) clock_ = e;
 }
 
+// The runner of a step's target and workload (its dataset parsed, capsweepd's calibration).
+Result<std::unique_ptr<loadgen::StepRunner>> make_runner(const loadgen::AgentStep& step) {
+  auto target = llm::parse_target(step.target, "/payload/target");
+  if (!target) return target.error();
+  llm::WorkloadSpec spec;
+  if (!step.workload.empty()) {
+    auto parsed = llm::parse_workload(step.workload, "/payload/workload");
+    if (!parsed) return parsed.error();
+    spec = std::move(*parsed);
+  }
+  std::vector<llm::DatasetEntry> entries;
+  if (step.dataset) {
+    auto parsed = llm::parse_dataset(
+        llm::parse_dataset_format(step.dataset_format.value_or("jsonl")).value_or(llm::DatasetFormat::jsonl),
+        *step.dataset);
+    if (!parsed) return Error{errc::parse_error, "its dataset: " + parsed.error().message, "/payload/dataset"};
+    entries = std::move(parsed->entries);
+  }
+  auto workload = std::make_shared<const llm::Workload>(
+      spec, llm::PromptSynth(step.tokens_per_word, spec.prefix, spec.seed), std::move(entries));
+  return std::make_unique<loadgen::StepRunner>(std::move(*target), std::move(workload));
+}
+
 json Agent::prepare(const json& offer) {
   seq_ = offer.value("step", std::uint64_t{0});
   spec_.reset();
@@ -225,27 +248,17 @@ json Agent::prepare(const json& offer) {
     log::error(fmt::format("capsweep-agent: step {} cannot be made: {}", seq_, why));
     return ready;
   };
-  auto step = sweep::parse_agent_step(offer.value("payload", json()));
+  auto step = loadgen::parse_agent_step(offer.value("payload", json()));
   if (!step) return fail(fmt::format("{} ({})", step.error().message, step.error().field));
-  auto job = sweep::parse_job_spec(step->job);
-  if (!job) return fail(fmt::format("its job spec: {} ({})", job.error().message, job.error().field));
-  if (!runner_ || job_id_ != step->job_id) {
-    std::vector<llm::DatasetEntry> entries;
-    if (step->dataset) {
-      auto parsed = llm::parse_dataset(
-          llm::parse_dataset_format(step->dataset_format.value_or("jsonl")).value_or(llm::DatasetFormat::jsonl),
-          *step->dataset);
-      if (!parsed) return fail("its dataset: " + parsed.error().message);
-      entries = std::move(parsed->entries);
-    }
-    auto workload = std::make_shared<const llm::Workload>(
-        job->workload, llm::PromptSynth(step->tokens_per_word, job->workload.prefix, job->workload.seed),
-        std::move(entries));
-    runner_ = std::make_unique<loadgen::StepRunner>(job->target, workload);
-    job_id_ = step->job_id;
+  // The workload is made once per job and target (its prompts are the same every step).
+  const std::string key = step->load.job_id + "\n" + step->target.dump();
+  if (!runner_ || runner_key_ != key) {
+    auto made = make_runner(*step);
+    if (!made) return fail(fmt::format("{} ({})", made.error().message, made.error().field));
+    runner_ = std::move(*made);
+    runner_key_ = key;
   }
-  auto ss = sweep::load_step_spec(*job, step->order, step->index, step->job_id, runner_->workload(),
-                                  step->max_connections, true);
+  auto ss = loadgen::plan_load_step(step->load, runner_->workload().trace_offsets());
   if (!ss) return fail(ss.error().message);
   const auto parts = offer.value("parts", std::uint32_t{1});
   const auto part = offer.value("part", std::uint32_t{0});

@@ -81,6 +81,8 @@ Result<LengthDist> LengthDist::lognormal(double median, double p95, std::uint32_
   d.kind_ = LengthKind::lognormal;
   d.a_ = std::log(median);
   d.b_ = (std::log(p95) - d.a_) / kZ95;
+  d.median_ = median;
+  d.p95_ = p95;
   d.min_ = std::max<std::uint32_t>(min, 1);
   d.max_ = std::max(max, d.min_);
   return d;
@@ -106,7 +108,36 @@ Result<LengthDist> LengthDist::empirical(std::vector<std::uint32_t> values, std:
   }
   if (!(total > 0)) return invalid("/weights", "weights must not all be zero");
   d.values_ = std::move(values);
+  d.weights_ = std::move(weights);
   return d;
+}
+
+nlohmann::json LengthDist::to_json() const {
+  nlohmann::json j = {{"dist", std::string(to_string(kind_))}};
+  switch (kind_) {
+    case LengthKind::fixed:
+      j["value"] = static_cast<std::uint32_t>(a_);
+      return j;
+    case LengthKind::uniform:
+      j["min"] = min_;
+      j["max"] = max_;
+      return j;
+    case LengthKind::normal:
+      j["mean"] = a_;
+      j["stdev"] = b_;
+      break;
+    case LengthKind::lognormal:
+      j["median"] = median_;
+      j["p95"] = p95_;
+      break;
+    case LengthKind::empirical:
+      j["values"] = values_;
+      if (!weights_.empty()) j["weights"] = weights_;
+      return j;
+  }
+  j["min"] = min_;
+  if (max_ != UINT32_MAX) j["max"] = max_;
+  return j;
 }
 
 std::uint32_t LengthDist::sample(Rng& rng) const {

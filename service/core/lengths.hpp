@@ -37,6 +37,9 @@ class LengthDist {
   std::uint32_t upper_bound() const noexcept;
   // Mean of the distribution before clamping (exact for fixed, uniform, empirical).
   double nominal_mean() const noexcept;
+  // The spec's form of this distribution ({"dist": ..., ...}): parse_length_dist makes it
+  // again, draw for draw.
+  nlohmann::json to_json() const;
 
  private:
   LengthKind kind_ = LengthKind::fixed;
@@ -44,6 +47,9 @@ class LengthDist {
   std::uint32_t min_ = 1, max_ = UINT32_MAX;
   std::vector<std::uint32_t> values_;
   std::vector<double> cumulative_;  // empirical: cumulative weights, last = total
+  // As given (to_json): a lognormal's median and p95, an empirical's weights.
+  double median_ = 0, p95_ = 0;
+  std::vector<double> weights_;
 };
 
 // Parses a CSV histogram: one "value,weight" pair per line, an optional header line,

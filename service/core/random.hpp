@@ -8,6 +8,15 @@
 
 namespace capsweep {
 
+// splitmix64's finaliser: a strong 64-bit mix of one word, identical on every platform (the
+// seeds of prompts, sessions and salts, the schedule's digest).
+constexpr std::uint64_t splitmix64(std::uint64_t x) noexcept {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
 class Rng {
  public:
   explicit Rng(std::uint64_t seed) : engine_(seed) {}

@@ -169,14 +169,6 @@ Result<Schedule> replay_at_rate(const std::vector<Nanos>& offsets, double rate_r
 
 namespace {
 
-// splitmix64's finaliser: a strong 64-bit mix, identical on every platform.
-constexpr std::uint64_t mix64(std::uint64_t x) noexcept {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
-
 std::uint64_t bits_of(double x) noexcept {
   std::uint64_t b = 0;
   static_assert(sizeof b == sizeof x);
@@ -187,8 +179,8 @@ std::uint64_t bits_of(double x) noexcept {
 }  // namespace
 
 std::uint64_t schedule_digest(const Schedule& whole, std::uint64_t salt) noexcept {
-  std::uint64_t h = mix64(salt);
-  const auto fold = [&h](std::uint64_t v) { h = mix64(h ^ v) + 0x632BE59BD9B4E019ULL; };
+  std::uint64_t h = splitmix64(salt);
+  const auto fold = [&h](std::uint64_t v) { h = splitmix64(h ^ v) + 0x632BE59BD9B4E019ULL; };
   fold(static_cast<std::uint64_t>(whole.spec.process));
   fold(bits_of(whole.spec.rate_rps));
   fold(bits_of(whole.spec.burstiness));

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -548,6 +550,22 @@ Client::~Client() = default;
 asio::awaitable<void> Client::send(std::string body, RequestRecord& rec, SteadyClock::time_point origin,
                                    std::string request_id) {
   return impl_->send(std::move(body), rec, origin, std::move(request_id));
+}
+
+Client::PlainResponse Client::request_now(asio::io_context& io, std::string method, std::string path, std::string body,
+                                          std::string_view what) {
+  PlainResponse out;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> { out = co_await request(std::move(method), std::move(path), std::move(body)); },
+      [&out, what = std::string(what)](std::exception_ptr e) {
+        if (!e) return;
+        log_escaped(what.c_str(), e);
+        out = {0, what + ": the request failed"};
+      });
+  io.restart();
+  io.run();
+  return out;
 }
 
 asio::awaitable<Client::PlainResponse> Client::request(std::string method, std::string path, std::string body) {

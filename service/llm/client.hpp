@@ -12,6 +12,10 @@
 #include "core/record.hpp"
 #include "llm/target.hpp"
 
+namespace boost::asio {
+class io_context;
+}
+
 namespace capsweep::llm {
 
 class Client {
@@ -34,6 +38,12 @@ class Client {
     std::string body;
   };
   boost::asio::awaitable<PlainResponse> request(std::string method, std::string path, std::string body);
+
+  // request(), blocking the caller: run to its end on `io`, the io_context this client was made
+  // on, which nothing else runs meanwhile. An exception inside it is logged under `what` and
+  // answers status 0.
+  PlainResponse request_now(boost::asio::io_context& io, std::string method, std::string path, std::string body,
+                            std::string_view what);
 
   // Aborts every request in flight (they end as `cancelled`) and refuses new ones.
   void cancel_all();

@@ -91,13 +91,6 @@ std::uint32_t tokens_of(std::string_view text, double tokens_per_word) {
   return std::max<std::uint32_t>(1, saturate<std::uint32_t>(std::round(count_words(text) * tokens_per_word)));
 }
 
-std::uint64_t mix(std::uint64_t x) noexcept {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 }  // namespace
 
 SessionScript script_from_messages(std::string_view messages_json, double tokens_per_word) {
@@ -128,8 +121,8 @@ SessionScript script_from_messages(std::string_view messages_json, double tokens
 
 SessionScript Workload::session(std::uint64_t id, std::uint64_t salt) const {
   const SessionSpec& spec = spec_.sessions ? *spec_.sessions : SessionSpec{};
-  Rng rng(mix(spec_.seed ^ mix(id ^ 0x5e5510)));
-  Rng think_rng(mix(spec_.seed ^ mix(id ^ 0x7417)));
+  Rng rng(splitmix64(spec_.seed ^ splitmix64(id ^ 0x5e5510)));
+  Rng think_rng(splitmix64(spec_.seed ^ splitmix64(id ^ 0x7417)));
   SessionScript s;
   const bool from_dataset = !dataset_.empty();
   if (from_dataset) {
@@ -158,7 +151,7 @@ SessionScript Workload::session(std::uint64_t id, std::uint64_t salt) const {
   for (std::size_t k = 0; k < s.turns.size(); ++k) {
     SessionTurn& t = s.turns[k];
     // Turn 1 carries the session's shared prefix (if any); the others are text of their own.
-    const std::uint64_t index = k == 0 ? id : mix(id ^ 0x7a11) + k;
+    const std::uint64_t index = k == 0 ? id : splitmix64(id ^ 0x7a11) + k;
     if (!from_dataset) {
       t.user_tokens = spec_.prompt_tokens.sample(rng);
       t.user =
@@ -171,7 +164,7 @@ SessionScript Workload::session(std::uint64_t id, std::uint64_t salt) const {
     }
     if (t.reference.empty()) {
       // No reference answer given: text of the answer's length stands for it.
-      t.reference = synth_.make_from_blocks({}, 0, t.max_tokens, mix(index ^ 0xa25e), salt);
+      t.reference = synth_.make_from_blocks({}, 0, t.max_tokens, splitmix64(index ^ 0xa25e), salt);
       t.reference_tokens = t.max_tokens;
     }
     if (k > 0 && spec.think_time_ms) t.think_before = std::chrono::milliseconds(spec.think_time_ms->sample(think_rng));

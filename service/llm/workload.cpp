@@ -30,13 +30,6 @@ constexpr std::array<std::string_view, 128> kWords{
     "small",  "large",  "next",   "early",   "young",   "important", "few",      "public",  "bad",        "same",
     "able",   "make",   "know",   "take",    "see",     "come",      "think",    "look"};
 
-std::uint64_t mix(std::uint64_t x) noexcept {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 void append_words(std::string& out, std::uint32_t n, Rng& rng) {
   for (std::uint32_t i = 0; i < n; ++i) {
     if (!out.empty()) out.push_back(' ');
@@ -105,7 +98,7 @@ std::string_view to_string(PrefixCache c) noexcept {
 std::uint64_t prompt_salt(std::string_view job_id, std::uint64_t request_index_base) noexcept {
   std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a of the id
   for (const char c : job_id) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
-  const std::uint64_t salt = mix(h ^ mix(request_index_base));
+  const std::uint64_t salt = splitmix64(h ^ splitmix64(request_index_base));
   return salt == 0 ? 1 : salt;
 }
 
@@ -127,8 +120,8 @@ std::uint32_t PromptSynth::prefix_tokens_for(std::uint32_t prompt_tokens) const 
 // Prefix k of `salt` is the leading `tokens` of one word stream of its own: prefixes of one k
 // and salt share their leading words whatever their lengths.
 void PromptSynth::append_prefix(std::string& out, std::uint64_t k, std::uint32_t tokens, std::uint64_t salt) const {
-  const std::uint64_t key = k == 0 && salt == 0 ? 0 : mix(mix(k + 1) ^ salt);
-  Rng rng(mix(seed_ ^ 0x5eed ^ key));
+  const std::uint64_t key = k == 0 && salt == 0 ? 0 : splitmix64(splitmix64(k + 1) ^ salt);
+  Rng rng(splitmix64(seed_ ^ 0x5eed ^ key));
   append_words(out, std::max<std::uint32_t>(1, words_for(tokens, tokens_per_word_)), rng);
 }
 
@@ -136,7 +129,7 @@ std::string PromptSynth::make(std::uint32_t tokens, std::uint64_t index, std::ui
   std::string out;
   const std::uint32_t prefix_tokens = prefix_.any() ? prefix_tokens_for(tokens) : 0;
   if (prefix_tokens > 0) append_prefix(out, index % prefix_.count, prefix_tokens, salt);
-  Rng rng(mix(seed_ ^ mix(index + 1) ^ salt));
+  Rng rng(splitmix64(seed_ ^ splitmix64(index + 1) ^ salt));
   const double rest = static_cast<double>(tokens) - static_cast<double>(prefix_tokens);
   append_words(out, std::max<std::uint32_t>(1, words_for(rest, tokens_per_word_)), rng);
   return out;
@@ -149,12 +142,12 @@ std::string PromptSynth::make_from_blocks(const std::vector<std::uint64_t>& bloc
   for (const std::uint64_t id : block_ids) {
     if (left == 0) break;
     const std::uint32_t n = std::min(block_tokens, left);
-    Rng rng(mix(seed_ ^ 0xb10c ^ mix(mix(id + 1) ^ salt)));
+    Rng rng(splitmix64(seed_ ^ 0xb10c ^ splitmix64(splitmix64(id + 1) ^ salt)));
     append_words(out, std::max<std::uint32_t>(1, words_for(n, tokens_per_word_)), rng);
     left -= n;
   }
   if (left > 0 || out.empty()) {
-    Rng rng(mix(seed_ ^ mix(index + 1) ^ salt));
+    Rng rng(splitmix64(seed_ ^ splitmix64(index + 1) ^ salt));
     append_words(out, std::max<std::uint32_t>(1, words_for(left, tokens_per_word_)), rng);
   }
   return out;
@@ -345,7 +338,7 @@ Workload::Workload(WorkloadSpec spec, PromptSynth synth, std::vector<DatasetEntr
   if (spec_.dataset && spec_.dataset->shuffled && !dataset_.empty()) {
     order_.resize(dataset_.size());
     for (std::size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<std::uint32_t>(i);
-    Rng rng(mix(spec_.seed ^ 0x5f1e));
+    Rng rng(splitmix64(spec_.seed ^ 0x5f1e));
     for (std::size_t i = order_.size() - 1; i > 0; --i) std::swap(order_[i], order_[rng.uniform_int(0, i)]);
   }
 }
@@ -375,11 +368,11 @@ std::vector<std::string> Workload::warm_prompts(std::uint64_t salt) const {
 }
 
 WorkItem Workload::item(std::uint64_t index, std::uint64_t salt) const {
-  Rng rng(mix(spec_.seed ^ mix(index ^ 0xabcdef)));
+  Rng rng(splitmix64(spec_.seed ^ splitmix64(index ^ 0xabcdef)));
   WorkItem w;
   if (spec_.abandon) {
     // A draw of its own, so that the prompts and lengths do not change with abandonment.
-    Rng abandon_rng(mix(spec_.seed ^ mix(index ^ 0xa8a4d0a)));
+    Rng abandon_rng(splitmix64(spec_.seed ^ splitmix64(index ^ 0xa8a4d0a)));
     w.abandon_without_first_token = spec_.abandon->no_first_token;
     if (spec_.abandon->after_tokens > 0 && abandon_rng.uniform01() < spec_.abandon->fraction) {
       w.abandon_after_tokens = spec_.abandon->after_tokens;

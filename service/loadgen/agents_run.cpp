@@ -121,8 +121,7 @@ Result<StepResult> StepRunner::run_on_agents(const StepSpec& spec) {
   if (scraper) result.server = scraper->stop();
   result.backlog = client_backlog(result.requests, result.metrics);
   const double lag_p99_ms = result.metrics.schedule_lag_ms.percentile(99);
-  result.generator_limited = lag_p99_ms > to_ms(spec.lag_bound) || lag_worst > to_ms(spec.lag_bound) ||
-                             result.generator_cpu > spec.cpu_saturation;
+  result.generator_limited = generator_limited(spec, std::max(lag_p99_ms, lag_worst), result.generator_cpu);
   result.agents = std::move(got.outcome);
   return result;
 }

@@ -57,6 +57,12 @@ std::vector<StepRunner::Live> StepRunner::live_requests() {
   return future.get();
 }
 
+bool generator_limited(const StepSpec& spec, double lag_p99_ms, double busiest_cpu_share) noexcept {
+  if (busiest_cpu_share > spec.cpu_saturation) return true;
+  const bool burst = spec.mode == Mode::rate && spec.arrival.process == ArrivalProcess::all_at_once && !spec.schedule;
+  return !burst && lag_p99_ms > to_ms(spec.lag_bound);
+}
+
 Result<StepPlan> plan_step(const StepSpec& spec, bool sessions) {
   if (spec.mode == Mode::concurrency && spec.concurrency == 0) {
     return invalid("/concurrency", "concurrency mode needs a concurrency of at least 1");
@@ -318,7 +324,7 @@ Result<StepResult> StepRunner::run(const StepSpec& spec) {
   cancel_requested_ = false;
   result.backlog = client_backlog(result.requests, result.metrics);
   const double lag_p99_ms = result.metrics.schedule_lag_ms.percentile(99);
-  result.generator_limited = lag_p99_ms > to_ms(spec.lag_bound) || result.generator_cpu > spec.cpu_saturation;
+  result.generator_limited = generator_limited(spec, lag_p99_ms, result.generator_cpu);
   return result;
 }
 

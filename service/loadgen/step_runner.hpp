@@ -218,6 +218,12 @@ struct StepResult {
   nlohmann::json summary(const std::vector<double>& percentiles = kDefaultPercentiles) const;
 };
 
+// Whether the load generator, not the target, set a step's pace: its busiest thread's CPU
+// share above spec.cpu_saturation, or its schedule lag p99 above spec.lag_bound, except in a
+// burst (all at once): every request is due at time zero there, so its lag measures the
+// burst's dispatch, not a late generator. The one rule of the engine's fold and the agents'.
+bool generator_limited(const StepSpec& spec, double lag_p99_ms, double busiest_cpu_share) noexcept;
+
 // The client's backlog (requests sent and not yet finished) over the measured window of a
 // step's rows: its mean and trend, the saturation witness on the client's side.
 BacklogTrend client_backlog(const std::vector<RequestRow>& requests, const StepMetrics& metrics);

@@ -66,11 +66,8 @@ Result<ApiAnswer> call(const AgentJobApi& api, const std::string& method, const 
     return Error{errc::unavailable, fmt::format("the Kubernetes API's CA file '{}': {}", api.ca_file, e.what()),
                  std::string(kField) + "/ca_file"};
   }
-  llm::Client::PlainResponse r;
-  asio::co_spawn(
-      io, [&]() -> asio::awaitable<void> { r = co_await client->request(method, path, std::move(body)); },
-      [](std::exception_ptr e) { log_escaped("agents: a Kubernetes API request failed", e); });
-  io.run();
+  llm::Client::PlainResponse r =
+      client->request_now(io, method, path, std::move(body), "agents: a Kubernetes API request failed");
   if (r.status == 0) {
     return Error{
         errc::unavailable,

@@ -1,7 +1,7 @@
 #pragma once
-// A job's load steps on load agents (spec field "agents"): what an agent is sent for a step,
-// and the one function both capsweepd and every agent make the step's engine settings with,
-// so that they plan one schedule (their digests must agree, or the step is invalid).
+// A job's load steps on load agents (spec field "agents"): what an agent is sent for a step
+// (the step's settings, planned on both sides by loadgen::plan_load_step: their digests must
+// agree, or the step is invalid), and the Kubernetes Job that runs the agents.
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -10,37 +10,16 @@
 #include <string_view>
 
 #include "core/error.hpp"
-#include "llm/workload.hpp"
-#include "loadgen/step_runner.hpp"
+#include "loadgen/load_plan.hpp"
 #include "sweep/spec.hpp"
 #include "sweep/step.hpp"
 
 namespace capsweep::sweep {
 
-// A step as an agent is sent it (the "payload" of the agent protocol's step message).
-struct AgentStep {
-  nlohmann::json job;  // the job's spec as stored, its secret headers joined
-  std::string job_id;
-  StepOrder order;
-  int index = 0;                      // the step's index in the job
-  double tokens_per_word = 1;         // capsweepd's calibration: the same prompt text
-  std::uint32_t max_connections = 0;  // the service's cap on requests in flight (0: none)
-  // The workload's dataset, when it names one: its format and content.
-  std::optional<std::string> dataset_format, dataset;
-};
-nlohmann::json to_json(const AgentStep& s);
-Result<AgentStep> parse_agent_step(const nlohmann::json& j);
-
-nlohmann::json to_json(const StepOrder& o);
-Result<StepOrder> parse_step_order(const nlohmann::json& j);
-
-// The engine settings of a job's load step (baseline, probe, a rate, a level, a check's
-// step, a regression's run): its schedule (a trace replayed), its prefix cache, the service's
-// cap on requests in flight. `on_agents`: the step is shared by load agents, so it runs its
-// fixed length (a decision needs every request as it ends, on one process).
-Result<loadgen::StepSpec> load_step_spec(const JobSpec& spec, const StepOrder& order, int index,
-                                         const std::string& job_id, const llm::Workload& workload,
-                                         std::uint32_t max_connections, bool on_agents);
+// What a load agent is sent for a step of `job` (its spec as stored, secret headers joined):
+// the step's settings, the target its side sends to (a regression's candidate's for the
+// candidate's runs) and the workload block. The caller adds the calibration and the dataset.
+loadgen::AgentStep agent_step(const nlohmann::json& job, const StepOrder& order, loadgen::LoadSettings settings);
 
 }  // namespace capsweep::sweep
 

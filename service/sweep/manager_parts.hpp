@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "loadgen/load_plan.hpp"
 #include "loadgen/step_runner.hpp"
 #include "sweep/manager.hpp"
 #include "sweep/orchestrator.hpp"
@@ -144,15 +145,11 @@ class StepExecutor {
   virtual StoredStep judge() = 0;
 };
 
-// The service's cap on requests in flight per job, on a step's settings.
-void cap_connections(loadgen::StepSpec& ss, const ManagerOptions& options);
-
-// A cold or warm prefix cache (workload.prefix.cache): the step's prompts are its own, salted
-// by job and step, and warmed first when warm. Every kind's load step takes it from here.
-void apply_prefix_cache(loadgen::StepSpec& ss, const JobSpec& spec, const std::string& job_id);
-
-// The load engine's settings for one ordered step of a job.
-loadgen::StepSpec step_spec(const JobSpec& spec, const StepOrder& order, int index);
+// The settings of one ordered step of a job (loadgen::plan_load_step makes the engine's of
+// them): its shape, the job's arrivals, draw, timeouts, goodput, prefix cache and gauges
+// source, and the service's cap on requests in flight.
+loadgen::LoadSettings load_settings(const JobSpec& spec, const StepOrder& order, int index, const std::string& job_id,
+                                    std::uint32_t max_connections);
 // A line of the service's log.
 void log_line(const std::string& text);
 

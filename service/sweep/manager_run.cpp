@@ -73,75 +73,55 @@ json with_record(json result, const json& stored_spec, std::optional<double> max
 
 }  // namespace
 
-loadgen::StepSpec step_spec(const JobSpec& spec, const StepOrder& order, int index) {
-  loadgen::StepSpec s;
-  // A regression's two runs of a round get the identical schedule and prompts: both are drawn
-  // from the round, not the step.
-  const auto draw = static_cast<std::uint64_t>(order.kind == StepKind::run ? order.round : index);
-  s.seed = spec.workload.seed * 1'000'003ULL + draw;
-  s.goodput = spec.slo.goodput;
-  s.metrics_url = spec.metrics_url;
-  s.prometheus = spec.prometheus;
-  if (order.role == Role::candidate && spec.candidate) {
-    s.metrics_url = spec.candidate->metrics_url;
-    s.prometheus = spec.candidate->prometheus;
-  }
-  s.request_index_base = draw << 32;
-  const KindRules& kind = rules(spec.kind);
-  s.drain_timeout = kind.drain_timeout(spec);
-  // Count-based steps end with their last answer; the duration only bounds them.
-  const Nanos bound = std::max<Nanos>(std::chrono::seconds(600), spec.target.request_timeout);
+namespace {
+
+loadgen::StepShape shape_of(const StepOrder& order) {
   switch (order.kind) {
     case StepKind::baseline:
-      s.mode = loadgen::Mode::concurrency;
-      s.concurrency = 1;
-      s.requests = order.requests;
-      s.duration = bound * static_cast<long>(std::min<std::uint64_t>(order.requests.value_or(1), 1000));
-      break;
+      return loadgen::StepShape::one_by_one;
     case StepKind::probe:
-      s.arrival.process = ArrivalProcess::all_at_once;
-      s.requests = order.requests;
-      s.concurrency = order.concurrency;
-      s.duration = bound;
-      break;
+      return loadgen::StepShape::burst;
+    case StepKind::scenario:
+      return loadgen::StepShape::profile;
     default:
-      s.arrival = spec.arrival;
-      s.concurrency = order.concurrency;
-      s.warmup = order.warmup;
-      if (order.closed_loop) {
-        s.mode = loadgen::Mode::concurrency;
-        s.think_time_ms = kind.think_time(spec);
-        s.duration = order.warmup + order.duration;
-        s.requests = order.requests;
-      } else if (spec.arrival.process == ArrivalProcess::all_at_once) {
-        s.requests = order.requests;
-        s.duration = bound;
-      } else {
-        s.arrival.rate_rps = order.rate_rps;
-        s.duration = order.warmup + order.duration;
-        s.requests = order.requests;
-        if (order.decided) {
-          // A pass needs a fixed step's length: the saturation witnesses' resolution.
-          DecideSettings d = spec.step.decide;
-          d.min_pass_time = std::min(spec.sweep.step_duration, order.duration);
-          s.decide = loadgen::DecidedStop{spec.slo, d};
-        }
-      }
-      break;
+      return order.closed_loop ? loadgen::StepShape::users : loadgen::StepShape::arrivals;
+  }
+}
+
+}  // namespace
+
+loadgen::LoadSettings load_settings(const JobSpec& spec, const StepOrder& order, int index, const std::string& job_id,
+                                    std::uint32_t max_connections) {
+  loadgen::LoadSettings s;
+  const KindRules& kind = rules(spec.kind);
+  s.shape = shape_of(order);
+  s.arrival = spec.arrival;
+  s.rate_rps = order.rate_rps;
+  s.duration = order.duration;
+  s.warmup = order.warmup;
+  s.requests = order.requests;
+  s.concurrency = order.concurrency;
+  if (s.shape == loadgen::StepShape::users) s.think_time_ms = kind.think_time(spec);
+  s.seed = spec.workload.seed;
+  // A regression's two runs of a round get the identical schedule and prompts: both are drawn
+  // from the round, not the step.
+  s.draw = static_cast<std::uint64_t>(order.kind == StepKind::run ? order.round : index);
+  s.request_timeout = spec.target.request_timeout;
+  s.drain_timeout = kind.drain_timeout(spec);
+  s.goodput = spec.slo.goodput;
+  s.prefix_cache = spec.workload.prefix.cache;
+  s.job_id = job_id;
+  s.max_connections = max_connections;
+  const bool candidate = order.role == Role::candidate && spec.candidate;
+  s.metrics_url = candidate ? spec.candidate->metrics_url : spec.metrics_url;
+  s.prometheus = candidate ? spec.candidate->prometheus : spec.prometheus;
+  if (order.decided) {
+    // A pass needs a fixed step's length: the saturation witnesses' resolution.
+    DecideSettings d = spec.step.decide;
+    d.min_pass_time = std::min(spec.sweep.step_duration, order.duration);
+    s.decide = loadgen::DecidedStop{spec.slo, d};
   }
   return s;
-}
-
-void apply_prefix_cache(loadgen::StepSpec& ss, const JobSpec& spec, const std::string& job_id) {
-  if (spec.workload.prefix.cache == llm::PrefixCache::as_found) return;
-  ss.prompt_salt = llm::prompt_salt(job_id, ss.request_index_base);
-  ss.warm_prefixes = spec.workload.prefix.cache == llm::PrefixCache::warm;
-}
-
-void cap_connections(loadgen::StepSpec& ss, const ManagerOptions& options) {
-  if (options.max_connections > 0 && (ss.concurrency == 0 || ss.concurrency > options.max_connections)) {
-    ss.concurrency = options.max_connections;
-  }
 }
 
 namespace {
@@ -390,28 +370,25 @@ std::unique_ptr<StepExecutor> SweepManager::executor(const store::SweepRow& row,
   if (order.kind == StepKind::scenario) return scenario_executor(row, p, active, order, index, why);
   loadgen::StepRunner& runner = order.role == Role::candidate ? *p.candidate_runner : *p.runner;
   const bool on_agents = p.spec.agents > 0;
-  auto made = load_step_spec(p.spec, order, index, row.id, runner.workload(), options_.max_connections, on_agents);
+  loadgen::LoadSettings settings = load_settings(p.spec, order, index, row.id, options_.max_connections);
+  settings.engine_threads = options_.engine_threads;
+  if (on_agents) settings.decide.reset();  // a decision needs every request as it ends, on one process
+  auto made = loadgen::plan_load_step(settings, runner.workload().trace_offsets());
   if (!made) {
     why = made.error().message;
     return nullptr;
   }
   loadgen::StepSpec ss = std::move(*made);
-  ss.engine_threads = options_.engine_threads;
   if (on_agents) {
-    AgentStep sent;
-    sent.job = join_secrets(row.spec, row.secret_headers);
-    sent.job_id = row.id;
-    sent.order = order;
-    sent.index = index;
-    sent.tokens_per_word = p.tokens_per_word;
-    sent.max_connections = options_.max_connections;
-    sent.dataset_format = p.dataset_format;
-    sent.dataset = p.dataset_content;
     auto plan = std::make_shared<loadgen::AgentsPlan>();
     plan->hub = agent_hub_.get();
     plan->run = row.id;
     plan->parts = p.spec.agents;
-    plan->payload = to_json(sent);
+    loadgen::AgentStep sent = agent_step(join_secrets(row.spec, row.secret_headers), order, std::move(settings));
+    sent.tokens_per_word = p.tokens_per_word;
+    sent.dataset_format = p.dataset_format;
+    sent.dataset = p.dataset_content;
+    plan->payload = loadgen::to_json(sent);
     ss.agents = std::move(plan);
   }
   return std::make_unique<LoadStep>(p.spec, order, index, runner, std::move(ss), p.fixed_step_length);

@@ -46,7 +46,7 @@ store::StepRow scenario_row(const JobSpec& spec, const StepOrder& order, int ind
 // The load engine's step for a scenario: the profile's schedule sent as it is, no per-request
 // rows (the windows are the record), few exact samples, each request handed to the watch.
 loadgen::StepSpec scenario_step_spec(loadgen::StepSpec ss, const JobSpec& spec, Schedule schedule,
-                                     const Profile& profile, ScenarioWatch& watch, const ManagerOptions& options) {
+                                     const Profile& profile, ScenarioWatch& watch) {
   ss.schedule = std::make_shared<const Schedule>(std::move(schedule));
   ss.duration = profile.duration();
   ss.warmup = Nanos{0};
@@ -57,7 +57,6 @@ loadgen::StepSpec scenario_step_spec(loadgen::StepSpec ss, const JobSpec& spec, 
   ss.drain_timeout = spec.scenario->drain_timeout;
   ss.on_scheduled = [&watch](Nanos t) { watch.scheduled(t); };
   ss.on_ended = [&watch](const RequestRecord& r) { watch.ended(r); };
-  cap_connections(ss, options);
   return ss;
 }
 
@@ -198,10 +197,13 @@ std::unique_ptr<StepExecutor> SweepManager::scenario_executor(const store::Sweep
     why = "scenario.replicas: " + probed;
     return nullptr;
   }
-  loadgen::StepSpec base = step_spec(spec, order, index);
-  apply_prefix_cache(base, spec, row.id);
+  auto base = loadgen::plan_load_step(load_settings(spec, order, index, row.id, options_.max_connections), {});
+  if (!base) {
+    why = base.error().message;
+    return nullptr;
+  }
   step->set_spec(
-      scenario_step_spec(std::move(base), spec, std::move(*schedule), step->profile(), step->watch(), options_));
+      scenario_step_spec(std::move(*base), spec, std::move(*schedule), step->profile(), step->watch()));
   return step;
 }
 

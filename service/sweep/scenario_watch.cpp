@@ -90,13 +90,7 @@ struct ScenarioWatch::Impl {
   }
 
   llm::Client::PlainResponse get(Source& s, const std::string& path) {
-    llm::Client::PlainResponse out;
-    asio::co_spawn(
-        io, [&]() -> asio::awaitable<void> { out = co_await s.client->request("GET", path, ""); },
-        [](std::exception_ptr e) { log_escaped("scenario: a watch request failed", e); });
-    io.restart();
-    io.run();
-    return out;
+    return s.client->request_now(io, "GET", path, "", "scenario: a watch request failed");
   }
 
   void open_sources() {

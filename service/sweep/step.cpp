@@ -110,10 +110,4 @@ std::optional<StepOutcome> StepOutcome::from_json(const json& j) {
   }
 }
 
-Result<Schedule> trace_replay(const JobSpec& spec, const StepOrder& order, const std::vector<Nanos>& offsets,
-                              const ScheduleLimit& limit) {
-  if (order.rate_rps > 0 && std::isfinite(order.rate_rps)) return replay_at_rate(offsets, order.rate_rps, limit);
-  return replay_schedule(offsets, spec.arrival.speed, spec.arrival.loop, limit);
-}
-
 }  // namespace capsweep::sweep

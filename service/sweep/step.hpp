@@ -68,12 +68,6 @@ struct StepOrder {
   bool decided = false;  // step.stop "decided": the step may end once its verdict is decided; duration is its longest
 };
 
-// A rate step's schedule from a trace (arrival.process "trace"): scaled to the step's rate and
-// looped where the job sets one (a sweep's steps, a regression's rate_rps), else replayed at
-// arrival.speed, looped or cut as arrival.loop says (a check, a regression at the trace's own rate).
-Result<Schedule> trace_replay(const JobSpec& spec, const StepOrder& order, const std::vector<Nanos>& offsets,
-                              const ScheduleLimit& limit);
-
 // A number as JSON: null when absent or not finite (JSON has no infinity).
 nlohmann::json number_or_null(std::optional<double> v);
 

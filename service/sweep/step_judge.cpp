@@ -272,10 +272,8 @@ JudgedStep judge_step(const JobSpec& spec, const StepOrder& order, const loadgen
   o.role = order.role;
   o.round = order.round;
   o.offered_rate_rps = (order.kind == StepKind::baseline || order.kind == StepKind::probe) ? 0 : order.rate_rps;
-  // Every request of an all-at-once step is due at time zero, so its schedule lag measures
-  // the dispatch of the burst, not a late generator: only CPU saturation counts there.
-  const bool burst = order.kind == StepKind::probe || !std::isfinite(order.rate_rps);
-  const bool generator_limited = burst ? result.generator_cpu > 0.9 : result.generator_limited;
+  // The engine's verdict (loadgen::generator_limited: a burst's lag does not count).
+  const bool generator_limited = result.generator_limited;
   o.generator_limited = generator_limited;
   o.completed = m.completed;
   o.measured = m.measured;

@@ -405,61 +405,6 @@ TEST_CASE("agents: a cancelled step tells its agents to stop") {
   CHECK(hub.poll(ids(0)).value()["state"] == "abort");
 }
 
-TEST_CASE("agents: a step order and an agent's payload round-trip, and malformed ones are refused") {
-  sweep::StepOrder o;
-  o.kind = sweep::StepKind::ladder;
-  o.phase = "ladder";
-  o.rate_rps = 12.5;
-  o.duration = 3s;
-  o.warmup = 500ms;
-  o.requests = 40;
-  o.concurrency = 8;
-  o.decided = true;
-  auto back = sweep::parse_step_order(sweep::to_json(o));
-  REQUIRE(back.has_value());
-  CHECK(back->kind == o.kind);
-  CHECK(back->rate_rps == 12.5);
-  CHECK(back->duration == 3s);
-  CHECK(back->warmup == 500ms);
-  CHECK(back->requests == 40u);
-  CHECK(back->concurrency == 8);
-  CHECK(back->decided);
-  o.rate_rps = INFINITY;
-  CHECK(std::isinf(sweep::parse_step_order(sweep::to_json(o))->rate_rps));
-  json bad = sweep::to_json(o);
-  bad["kind"] = "nonsense";
-  CHECK(sweep::parse_step_order(bad).error().field == "/order/kind");
-  bad = sweep::to_json(o);
-  bad.erase("phase");
-  CHECK(sweep::parse_step_order(bad).error().field == "/order");
-
-  sweep::AgentStep s;
-  s.job = {{"slo", json::object()}};
-  s.job_id = "sw-9";
-  s.order = o;
-  s.index = 4;
-  s.tokens_per_word = 1.3;
-  s.max_connections = 64;
-  s.dataset = "{\"prompt\": \"hi\"}\n";
-  s.dataset_format = "jsonl";
-  auto p = sweep::parse_agent_step(sweep::to_json(s));
-  REQUIRE(p.has_value());
-  CHECK(p->job_id == "sw-9");
-  CHECK(p->index == 4);
-  CHECK(p->tokens_per_word == 1.3);
-  CHECK(p->max_connections == 64);
-  CHECK(p->dataset == s.dataset);
-  json pj = sweep::to_json(s);
-  pj["tokens_per_word"] = 0;
-  CHECK(sweep::parse_agent_step(pj).error().field == "/payload/tokens_per_word");
-  pj = sweep::to_json(s);
-  pj.erase("job");
-  CHECK(sweep::parse_agent_step(pj).error().field == "/payload/job");
-  pj = sweep::to_json(s);
-  pj["index"] = -2;
-  CHECK(sweep::parse_agent_step(pj).error().field == "/payload/index");
-}
-
 TEST_CASE("agents: the spec's agents field") {
   const json base = {{"target", {{"base_url", "http://127.0.0.1:9"}, {"model", "m"}}},
                      {"slo", {{"ttft_ms", {{"p95", 500}}}}}};

@@ -163,7 +163,7 @@ double sent_gap_cv(json spec) {
   validator().apply_defaults(spec);
   const auto js = sweep::parse_job_spec(spec).value();
   const auto order = std::get<sweep::StepOrder>(sweep::next_action(js, {}));
-  const loadgen::StepSpec step = sweep::step_spec(js, order, 0);
+  const loadgen::StepSpec step = loadgen::plan_load_step(sweep::load_settings(js, order, 0, "", 0), {}).value();
   const Schedule s = make_schedule(step.arrival, {step.duration, step.requests}, step.seed).value();
   REQUIRE(s.send_times.size() > 2000);
   std::vector<double> gaps;
