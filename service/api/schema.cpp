@@ -11,6 +11,7 @@
 #include <valijson/validation_results.hpp>
 #include <valijson/validator.hpp>
 
+#include "core/schedule.hpp"
 #include "sweep/kinds.hpp"
 
 namespace capsweep::api {
@@ -136,6 +137,7 @@ void SchemaValidator::apply_defaults(json& instance) const {
 
 json job_spec_schema() {
   json s = embedded_schema("sweep-spec.schema.json");
+  s["properties"]["arrival"]["properties"]["process"]["enum"] = arrival_process_names();
   json& names = s["properties"]["kind"]["enum"];
   for (sweep::JobKind k : sweep::all_kinds()) {
     const sweep::KindRules& r = sweep::rules(k);

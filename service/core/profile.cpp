@@ -98,12 +98,11 @@ Nanos Profile::time_of(double u) const noexcept {
 
 Result<Schedule> profile_schedule(const Profile& profile, ArrivalProcess process, double burstiness, std::uint64_t seed,
                                   std::uint64_t max_requests) {
-  if (process == ArrivalProcess::all_at_once) {
+  const ArrivalRow& row = arrival_row(process);
+  if (row.shape == ArrivalRow::Shape::burst) {
     return invalid("/arrival/process", "a profile's rate varies in time: all_at_once has no rate");
   }
-  if (process == ArrivalProcess::gamma && !(burstiness > 0 && std::isfinite(burstiness))) {
-    return invalid("/arrival/burstiness", "must be positive");
-  }
+  if (auto e = check_burstiness(row, burstiness, "/arrival/burstiness")) return *e;
   const double total = profile.expected_total();
   if (total > static_cast<double>(max_requests) * 1.1 + 100) {
     return invalid("/profile",
@@ -117,12 +116,11 @@ Result<Schedule> profile_schedule(const Profile& profile, ArrivalProcess process
   s.send_times.reserve(static_cast<std::size_t>(total * 1.05) + 16);
   // Operational time: unit-rate gaps of the chosen renewal process. The first arrival of a
   // constant process comes at u = 0.5, as a stationary one would place it.
-  double u = process == ArrivalProcess::constant ? 0.5 : 0;
+  const bool drawn = row.shape == ArrivalRow::Shape::renewal && !row.grid;
+  double u = row.grid ? 0.5 : 0;
   while (true) {
-    if (process == ArrivalProcess::poisson)
-      u += rng.exponential();
-    else if (process == ArrivalProcess::gamma)
-      u += rng.gamma(burstiness) / burstiness;
+    if (drawn)
+      u += row.gap(rng, burstiness, 1.0);
     else if (!s.send_times.empty())
       u += 1;
     if (u >= total) break;

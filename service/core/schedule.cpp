@@ -1,38 +1,84 @@
 #include "core/schedule.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <cstring>
+#include <deque>
+#include <shared_mutex>
+#include <stdexcept>
 
 #include "core/random.hpp"
 
 namespace capsweep {
 
-std::string_view to_string(ArrivalProcess p) noexcept {
-  switch (p) {
-    case ArrivalProcess::constant:
-      return "constant";
-    case ArrivalProcess::poisson:
-      return "poisson";
-    case ArrivalProcess::gamma:
-      return "gamma";
-    case ArrivalProcess::all_at_once:
-      return "all_at_once";
-    case ArrivalProcess::trace:
-      return "trace";
+namespace {
+
+// The arrival table: the five processes from the start, more by register_arrival_process. Rows
+// are never removed or moved (a deque), so a reference to one stays valid; a shared lock
+// guards the table's growth.
+struct ArrivalTable {
+  std::shared_mutex m;
+  std::deque<ArrivalRow> rows;
+  ArrivalTable() {
+    // In ArrivalProcess's order.
+    rows.push_back({.name = "constant", .grid = true});
+    rows.push_back({.name = "poisson", .gap = [](Rng& rng, double, double mean) { return rng.exponential() * mean; }});
+    rows.push_back({.name = "gamma", .burstiness = true, .gap = [](Rng& rng, double b, double mean) {
+                      return rng.gamma(b) * mean / b;
+                    }});
+    rows.push_back({.name = "all_at_once", .shape = ArrivalRow::Shape::burst});
+    rows.push_back({.name = "trace", .shape = ArrivalRow::Shape::replay});
   }
-  return "unknown";
+};
+
+ArrivalTable& arrival_table() {
+  static ArrivalTable t;
+  return t;
+}
+
+}  // namespace
+
+const ArrivalRow& arrival_row(ArrivalProcess p) noexcept {
+  ArrivalTable& t = arrival_table();
+  std::shared_lock lock(t.m);
+  const auto i = static_cast<std::size_t>(p);
+  return t.rows[i < t.rows.size() ? i : static_cast<std::size_t>(ArrivalProcess::poisson)];
+}
+
+ArrivalProcess register_arrival_process(ArrivalRow row) {
+  if (row.name.empty() || (!row.gap && !row.grid) || row.shape != ArrivalRow::Shape::renewal) {
+    throw std::invalid_argument("an arrival process needs a name and gaps (a renewal process)");
+  }
+  ArrivalTable& t = arrival_table();
+  std::unique_lock lock(t.m);
+  for (const auto& r : t.rows) {
+    if (r.name == row.name) throw std::invalid_argument("arrival process \"" + row.name + "\" is registered already");
+  }
+  if (t.rows.size() > 255) throw std::invalid_argument("the arrival table is full");
+  t.rows.push_back(std::move(row));
+  return static_cast<ArrivalProcess>(t.rows.size() - 1);
+}
+
+std::vector<std::string> arrival_process_names() {
+  ArrivalTable& t = arrival_table();
+  std::shared_lock lock(t.m);
+  std::vector<std::string> out;
+  for (const auto& r : t.rows) out.push_back(r.name);
+  return out;
+}
+
+std::string_view to_string(ArrivalProcess p) noexcept {
+  return arrival_row(p).name;
 }
 
 Result<ArrivalProcess> parse_arrival_process(std::string_view text, const std::string& field) {
-  for (auto p : {ArrivalProcess::constant, ArrivalProcess::poisson, ArrivalProcess::gamma, ArrivalProcess::all_at_once,
-                 ArrivalProcess::trace}) {
-    if (text == to_string(p)) return p;
+  const std::vector<std::string> names = arrival_process_names();
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (text == names[i]) return static_cast<ArrivalProcess>(i);
   }
-  return invalid(field, fmt::format("unknown arrival process '{}' (expected constant, poisson, "
-                                    "gamma, all_at_once or trace)",
-                                    text));
+  return invalid(field, fmt::format("unknown arrival process '{}' (expected {})", text, fmt::join(names, ", ")));
 }
 
 namespace {
@@ -40,6 +86,15 @@ namespace {
 bool positive_finite(double x) {
   return std::isfinite(x) && x > 0;
 }
+
+}  // namespace
+
+std::optional<Error> check_burstiness(const ArrivalRow& row, double burstiness, const std::string& field) {
+  if (!row.burstiness || positive_finite(burstiness)) return std::nullopt;
+  return invalid(field, fmt::format("burstiness must be a positive finite number (got {})", burstiness));
+}
+
+namespace {
 
 // Every request at time zero: as many as the limit's count.
 Result<Schedule> all_at_once_schedule(const ArrivalSpec& spec, const ScheduleLimit& limit) {
@@ -56,19 +111,16 @@ Result<Schedule> make_schedule(const ArrivalSpec& spec, const ScheduleLimit& lim
   if (!limit.duration && !limit.count) {
     return invalid("", "a schedule needs a duration or a request count");
   }
-  if (spec.process == ArrivalProcess::trace) return invalid("/process", "a trace's arrivals are replayed, not drawn");
-  if (spec.process == ArrivalProcess::all_at_once) return all_at_once_schedule(spec, limit);
+  const ArrivalRow& row = arrival_row(spec.process);
+  if (row.shape == ArrivalRow::Shape::replay) return invalid("/process", "a trace's arrivals are replayed, not drawn");
+  if (row.shape == ArrivalRow::Shape::burst) return all_at_once_schedule(spec, limit);
   Schedule out{spec, {}};
   if (!positive_finite(spec.rate_rps)) {
     return invalid("/rate_rps", fmt::format("rate must be a positive finite number of "
                                             "requests per second (got {})",
                                             spec.rate_rps));
   }
-  if (spec.process == ArrivalProcess::gamma && !positive_finite(spec.burstiness)) {
-    return invalid("/burstiness", fmt::format("burstiness must be a positive finite number "
-                                              "(got {})",
-                                              spec.burstiness));
-  }
+  if (auto e = check_burstiness(row, spec.burstiness, "/burstiness")) return *e;
   const double duration_s = limit.duration ? to_s(*limit.duration) : INFINITY;
   const double expected =
       std::min(duration_s * spec.rate_rps, limit.count ? static_cast<double>(*limit.count) : INFINITY);
@@ -84,19 +136,10 @@ Result<Schedule> make_schedule(const ArrivalSpec& spec, const ScheduleLimit& lim
   const double mean_gap_s = 1.0 / spec.rate_rps;
   double t_s = 0;  // accumulated in double seconds; converted once per request
   for (std::uint64_t i = 0; i < max_count; ++i) {
-    switch (spec.process) {
-      case ArrivalProcess::constant:
-        t_s = static_cast<double>(i) * mean_gap_s;  // no accumulated rounding drift
-        break;
-      case ArrivalProcess::poisson:
-        t_s += rng.exponential() * mean_gap_s;
-        break;
-      case ArrivalProcess::gamma:
-        t_s += rng.gamma(spec.burstiness) * mean_gap_s / spec.burstiness;
-        break;
-      case ArrivalProcess::all_at_once:
-      case ArrivalProcess::trace:
-        break;
+    if (row.grid) {
+      t_s = static_cast<double>(i) * mean_gap_s;  // no accumulated rounding drift
+    } else {
+      t_s += row.gap(rng, spec.burstiness, mean_gap_s);
     }
     if (t_s >= duration_s) break;
     out.send_times.push_back(Nanos(static_cast<Nanos::rep>(std::llround(t_s * 1e9))));

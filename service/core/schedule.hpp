@@ -3,6 +3,8 @@
 // starts, so a step is reproducible and the generator never decides timing on the fly.
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -12,7 +14,11 @@
 
 namespace capsweep {
 
-enum class ArrivalProcess {
+class Rng;
+
+// The arrival processes: rows of the arrival table (arrival_row), the five named here first,
+// then any that register_arrival_process adds (their values follow trace's).
+enum class ArrivalProcess : std::uint8_t {
   constant,     // evenly spaced, gap 1/rate
   poisson,      // exponential gaps, mean 1/rate
   gamma,        // gamma gaps with shape b (burstiness) and mean 1/rate; b=1 is Poisson
@@ -20,8 +26,30 @@ enum class ArrivalProcess {
   trace,        // a recorded trace's own arrivals, replayed (replay_schedule), scaled by a speed
 };
 
+// A row of the arrival table. A renewal process draws each gap after the one before (`gap`:
+// a draw of mean `mean`); a step's schedule runs it at the step's rate, a scenario's profile in
+// operational time (mean 1). all_at_once (a burst) and trace (a replay) have no gaps.
+struct ArrivalRow {
+  enum class Shape { renewal, burst, replay };
+  std::string name;
+  Shape shape = Shape::renewal;
+  bool burstiness = false;  // its gaps read arrival.burstiness (their shape, > 0)
+  bool grid = false;        // evenly spaced: request k at exactly k x the mean gap (no drift)
+  std::function<double(Rng& rng, double burstiness, double mean)> gap;  // renewal rows off the grid
+};
+// The row of a process (poisson's for a value no row has).
+const ArrivalRow& arrival_row(ArrivalProcess p) noexcept;
+// Adds a renewal process to the table (at start-up, before specs are parsed); its value.
+// Throws std::invalid_argument for a taken or empty name, a row without a gap or a full table.
+ArrivalProcess register_arrival_process(ArrivalRow row);
+// Every process's name, in the table's order (the spec schema's enum).
+std::vector<std::string> arrival_process_names();
+
+// A row's burstiness: positive and finite where its gaps read one (else nothing to check).
+std::optional<Error> check_burstiness(const ArrivalRow& row, double burstiness, const std::string& field);
+
 std::string_view to_string(ArrivalProcess p) noexcept;
-// Parses "constant", "poisson", "gamma", "all_at_once" or "trace"; the error names `field`.
+// Parses a process's name; the error names `field` and the table's names.
 Result<ArrivalProcess> parse_arrival_process(std::string_view text, const std::string& field);
 
 struct ArrivalSpec {

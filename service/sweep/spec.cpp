@@ -135,8 +135,9 @@ Result<ArrivalSpec> parse_arrival(const json& a) {
   auto b = fields::number(a, "burstiness", "/arrival", out.burstiness, fields::Sign::positive);
   if (!b) return b.error();
   out.burstiness = *b;
-  // Only gamma gaps have a shape: any other process would send something else than recorded.
-  if (out.process != ArrivalProcess::gamma && out.burstiness != 1.0) {
+  // Only a process whose gaps have a shape (gamma's) reads one: any other would send something
+  // else than recorded.
+  if (!arrival_row(out.process).burstiness && out.burstiness != 1.0) {
     return invalid("/arrival/burstiness",
                    fmt::format("applies to gamma arrivals only, and \"process\" is \"{}\": use \"process\": "
                                "\"gamma\" (or leave process out: burstiness then means gamma of that shape, as "

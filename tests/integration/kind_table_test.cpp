@@ -4,20 +4,10 @@
 // outside this file knows the kind: the schema, the parser, the admission, the planner and the
 // step's settings all come from its descriptor.
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <catch2/catch.hpp>
-#include <thread>
 
-#include "api/api.hpp"
-#include "api/startup.hpp"
-#include "http/server.hpp"
-#include "store/store.hpp"
-#include "support/fake_endpoint.hpp"
-#include "support/http_client.hpp"
-#include "support/temp_db.hpp"
+#include "support/service_fixture.hpp"
 #include "sweep/kinds.hpp"
-#include "sweep/manager.hpp"
 
 using namespace capsweep;
 using namespace std::chrono_literals;
@@ -76,57 +66,6 @@ sweep::KindRules twice_kind() {
   return k;
 }
 
-// capsweepd in-process: the store, the manager (its requests to an in-process fake endpoint)
-// and the API on an ephemeral loopback port.
-struct Service {
-  testing::TempDb db{"kinds"};
-  api::ServiceConfig config = api::default_config();
-  std::unique_ptr<store::Store> store;
-  std::unique_ptr<sweep::SweepManager> manager;
-  std::unique_ptr<api::Api> api;
-  boost::asio::io_context io;
-  std::unique_ptr<http::Server> server;
-  std::thread thread;
-  boost::asio::ip::tcp::endpoint endpoint;
-
-  explicit Service(testing::FakeModel model) {
-    config.db = db.path.string();
-    store = std::make_unique<store::Store>(config.db);
-    sweep::ManagerOptions o = api::manager_options(config);
-    o.poll = 50ms;
-    o.endpoint = testing::fake_endpoint(std::move(model), std::make_shared<testing::FakeStats>());
-    manager = std::make_unique<sweep::SweepManager>(o);
-    api = std::make_unique<api::Api>(api::ApiContext{&config, store.get(), manager.get()});
-    server = std::make_unique<http::Server>(io.get_executor(), api->handler(), api::server_options(config));
-    server->bind({boost::asio::ip::make_address("127.0.0.1"), 0});
-    endpoint = server->local_endpoint();
-    manager->start();
-    server->start();
-    thread = std::thread([this] { io.run(); });
-  }
-  ~Service() {
-    server->shutdown();
-    manager->stop();
-    io.stop();
-    thread.join();
-  }
-
-  // Polls the job until it ends (bounded: 30 s).
-  json wait_end(const std::string& id) {
-    for (int i = 0; i < 600; ++i) {
-      const auto r = testing::http_request(endpoint, "GET", "/v1/sweeps/" + id);
-      if (r.status == 200) {
-        const json j = json::parse(r.body);
-        const std::string status = j.value("status", "");
-        if (status != "queued" && status != "running") return j;
-      }
-      std::this_thread::sleep_for(50ms);
-    }
-    FAIL("job " << id << " did not end within 30 s");
-    return {};
-  }
-};
-
 json twice_job(double rate) {
   return {
       {"name", "fifth"},
@@ -148,7 +87,7 @@ TEST_CASE("kinds: a fifth kind registered from one file runs through the API to 
 
   testing::FakeModel fast;
   fast.ttft = 5ms;
-  Service s(fast);
+  testing::Service s("kinds", fast);
 
   // Its own block is checked by the schema it brought, and by its own limits.
   json unknown_key = twice_job(20);
