@@ -22,8 +22,8 @@
 
 #include "core/log.hpp"
 #include "llm/dataset.hpp"
-#include "llm/workload.hpp"
 #include "llm/target.hpp"
+#include "llm/workload.hpp"
 #include "loadgen/agent_wire.hpp"
 #include "loadgen/load_plan.hpp"
 #include "loadgen/step_runner.hpp"
@@ -137,6 +137,13 @@ class Agent {
   // Makes a step's settings from the offer; the ready message to acknowledge it with.
   json prepare(const json& offer);
   void run_step(std::uint64_t seq, std::int64_t t0_ns);
+  // A step's heartbeat (sent, in flight, lag); why, when capsweepd answers that it stopped the step.
+  std::optional<std::string> beat(const json& base, const Outbox& out) const;
+  // A step's last records, in batches under capsweepd's body limit, the final one marked done.
+  void send_last(Outbox& out, const json& base, const json& summary) const;
+  // Registers with capsweepd (it may not be up yet: retried until give_up); an exit code when
+  // the agent ends here.
+  std::optional<int> register_until(Clock::time_point deadline) const;
 
   AgentOptions o_;
   cli::ApiClient api_;
@@ -322,15 +329,9 @@ void Agent::run_step(std::uint64_t seq, std::int64_t t0_ns) {
     }
     if (now - last_beat >= std::chrono::seconds(1)) {
       last_beat = now;
-      json hb = base;
-      const loadgen::Progress& p = runner_->progress();
-      hb["sent"] = p.sent.load();
-      hb["in_flight"] = p.in_flight.load();
-      hb["lag_p99_ms"] = out.lag_p99();
-      const Reply r = post("heartbeat", hb);
-      if (r.status == 200 && r.body.is_object() && r.body.value("state", "") == "abort" && !aborted) {
+      if (const auto why = beat(base, out); why && !aborted) {
         aborted = true;
-        log::info(fmt::format("capsweep-agent: step {}: capsweepd stopped it ({})", seq, r.body.value("why", "")));
+        log::info(fmt::format("capsweep-agent: step {}: capsweepd stopped it ({})", seq, *why));
         runner_->cancel();
       }
     }
@@ -338,7 +339,23 @@ void Agent::run_step(std::uint64_t seq, std::int64_t t0_ns) {
   engine.join();
   const json summary = loadgen::encode_summary(share_summary(result, out.lag_p99(), runner_->progress().sent.load()));
   if (!result) log::error(fmt::format("capsweep-agent: step {} could not run: {}", seq, result.error().message));
-  // The last records, in batches under capsweepd's body limit, the final one marked done.
+  send_last(out, base, summary);
+  log::info(
+      fmt::format("capsweep-agent: step {} done: {} requests ended{}", seq, out.ended(), aborted ? " (stopped)" : ""));
+}
+
+std::optional<std::string> Agent::beat(const json& base, const Outbox& out) const {
+  json hb = base;
+  const loadgen::Progress& p = runner_->progress();
+  hb["sent"] = p.sent.load();
+  hb["in_flight"] = p.in_flight.load();
+  hb["lag_p99_ms"] = out.lag_p99();
+  const Reply r = post("heartbeat", hb);
+  if (r.status != 200 || !r.body.is_object() || r.body.value("state", "") != "abort") return std::nullopt;
+  return r.body.value("why", std::string());
+}
+
+void Agent::send_last(Outbox& out, const json& base, const json& summary) const {
   while (out.bytes() > kBatchBytes) {
     // Split: send the first half now.
     std::vector<json> all = out.take();
@@ -349,21 +366,20 @@ void Agent::run_step(std::uint64_t seq, std::int64_t t0_ns) {
     post("records", std::move(msg));
     out.put_back(all, half);
   }
-  flush(true, summary);
-  log::info(
-      fmt::format("capsweep-agent: step {} done: {} requests ended{}", seq, out.ended(), aborted ? " (stopped)" : ""));
+  json msg = base;
+  msg["records"] = out.take();
+  msg["done"] = true;
+  msg["summary"] = summary;
+  post("records", std::move(msg));
 }
 
-int Agent::run() {
-  const auto deadline_from = [this] { return Clock::now() + o_.give_up; };
-  auto deadline = deadline_from();
-  // Register (capsweepd may not be up yet: retried until give_up).
+std::optional<int> Agent::register_until(Clock::time_point deadline) const {
   while (true) {
     const Reply r = post("register", ids());
     if (auto code = refused(r, "registration")) return *code;
     if (r.status == 200 && r.body.is_object()) {
       if (r.body.value("state", "") == "done") return 0;
-      break;
+      return std::nullopt;
     }
     if (Clock::now() > deadline) {
       log::error(fmt::format("capsweep-agent: capsweepd could not be reached: {}",
@@ -372,10 +388,15 @@ int Agent::run() {
     }
     std::this_thread::sleep_for(std::chrono::seconds(1));
   }
+}
+
+int Agent::run() {
+  const auto deadline_from = [this] { return Clock::now() + o_.give_up; };
+  if (auto code = register_until(deadline_from())) return *code;
   log::info(fmt::format("capsweep-agent: agent {} of run {} registered (epoch {})", o_.index, o_.run, o_.epoch));
   sync_clock();
   std::optional<json> ready;
-  deadline = deadline_from();
+  auto deadline = deadline_from();
   while (true) {
     json msg = ids();
     if (clock_) {

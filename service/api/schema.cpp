@@ -12,6 +12,7 @@
 #include <valijson/validator.hpp>
 
 #include "core/schedule.hpp"
+#include "llm/api_table.hpp"
 #include "sweep/kinds.hpp"
 
 namespace capsweep::api {
@@ -138,6 +139,7 @@ void SchemaValidator::apply_defaults(json& instance) const {
 json job_spec_schema() {
   json s = embedded_schema("sweep-spec.schema.json");
   s["properties"]["arrival"]["properties"]["process"]["enum"] = arrival_process_names();
+  s["definitions"]["target"]["properties"]["api"]["enum"] = llm::api_names();
   json& names = s["properties"]["kind"]["enum"];
   for (sweep::JobKind k : sweep::all_kinds()) {
     const sweep::KindRules& r = sweep::rules(k);

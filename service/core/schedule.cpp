@@ -5,68 +5,45 @@
 
 #include <cmath>
 #include <cstring>
-#include <deque>
-#include <shared_mutex>
 #include <stdexcept>
 
 #include "core/random.hpp"
+#include "core/row_table.hpp"
 
 namespace capsweep {
 
 namespace {
 
-// The arrival table: the five processes from the start, more by register_arrival_process. Rows
-// are never removed or moved (a deque), so a reference to one stays valid; a shared lock
-// guards the table's growth.
-struct ArrivalTable {
-  std::shared_mutex m;
-  std::deque<ArrivalRow> rows;
-  ArrivalTable() {
-    // In ArrivalProcess's order.
-    rows.push_back({.name = "constant", .grid = true});
-    rows.push_back({.name = "poisson", .gap = [](Rng& rng, double, double mean) { return rng.exponential() * mean; }});
-    rows.push_back({.name = "gamma", .burstiness = true, .gap = [](Rng& rng, double b, double mean) {
-                      return rng.gamma(b) * mean / b;
-                    }});
-    rows.push_back({.name = "all_at_once", .shape = ArrivalRow::Shape::burst});
-    rows.push_back({.name = "trace", .shape = ArrivalRow::Shape::replay});
-  }
-};
-
-ArrivalTable& arrival_table() {
-  static ArrivalTable t;
+// The arrival table: the five processes from the start (in ArrivalProcess's order), more by
+// register_arrival_process.
+RowTable<ArrivalRow>& arrival_table() {
+  static RowTable<ArrivalRow> t(
+      "arrival process",
+      {{.name = "constant", .grid = true, .gap = {}},
+       {.name = "poisson", .gap = [](Rng& rng, double, double mean) { return rng.exponential() * mean; }},
+       {.name = "gamma",
+        .burstiness = true,
+        .gap = [](Rng& rng, double b, double mean) { return rng.gamma(b) * mean / b; }},
+       {.name = "all_at_once", .shape = ArrivalRow::Shape::burst, .gap = {}},
+       {.name = "trace", .shape = ArrivalRow::Shape::replay, .gap = {}}});
   return t;
 }
 
 }  // namespace
 
 const ArrivalRow& arrival_row(ArrivalProcess p) noexcept {
-  ArrivalTable& t = arrival_table();
-  std::shared_lock lock(t.m);
-  const auto i = static_cast<std::size_t>(p);
-  return t.rows[i < t.rows.size() ? i : static_cast<std::size_t>(ArrivalProcess::poisson)];
+  return arrival_table().at(static_cast<std::size_t>(p), static_cast<std::size_t>(ArrivalProcess::poisson));
 }
 
 ArrivalProcess register_arrival_process(ArrivalRow row) {
   if (row.name.empty() || (!row.gap && !row.grid) || row.shape != ArrivalRow::Shape::renewal) {
     throw std::invalid_argument("an arrival process needs a name and gaps (a renewal process)");
   }
-  ArrivalTable& t = arrival_table();
-  std::unique_lock lock(t.m);
-  for (const auto& r : t.rows) {
-    if (r.name == row.name) throw std::invalid_argument("arrival process \"" + row.name + "\" is registered already");
-  }
-  if (t.rows.size() > 255) throw std::invalid_argument("the arrival table is full");
-  t.rows.push_back(std::move(row));
-  return static_cast<ArrivalProcess>(t.rows.size() - 1);
+  return static_cast<ArrivalProcess>(arrival_table().add(std::move(row)));
 }
 
 std::vector<std::string> arrival_process_names() {
-  ArrivalTable& t = arrival_table();
-  std::shared_lock lock(t.m);
-  std::vector<std::string> out;
-  for (const auto& r : t.rows) out.push_back(r.name);
-  return out;
+  return arrival_table().names();
 }
 
 std::string_view to_string(ArrivalProcess p) noexcept {
@@ -74,11 +51,9 @@ std::string_view to_string(ArrivalProcess p) noexcept {
 }
 
 Result<ArrivalProcess> parse_arrival_process(std::string_view text, const std::string& field) {
-  const std::vector<std::string> names = arrival_process_names();
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    if (text == names[i]) return static_cast<ArrivalProcess>(i);
-  }
-  return invalid(field, fmt::format("unknown arrival process '{}' (expected {})", text, fmt::join(names, ", ")));
+  if (const auto i = arrival_table().find(text)) return static_cast<ArrivalProcess>(*i);
+  return invalid(
+      field, fmt::format("unknown arrival process '{}' (expected {})", text, fmt::join(arrival_process_names(), ", ")));
 }
 
 namespace {

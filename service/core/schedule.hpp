@@ -4,8 +4,8 @@
 
 #include <cstdint>
 #include <functional>
-#include <string>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -35,7 +35,7 @@ struct ArrivalRow {
   Shape shape = Shape::renewal;
   bool burstiness = false;  // its gaps read arrival.burstiness (their shape, > 0)
   bool grid = false;        // evenly spaced: request k at exactly k x the mean gap (no drift)
-  std::function<double(Rng& rng, double burstiness, double mean)> gap;  // renewal rows off the grid
+  std::function<double(Rng& rng, double burstiness, double mean)> gap = {};  // renewal rows off the grid
 };
 // The row of a process (poisson's for a value no row has).
 const ArrivalRow& arrival_row(ArrivalProcess p) noexcept;

@@ -84,14 +84,7 @@ std::string quality_body(const Target& t, const DatasetEntry& e, std::uint32_t d
   json j = t.extra_body;
   j["model"] = t.model;
   const std::uint32_t max_tokens = quality_max_tokens(e, default_max_tokens);
-  if (t.api == Api::chat) {
-    j["messages"] = e.messages.empty() ? json::array({{{"role", "user"}, {"content", e.prompt}}})
-                                       : json::parse(e.messages, nullptr, false);
-    j["max_completion_tokens"] = max_tokens;
-  } else {
-    j["prompt"] = e.prompt;
-    j["max_tokens"] = max_tokens;
-  }
+  api_row(t.api).request(j, e.prompt, e.messages, max_tokens);
   j["temperature"] = 0;
   j["seed"] = seed;
   if (!e.quality.empty()) {

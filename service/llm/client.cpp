@@ -58,6 +58,7 @@ bool is_timeout(const beast::error_code& ec) {
 // What one streamed answer has said so far: its content chunks with their token counts, the
 // end marker, a failure (an error event, a malformed one), and the server's usage figures.
 struct StreamTally {
+  StreamChunk (*read)(std::string_view data) = interpret_chunk;  // the target API's reader
   std::uint64_t last_completion_tokens = 0;
   std::uint64_t tokens_seen = 0;  // content tokens so far
   UsageCounts usage;
@@ -68,7 +69,7 @@ struct StreamTally {
   void on_event(std::string_view data, Nanos now, RequestRecord& rec) {
     if (failed || saw_done) return;
     if (rec.events) rec.events->emplace_back(data);
-    const StreamChunk sc = interpret_chunk(data);
+    const StreamChunk sc = read(data);
     switch (sc.kind) {
       case StreamChunk::Kind::content: {
         std::uint32_t tokens = 1;
@@ -107,7 +108,7 @@ struct StreamTally {
   void on_error_field(std::string_view value) {
     if (failed) return;
     failed = true;
-    const StreamChunk sc = interpret_chunk(value);
+    const StreamChunk sc = read(value);
     error_message = printable_ascii(sc.kind == StreamChunk::Kind::error ? sc.error_message : value);
   }
 
@@ -359,6 +360,7 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
     SseParser sse(target.max_sse_event_bytes);
     std::uint64_t body_bytes = 0;  // a hostile target may not stream without end
     StreamTally tally;
+    tally.read = api_row(target.api).read_chunk;
     std::string error_body;
     char chunk[4096];  // parsed body bytes, fed to the SSE parser as they arrive
     while (!parser.is_done()) {

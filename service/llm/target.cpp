@@ -1,6 +1,7 @@
 #include "llm/target.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
@@ -11,7 +12,7 @@
 namespace capsweep::llm {
 
 std::string Target::completion_path() const {
-  return base_path + (api == Api::chat ? "/v1/chat/completions" : "/v1/completions");
+  return base_path + api_row(api).path;
 }
 
 Result<Target> parse_base_url(Target t, std::string_view url, const std::string& field) {
@@ -143,12 +144,9 @@ Result<Target> parse_target(const nlohmann::json& j, const std::string& field) {
   if (!parsed) return parsed.error();
   t = std::move(*parsed);
   if (auto api = j.find("api"); api != j.end()) {
-    if (*api == "completions")
-      t.api = Api::completions;
-    else if (*api == "chat")
-      t.api = Api::chat;
-    else
-      return invalid(field + "/api", "must be \"completions\" or \"chat\"");
+    const auto named = api->is_string() ? parse_api(api->get<std::string>()) : std::nullopt;
+    if (!named) return invalid(field + "/api", fmt::format("must be one of: {}", fmt::join(api_names(), ", ")));
+    t.api = *named;
   }
   auto model = j.find("model");
   if (model == j.end() || !model->is_string() || model->get<std::string>().empty()) {
@@ -171,14 +169,7 @@ std::string completion_body(const Target& t, std::string_view prompt, std::uint3
                             std::string_view messages) {
   nlohmann::json j = t.extra_body;
   j["model"] = t.model;
-  if (t.api == Api::chat) {
-    j["messages"] = messages.empty() ? nlohmann::json::array({{{"role", "user"}, {"content", prompt}}})
-                                     : nlohmann::json::parse(messages);
-    j["max_completion_tokens"] = max_tokens;
-  } else {
-    j["prompt"] = prompt;
-    j["max_tokens"] = max_tokens;
-  }
+  api_row(t.api).request(j, prompt, messages, max_tokens);
   j["stream"] = t.stream;
   if (t.stream) j["stream_options"] = {{"include_usage", true}, {"continuous_usage_stats", true}};
   if (t.ignore_eos) j["ignore_eos"] = true;

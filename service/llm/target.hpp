@@ -11,10 +11,9 @@
 
 #include "core/error.hpp"
 #include "core/time.hpp"
+#include "llm/api_table.hpp"
 
 namespace capsweep::llm {
-
-enum class Api { completions, chat };
 
 struct Target {
   std::string scheme = "http";  // "http" | "https"

@@ -18,10 +18,10 @@ namespace capsweep::loadgen {
 namespace {
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
-// The request a turn sends: the conversation as chat messages, or as one prompt for the
-// completions API.
+// The request a turn sends: the conversation as chat messages where the target's API takes
+// them, else as one prompt.
 std::string turn_body(const llm::Target& target, const llm::Conversation& chat, std::uint32_t max_tokens) {
-  if (target.api == llm::Api::chat) return llm::completion_body(target, {}, max_tokens, chat.messages_json());
+  if (llm::api_row(target.api).messages) return llm::completion_body(target, {}, max_tokens, chat.messages_json());
   return llm::completion_body(target, chat.as_prompt(), max_tokens);
 }
 }  // namespace

@@ -14,10 +14,10 @@ using json = nlohmann::json;
 namespace {
 
 constexpr std::array<std::pair<StepShape, std::string_view>, 5> kShapes{{{StepShape::one_by_one, "one_by_one"},
-                                                                          {StepShape::burst, "burst"},
-                                                                          {StepShape::arrivals, "arrivals"},
-                                                                          {StepShape::users, "users"},
-                                                                          {StepShape::profile, "profile"}}};
+                                                                         {StepShape::burst, "burst"},
+                                                                         {StepShape::arrivals, "arrivals"},
+                                                                         {StepShape::users, "users"},
+                                                                         {StepShape::profile, "profile"}}};
 
 // A count-based step's bound: its requests' time out, or ten minutes, whichever is longer.
 Nanos count_bound(const LoadSettings& s) {
@@ -106,7 +106,8 @@ Result<StepSpec> plan_load_step(const LoadSettings& s, const std::vector<Nanos>&
   plan_shape(s, ss);
   if (s.shape == StepShape::arrivals && ss.arrival.process == ArrivalProcess::trace) {
     auto replayed = replay(s, ss, trace_offsets);
-    if (!replayed) return Error{errc::invalid_argument, "the trace cannot be replayed: " + replayed.error().message, ""};
+    if (!replayed)
+      return Error{errc::invalid_argument, "the trace cannot be replayed: " + replayed.error().message, ""};
     ss.schedule = std::make_shared<const Schedule>(std::move(*replayed));
   }
   if (s.prefix_cache != llm::PrefixCache::as_found) {

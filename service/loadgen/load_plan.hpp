@@ -30,9 +30,9 @@ std::optional<StepShape> parse_step_shape(std::string_view s) noexcept;
 
 struct LoadSettings {
   StepShape shape = StepShape::arrivals;
-  ArrivalSpec arrival;   // the job's arrival process; arrivals at a rate send `rate_rps`
-  double rate_rps = 0;   // arrivals: the step's rate (a trace is scaled to it when > 0)
-  Nanos duration{0};     // the measured part (0: count-based)
+  ArrivalSpec arrival;  // the job's arrival process; arrivals at a rate send `rate_rps`
+  double rate_rps = 0;  // arrivals: the step's rate (a trace is scaled to it when > 0)
+  Nanos duration{0};    // the measured part (0: count-based)
   Nanos warmup{0};
   std::optional<std::uint64_t> requests;
   std::uint32_t concurrency = 0;            // users: in flight; else a cap (0: none)

@@ -202,8 +202,7 @@ std::unique_ptr<StepExecutor> SweepManager::scenario_executor(const store::Sweep
     why = base.error().message;
     return nullptr;
   }
-  step->set_spec(
-      scenario_step_spec(std::move(*base), spec, std::move(*schedule), step->profile(), step->watch()));
+  step->set_spec(scenario_step_spec(std::move(*base), spec, std::move(*schedule), step->profile(), step->watch()));
   return step;
 }
 

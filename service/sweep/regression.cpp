@@ -353,7 +353,7 @@ json runs_table(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
 }
 
 json side_of(const llm::Target& t, const std::string& base_url) {
-  return {{"base_url", base_url}, {"model", t.model}, {"api", t.api == llm::Api::chat ? "chat" : "completions"}};
+  return {{"base_url", base_url}, {"model", t.model}, {"api", std::string(llm::to_string(t.api))}};
 }
 
 }  // namespace

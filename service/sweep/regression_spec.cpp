@@ -268,7 +268,7 @@ std::optional<Error> parse_regression_blocks(const json& spec, JobSpec& js) {
     js.quality = std::move(*parsed);
     const bool tools = js.quality->has(QualityCheck::tool_calls);
     for (const auto* t : {&js.target, &js.candidate->target}) {
-      if (tools && t->api != llm::Api::chat) {
+      if (tools && !llm::api_row(t->api).messages) {
         return invalid(t == &js.target ? "/baseline/target/api" : "/candidate/target/api",
                        "the tool_calls check needs the chat API (\"api\": \"chat\")");
       }

@@ -189,9 +189,8 @@ json check_result(const JobSpec& spec, const StepOutcome& s) {
   json r;
   r["kind"] = "check";
   r["verdict"] = to_string(s.verdict);
-  r["target"] = {{"base_url", spec.base_url},
-                 {"model", spec.target.model},
-                 {"api", spec.target.api == llm::Api::chat ? "chat" : "completions"}};
+  r["target"] = {
+      {"base_url", spec.base_url}, {"model", spec.target.model}, {"api", std::string(llm::to_string(spec.target.api))}};
   json cond;
   const bool closed_loop = spec.check.concurrency > 0;
   cond["mode"] = closed_loop ? "concurrency" : "rate";

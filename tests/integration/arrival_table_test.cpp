@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <stdexcept>
 #include <sstream>
+#include <stdexcept>
 
 #include "core/random.hpp"
 #include "core/schedule.hpp"
@@ -34,13 +34,14 @@ ArrivalProcess registered() {
 }
 
 json check_job(const json& arrival) {
-  return {{"kind", "check"},
-          {"target", {{"base_url", "http://127.0.0.1:9"}, {"model", "m"}}},
-          {"workload",
-           {{"prompt_tokens", {{"dist", "fixed"}, {"value", 8}}}, {"output_tokens", {{"dist", "fixed"}, {"value", 4}}}}},
-          {"arrival", arrival},
-          {"slo", {{"ttft_ms", {{"p95", 800}}}}},
-          {"check", {{"rate_rps", 200}, {"duration_s", 3}, {"warmup_s", 0}}}};
+  return {
+      {"kind", "check"},
+      {"target", {{"base_url", "http://127.0.0.1:9"}, {"model", "m"}}},
+      {"workload",
+       {{"prompt_tokens", {{"dist", "fixed"}, {"value", 8}}}, {"output_tokens", {{"dist", "fixed"}, {"value", 4}}}}},
+      {"arrival", arrival},
+      {"slo", {{"ttft_ms", {{"p95", 800}}}}},
+      {"check", {{"rate_rps", 200}, {"duration_s", 3}, {"warmup_s", 0}}}};
 }
 
 // The coefficient of variation of the gaps between consecutive times.
@@ -84,13 +85,15 @@ TEST_CASE("arrivals: a process registered from one file is drawn by the schedule
   const ArrivalProcess p = registered();
   CHECK(to_string(p) == "uniform_gaps");
   CHECK(parse_arrival_process("uniform_gaps", "/arrival/process").value() == p);
-  const Schedule s = make_schedule({.process = p, .rate_rps = 100}, {.duration = 200s}, 5).value();
+  const Schedule s =
+      make_schedule(ArrivalSpec{.process = p, .rate_rps = 100}, ScheduleLimit{200s, std::nullopt}, 5).value();
   CHECK(static_cast<double>(s.send_times.size()) == Approx(20000).epsilon(0.03));
   std::vector<double> t;
   for (Nanos x : s.send_times) t.push_back(to_s(x));
   CHECK(gap_cv(t) == Approx(1 / std::sqrt(3.0)).epsilon(0.03));
-  // No burstiness of its own: a shape is refused, naming the field.
-  CHECK(make_schedule({.process = p, .rate_rps = 0}, {.duration = 1s}, 5).error().field == "/rate_rps");
+  // A renewal process like any other: it needs a rate.
+  CHECK(make_schedule(ArrivalSpec{.process = p, .rate_rps = 0}, ScheduleLimit{1s, std::nullopt}, 5).error().field ==
+        "/rate_rps");
   const auto bad = parse_arrival_process("uniform-gaps", "/arrival/process");
   REQUIRE_FALSE(bad.has_value());
   CHECK(bad.error().message.find("uniform_gaps") != std::string::npos);  // the table's names

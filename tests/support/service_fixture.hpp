@@ -1,14 +1,15 @@
 #pragma once
 // capsweepd in-process for integration tests: the store, the job manager (its requests to an
-// in-process fake endpoint) and the API on an ephemeral loopback port, with a bounded wait for
-// a job's end. Tests that register a row of a table (a kind, an arrival process) run it
-// through this to a stored verdict.
+// in-process fake endpoint, or over HTTP to the job's target when no model is given) and the
+// API on an ephemeral loopback port, with a bounded wait for a job's end. Tests that register a row of a table (a kind,
+// an arrival process) run it through this to a stored verdict.
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <catch2/catch.hpp>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -34,12 +35,20 @@ struct Service {
   std::thread thread;
   boost::asio::ip::tcp::endpoint endpoint;
 
-  Service(const std::string& name, FakeModel model) : db{name} {
+  // With `agents`, the API takes a submitter's token and an agent's (kSubmitToken,
+  // kAgentToken), and a step on agents accepts a clock bound a loaded 2-core machine keeps.
+  Service(const std::string& name, std::optional<FakeModel> model, bool agents = false) : db{name} {
     config.db = db.path.string();
+    if (agents) {
+      config.tokens = {{.token = kSubmitToken, .can_submit = true, .name = "submit"},
+                       {.token = kAgentToken, .name = "agent", .agent = true}};
+      config.agents_max_clock_error_ms = 5;
+      config.agents_join_timeout_s = 30;
+    }
     store = std::make_unique<store::Store>(config.db);
     sweep::ManagerOptions o = api::manager_options(config);
     o.poll = std::chrono::milliseconds(50);
-    o.endpoint = fake_endpoint(std::move(model), std::make_shared<FakeStats>());
+    if (model) o.endpoint = fake_endpoint(std::move(*model), std::make_shared<FakeStats>());
     manager = std::make_unique<sweep::SweepManager>(o);
     api = std::make_unique<api::Api>(api::ApiContext{&config, store.get(), manager.get()});
     server = std::make_unique<http::Server>(io.get_executor(), api->handler(), api::server_options(config));
@@ -56,10 +65,19 @@ struct Service {
     thread.join();
   }
 
-  // Polls the job until it ends (bounded: 30 s).
+  static constexpr const char* kSubmitToken = "submit-token-0123456789abcdef";
+  static constexpr const char* kAgentToken = "agent-token-0123456789abcdef";
+
+  // A request to the API, with the submitter's token when the service takes tokens.
+  HttpResult call(const std::string& method, const std::string& path, const std::string& body = {}) {
+    if (config.tokens.empty()) return http_request(endpoint, method, path, body);
+    return http_request(endpoint, method, path, body, {{"Authorization", std::string("Bearer ") + kSubmitToken}});
+  }
+
+  // Polls the job until it ends (bounded: 60 s).
   nlohmann::json wait_end(const std::string& id) {
-    for (int i = 0; i < 600; ++i) {
-      const auto r = http_request(endpoint, "GET", "/v1/sweeps/" + id);
+    for (int i = 0; i < 1200; ++i) {
+      const auto r = call("GET", "/v1/sweeps/" + id);
       if (r.status == 200) {
         const auto j = nlohmann::json::parse(r.body);
         const std::string status = j.value("status", "");
@@ -67,7 +85,7 @@ struct Service {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    FAIL("job " << id << " did not end within 30 s");
+    FAIL("job " << id << " did not end within 60 s");
     return {};
   }
 };

@@ -1,0 +1,70 @@
+// The target API table: completions and chat from the start, more by register_api.
+#include "llm/api_table.hpp"
+
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "core/row_table.hpp"
+
+namespace capsweep::llm {
+
+namespace {
+
+using json = nlohmann::json;
+
+ApiRow completions_row() {
+  ApiRow r;
+  r.name = "completions";
+  r.path = "/v1/completions";
+  r.request = [](json& body, std::string_view prompt, std::string_view, std::uint32_t max_tokens) {
+    body["prompt"] = prompt;
+    body["max_tokens"] = max_tokens;
+  };
+  return r;
+}
+
+ApiRow chat_row() {
+  ApiRow r;
+  r.name = "chat";
+  r.path = "/v1/chat/completions";
+  r.messages = true;
+  r.request = [](json& body, std::string_view prompt, std::string_view messages, std::uint32_t max_tokens) {
+    body["messages"] = messages.empty() ? json::array({{{"role", "user"}, {"content", prompt}}})
+                                        : json::parse(messages, nullptr, false);
+    body["max_completion_tokens"] = max_tokens;
+  };
+  return r;
+}
+
+RowTable<ApiRow>& api_table() {
+  static RowTable<ApiRow> t("target API", {completions_row(), chat_row()});  // in Api's order
+  return t;
+}
+
+}  // namespace
+
+const ApiRow& api_row(Api a) noexcept {
+  return api_table().at(static_cast<std::size_t>(a));
+}
+
+Api register_api(ApiRow row) {
+  if (row.name.empty() || row.path.empty() || row.path.front() != '/' || !row.request || !row.read_chunk) {
+    throw std::invalid_argument("a target API needs a name, a path from '/', a request body and a stream reader");
+  }
+  return static_cast<Api>(api_table().add(std::move(row)));
+}
+
+std::vector<std::string> api_names() {
+  return api_table().names();
+}
+
+std::string_view to_string(Api a) noexcept {
+  return api_row(a).name;
+}
+
+std::optional<Api> parse_api(std::string_view name) noexcept {
+  const auto i = api_table().find(name);
+  return i ? std::optional<Api>(static_cast<Api>(*i)) : std::nullopt;
+}
+
+}  // namespace capsweep::llm

@@ -1,0 +1,46 @@
+#pragma once
+// The target APIs: one row per API a target may speak (the spec's target.api). A row says the
+// path it posts to, the request body's own fields, how one SSE data payload of its stream is
+// read (what is a token, what is the end, its usage figures) and whether it takes chat
+// messages. The transport under every row is the same (loadgen::Endpoint, llm::Client).
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "llm/openai_stream.hpp"
+
+namespace capsweep::llm {
+
+// The two named here first, then any that register_api adds (their values follow chat's).
+enum class Api : std::uint8_t { completions, chat };
+
+struct ApiRow {
+  std::string name;
+  std::string path;       // below the target's base path: "/v1/completions"
+  bool messages = false;  // takes chat messages: a session's history, a quality item's tools
+  // The body's own fields: the prompt (or `messages`, a JSON array's text, where the row takes
+  // them) and the cap on the tokens generated. The model, stream and extra_body are common.
+  std::function<void(nlohmann::json& body, std::string_view prompt, std::string_view messages,
+                     std::uint32_t max_tokens)>
+      request = {};
+  // One SSE data payload of its stream, read.
+  StreamChunk (*read_chunk)(std::string_view data) = interpret_chunk;
+};
+
+// The row of an API (completions' for a value no row has).
+const ApiRow& api_row(Api a) noexcept;
+// Adds an API to the table (at start-up, before specs are parsed); its value. Throws
+// std::invalid_argument for a taken or empty name, a path not starting with '/', a row
+// without a request or a reader, or a full table.
+Api register_api(ApiRow row);
+// Every API's name, in the table's order (the spec schema's enum).
+std::vector<std::string> api_names();
+std::string_view to_string(Api a) noexcept;
+std::optional<Api> parse_api(std::string_view name) noexcept;
+
+}  // namespace capsweep::llm
