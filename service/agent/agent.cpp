@@ -137,6 +137,8 @@ class Agent {
   // Makes a step's settings from the offer; the ready message to acknowledge it with.
   json prepare(const json& offer);
   void run_step(std::uint64_t seq, std::int64_t t0_ns);
+  // Whether the go came after t0 (then capsweepd is told by how much, and nothing is sent).
+  bool went_late(const json& base, Clock::time_point t0) const;
   // A step's heartbeat (sent, in flight, lag); why, when capsweepd answers that it stopped the step.
   std::optional<std::string> beat(const json& base, const Outbox& out) const;
   // A step's last records, in batches under capsweepd's body limit, the final one marked done.
@@ -284,17 +286,9 @@ json Agent::prepare(const json& offer) {
 void Agent::run_step(std::uint64_t seq, std::int64_t t0_ns) {
   // t0 on this process's clock, converted once.
   const Clock::time_point t0{std::chrono::nanoseconds(t0_ns - clock_->offset_ns)};
-  const double late_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   json base = ids();
   base["step"] = seq;
-  if (late_ms > 0) {
-    // Sending now would shift the whole share: the step is invalid, and capsweepd is told why.
-    json hb = base;
-    hb["late_go_ms"] = late_ms;
-    post("heartbeat", hb);
-    log::error(fmt::format("capsweep-agent: step {}: go came {:.1f} ms after t0; not sent", seq, late_ms));
-    return;
-  }
+  if (went_late(base, t0)) return;
   loadgen::StepSpec ss = *spec_;
   ss.start_at = t0;
   Outbox out;
@@ -306,11 +300,10 @@ void Agent::run_step(std::uint64_t seq, std::int64_t t0_ns) {
     finished = true;
   });
   bool aborted = false;
-  auto flush = [&](bool done, const json& summary) {
+  auto flush = [&] {
     json msg = base;
     msg["records"] = out.take();
-    msg["done"] = done;
-    if (done) msg["summary"] = summary;
+    msg["done"] = false;
     const Reply r = post("records", std::move(msg));
     if (r.status == 200 && r.body.is_object() && r.body.value("state", "") == "abort" && !aborted) {
       aborted = true;
@@ -324,7 +317,7 @@ void Agent::run_step(std::uint64_t seq, std::int64_t t0_ns) {
     const auto now = Clock::now();
     const std::size_t bytes = out.bytes();
     if (bytes > kBatchBytes || (bytes > 0 && now - last_flush >= std::chrono::milliseconds(250))) {
-      flush(false, {});
+      flush();
       last_flush = now;
     }
     if (now - last_beat >= std::chrono::seconds(1)) {
@@ -342,6 +335,18 @@ void Agent::run_step(std::uint64_t seq, std::int64_t t0_ns) {
   send_last(out, base, summary);
   log::info(
       fmt::format("capsweep-agent: step {} done: {} requests ended{}", seq, out.ended(), aborted ? " (stopped)" : ""));
+}
+
+bool Agent::went_late(const json& base, Clock::time_point t0) const {
+  const double late_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  if (late_ms <= 0) return false;
+  // Sending now would shift the whole share: the step is invalid, and capsweepd is told why.
+  json hb = base;
+  hb["late_go_ms"] = late_ms;
+  post("heartbeat", hb);
+  log::error(
+      fmt::format("capsweep-agent: step {}: go came {:.1f} ms after t0; not sent", base.value("step", 0), late_ms));
+  return true;
 }
 
 std::optional<std::string> Agent::beat(const json& base, const Outbox& out) const {

@@ -172,6 +172,22 @@ class LoadStep final : public StepExecutor {
 
 }  // namespace
 
+namespace {
+
+// The prompts' tokens per word, calibrated against the job's target. A scenario that judges a
+// cold start or readiness must send the target nothing before its load: the calibration's
+// request would wake a fleet scaled to zero, or wait out a model still loading, and the job
+// would judge a target that it had warmed itself.
+double prompt_calibration(const JobSpec& spec, std::string& how, const std::function<bool()>& stop) {
+  if (spec.scenario && (spec.scenario->checks.cold_start || spec.scenario->checks.readiness)) {
+    how = "prompt lengths not calibrated: the scenario judges the target's cold start or readiness";
+    return 1.0;
+  }
+  return loadgen::calibrate_tokens_per_word(spec.target, how, stop);
+}
+
+}  // namespace
+
 std::optional<double> SweepManager::max_output_tokens(const JobSpec& spec) {
   if (spec.workload.dataset && spec.workload.dataset->output_from_dataset) {
     const auto row = store_->dataset(spec.workload.dataset->id);
@@ -254,14 +270,8 @@ std::optional<PreparedJob> SweepManager::prepare(const store::SweepRow& row, con
     p.quality_entries = std::move(*loaded);
   }
   std::string how;
-  // A scenario that judges a cold start or readiness must send the target nothing before its
-  // load: the calibration's request would wake a fleet scaled to zero, or wait out a model
-  // still loading, and the job would judge a target that it had warmed itself.
-  const bool keep_cold = spec->scenario && (spec->scenario->checks.cold_start || spec->scenario->checks.readiness);
   const double tokens_per_word =
-      keep_cold ? (how = "prompt lengths not calibrated: the scenario judges the target's cold start or readiness", 1.0)
-                : loadgen::calibrate_tokens_per_word(spec->target, how,
-                                                     [this, active] { return active->cancel.load() || stopping(); });
+      prompt_calibration(*spec, how, [this, active] { return active->cancel.load() || stopping(); });
   p.tokens_per_word = tokens_per_word;
   auto workload = std::make_shared<const llm::Workload>(
       spec->workload, llm::PromptSynth(tokens_per_word, spec->workload.prefix, spec->workload.seed),

@@ -6,12 +6,14 @@
 // Nothing outside this file knows the API: the schema's enum, the target's parser, the
 // request body, the path and the stream's reading all come from its row.
 
+#include "llm/api_table.hpp"
+
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/write.hpp>
-#include <atomic>
 #include <catch2/catch.hpp>
 #include <mutex>
 #include <stdexcept>
@@ -19,7 +21,6 @@
 #include <vector>
 
 #include "agent/agent.hpp"
-#include "llm/api_table.hpp"
 #include "llm/target.hpp"
 #include "support/service_fixture.hpp"
 
@@ -39,7 +40,8 @@ llm::StreamChunk read_lines_chunk(std::string_view data) {
   } else if (j.value("end", false)) {
     c.kind = llm::StreamChunk::Kind::empty;
     c.finished = true;
-    if (j.contains("pieces") && j["pieces"].is_number_unsigned()) c.completion_tokens = j["pieces"].get<std::uint64_t>();
+    if (j.contains("pieces") && j["pieces"].is_number_unsigned())
+      c.completion_tokens = j["pieces"].get<std::uint64_t>();
   }
   return c;
 }
@@ -101,15 +103,20 @@ class LinesServer {
     if (ec) return;
     std::size_t length = 0;
     if (auto at = in.find("Content-Length: "); at != std::string::npos) length = std::stoul(in.substr(at + 16));
-    if (in.size() < head + length) asio::read(s, asio::dynamic_buffer(in), asio::transfer_exactly(head + length - in.size()), ec);
+    if (in.size() < head + length)
+      asio::read(s, asio::dynamic_buffer(in), asio::transfer_exactly(head + length - in.size()), ec);
     const json body = json::parse(in.substr(head), nullptr, false);
-    if (in.rfind("POST /v1/lines ", 0) != 0 || !body.is_object() || !body.contains("input") || !body.contains("limit")) {
+    if (in.rfind("POST /v1/lines ", 0) != 0 || !body.is_object() || !body.contains("input") ||
+        !body.contains("limit")) {
       ++refused;
-      asio::write(s, asio::buffer(std::string("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")), ec);
+      asio::write(
+          s, asio::buffer(std::string("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")), ec);
       return;
     }
     const int n = std::min(8, body["limit"].get<int>());
-    asio::write(s, asio::buffer(std::string("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")), ec);
+    asio::write(
+        s, asio::buffer(std::string("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")),
+        ec);
     for (int i = 0; i < n && !ec; ++i) {
       std::this_thread::sleep_for(2ms);
       asio::write(s, asio::buffer(std::string("data: {\"piece\": \"w\"}\n\n")), ec);
@@ -128,13 +135,14 @@ class LinesServer {
 };
 
 json check_job(std::uint16_t port, const std::string& api) {
-  return {{"kind", "check"},
-          {"target", {{"base_url", "http://127.0.0.1:" + std::to_string(port)}, {"model", "m"}, {"api", api}}},
-          {"workload",
-           {{"prompt_tokens", {{"dist", "fixed"}, {"value", 8}}}, {"output_tokens", {{"dist", "fixed"}, {"value", 4}}}}},
-          {"arrival", {{"process", "constant"}}},
-          {"slo", {{"ttft_ms", {{"p95", 800}}}}},
-          {"check", {{"rate_rps", 100}, {"duration_s", 2}, {"warmup_s", 0}}}};
+  return {
+      {"kind", "check"},
+      {"target", {{"base_url", "http://127.0.0.1:" + std::to_string(port)}, {"model", "m"}, {"api", api}}},
+      {"workload",
+       {{"prompt_tokens", {{"dist", "fixed"}, {"value", 8}}}, {"output_tokens", {{"dist", "fixed"}, {"value", 4}}}}},
+      {"arrival", {{"process", "constant"}}},
+      {"slo", {{"ttft_ms", {{"p95", 800}}}}},
+      {"check", {{"rate_rps", 100}, {"duration_s", 2}, {"warmup_s", 0}}}};
 }
 
 }  // namespace
