@@ -20,7 +20,6 @@
 #include <thread>
 #include <vector>
 
-#include "agent/agent.hpp"
 #include "llm/target.hpp"
 #include "support/service_fixture.hpp"
 
@@ -210,46 +209,14 @@ TEST_CASE("target APIs: a registered API runs through the API, the real client a
   CHECK(server.streamed.load() >= 200);
 }
 
-namespace {
-
-// Submits `spec` and waits for its end; its one stored step.
-json run_check(testing::Service& s, const json& spec, std::uint32_t agents) {
-  const auto r = s.call("POST", "/v1/sweeps", spec.dump());
-  REQUIRE(r.status == 201);
-  const std::string id = json::parse(r.body).value("id", "");
-  std::vector<std::thread> threads;
-  std::vector<int> codes(agents, -1);
-  for (std::uint32_t i = 0; i < agents; ++i) {
-    agent::AgentOptions o;
-    o.server = {"127.0.0.1", std::to_string(s.endpoint.port()), ""};
-    o.token = testing::Service::kAgentToken;
-    o.run = id;
-    o.index = i;
-    o.epoch = i + 1;
-    o.give_up = 60s;
-    threads.emplace_back([o, &codes, i] { codes[i] = agent::run_agent(o); });
-  }
-  const json job = s.wait_end(id);
-  for (auto& t : threads) t.join();
-  for (int c : codes) CHECK(c == 0);  // every agent saw its run done
-  REQUIRE(job.value("status", "") == "succeeded");
-  const json steps = json::parse(s.call("GET", "/v1/sweeps/" + id + "/steps").body);
-  REQUIRE(steps["steps"].size() == 1);
-  json step = steps["steps"][0];
-  step["job_verdict"] = job["result"].value("verdict", "");
-  return step;
-}
-
-}  // namespace
-
 TEST_CASE("target APIs: a registered API on two agents sends the local run's schedule to the same verdict") {
   registered();
   LinesServer server;
   testing::Service s("apis-agents", std::nullopt, true);
   json spec = check_job(server.port(), "lines");
-  const json local = run_check(s, spec, 0);
+  const json local = s.run_check(spec, 0);
   spec["agents"] = 2;
-  const json shared = run_check(s, spec, 2);
+  const json shared = s.run_check(spec, 2);
   INFO(shared["summary"].dump());
   CHECK(shared["summary"]["agents"]["parts"] == 2);
   CHECK(shared["summary"]["agents"]["valid"] == true);

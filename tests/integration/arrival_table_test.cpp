@@ -13,6 +13,7 @@
 
 #include "core/random.hpp"
 #include "core/schedule.hpp"
+#include "integration/llmsim_fixture.hpp"
 #include "support/service_fixture.hpp"
 
 using namespace capsweep;
@@ -150,4 +151,37 @@ TEST_CASE("arrivals: the table refuses a process whose name is taken or that has
   CHECK(arrival_row(ArrivalProcess::trace).shape == ArrivalRow::Shape::replay);
   const auto names = arrival_process_names();
   CHECK(std::find(names.begin(), names.end(), "uniform_gaps") != names.end());
+}
+
+TEST_CASE("arrivals: a registered process on two agents sends the local run's schedule to the same verdict") {
+  registered();
+  llmsim::SimConfig cfg;
+  cfg.engine.decode_base_ms = 2;
+  cfg.engine.decode_per_seq_ms = 0.05;
+  cfg.engine.prefill_ms_per_token = 0.001;
+  testing::SimFixture sim(cfg);
+  testing::Service s("arrivals-agents", std::nullopt, true);
+  json spec = check_job({{"process", "uniform_gaps"}});
+  spec["target"] = {{"base_url", "http://127.0.0.1:" + std::to_string(sim.endpoint().port())}, {"model", "sim-8b"}};
+  const json local = s.run_check(spec, 0);
+  spec["agents"] = 2;
+  const json shared = s.run_check(spec, 2);
+  INFO(shared["summary"].dump());
+  CHECK(shared["summary"]["agents"]["parts"] == 2);
+  CHECK(shared["summary"]["agents"]["valid"] == true);
+  CHECK(shared["summary"]["engine"]["schedule_digest"] == local["summary"]["engine"]["schedule_digest"]);
+  CHECK(shared["job_verdict"] == local["job_verdict"]);
+  CHECK(local["job_verdict"] == "pass");
+  // The agents sent the row's gaps: the same scheduled times as the local run.
+  const auto times = [&](const json& step) {
+    const auto r = s.call("GET", "/v1/sweeps/" + step.value("job_id", "") + "/requests.csv");
+    REQUIRE(r.status == 200);
+    auto t = scheduled_ms(r.body);
+    std::sort(t.begin(), t.end());
+    return t;
+  };
+  const std::vector<double> here = times(local), there = times(shared);
+  REQUIRE(here.size() == there.size());
+  for (std::size_t i = 0; i < here.size(); ++i) CHECK(there[i] == Approx(here[i]).margin(0.001));
+  CHECK(gap_cv(there) == Approx(1 / std::sqrt(3.0)).epsilon(0.15));
 }

@@ -12,7 +12,9 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "agent/agent.hpp"
 #include "api/api.hpp"
 #include "api/startup.hpp"
 #include "http/server.hpp"
@@ -87,6 +89,37 @@ struct Service {
     }
     FAIL("job " << id << " did not end within 60 s");
     return {};
+  }
+
+  // Submits a job of one step and waits for its end, its step sent by `agents` load agents
+  // run in this process (0: capsweepd's engine); the stored step, with the job's verdict as
+  // "job_verdict".
+  nlohmann::json run_check(const nlohmann::json& spec, std::uint32_t agents) {
+    const auto r = call("POST", "/v1/sweeps", spec.dump());
+    REQUIRE(r.status == 201);
+    const std::string id = nlohmann::json::parse(r.body).value("id", "");
+    std::vector<std::thread> threads;
+    std::vector<int> codes(agents, -1);
+    for (std::uint32_t i = 0; i < agents; ++i) {
+      agent::AgentOptions o;
+      o.server = {"127.0.0.1", std::to_string(endpoint.port()), ""};
+      o.token = kAgentToken;
+      o.run = id;
+      o.index = i;
+      o.epoch = i + 1;
+      o.give_up = std::chrono::seconds(60);
+      threads.emplace_back([o, &codes, i] { codes[i] = agent::run_agent(o); });
+    }
+    const nlohmann::json job = wait_end(id);
+    for (auto& t : threads) t.join();
+    for (int c : codes) CHECK(c == 0);  // every agent saw its run done
+    REQUIRE(job.value("status", "") == "succeeded");
+    const auto steps = nlohmann::json::parse(call("GET", "/v1/sweeps/" + id + "/steps").body);
+    REQUIRE(steps["steps"].size() == 1);
+    nlohmann::json step = steps["steps"][0];
+    step["job_verdict"] = job["result"].value("verdict", "");
+    step["job_id"] = id;
+    return step;
   }
 };
 
