@@ -113,19 +113,13 @@ std::optional<ApiError> check_ca_files(const ServiceConfig& config, const sweep:
 
 // The allow-list on every host the job will contact.
 std::optional<ApiError> check_allow_list(const ServiceConfig& config, const sweep::JobSpec& spec) {
-  if (!config.allow.allows(spec.target.host)) {
-    return api_error(errc::forbidden,
-                     fmt::format("target host '{}' is not in the service's allow_targets", spec.target.host),
-                     sweep::target_field(spec) + "/base_url");
-  }
-  for (const auto& [field, url] : sweep::side_urls(spec)) {
-    auto m = llm::parse_base_url({}, url, field);
-    if (!m || !config.allow.allows(m->host)) {
-      return api_error(errc::forbidden, fmt::format("the host of {} is not in the service's allow_targets", field),
-                       field);
-    }
-  }
-  return std::nullopt;
+  const auto refused = sweep::refused_host(spec, [&](std::string_view h) { return config.allow.allows(h); });
+  if (!refused) return std::nullopt;
+  return api_error(errc::forbidden,
+                   refused->target
+                       ? fmt::format("target host '{}' is not in the service's allow_targets", refused->what)
+                       : fmt::format("the host of {} is not in the service's allow_targets", refused->field),
+                   refused->field);
 }
 
 }  // namespace capsweep::api

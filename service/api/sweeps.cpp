@@ -52,10 +52,6 @@ Result<sweep::JobSpec> accepted_spec(Env& env, json& doc) {
     doc["sweep"] = json::object();
     env.spec_validator.apply_defaults(doc);
   }
-  // A missing error bound would let a check pass with every request failed.
-  if (doc.contains("slo") && doc["slo"].is_object() && !doc["slo"].contains("max_error_rate")) {
-    doc["slo"]["max_error_rate"] = 0.001;
-  }
   return sweep::parse_job_spec(doc);
 }
 
@@ -83,8 +79,7 @@ std::optional<ApiError> check_trace_dataset(Env& env, const sweep::JobSpec& spec
   if (!rows) return over("/workload/dataset/id", fmt::format("dataset {} no longer parses as a trace", row.id));
   llm::Workload w(spec.workload, llm::PromptSynth(1.0), std::move(*rows));
   const bool check = spec.kind == sweep::JobKind::check;
-  if (!check && !(spec.kind == sweep::JobKind::regression && spec.regression.rate_rps == 0 &&
-                  spec.regression.from_sweep.empty())) {
+  if (!sweep::trace_at_own_rate(spec)) {
     // The job sets the rate (held to the limits by its kind); the trace must loop to be scaled.
     if (trace_rate(w.trace_offsets()) > 0) return std::nullopt;
     return over("/workload/dataset/id", fmt::format("dataset {}'s rows all share one time: a trace with no rate of its "

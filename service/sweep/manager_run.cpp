@@ -214,11 +214,7 @@ Result<std::vector<llm::DatasetEntry>> SweepManager::load_dataset(const llm::Dat
 std::optional<std::string> SweepManager::admit_targets(JobSpec& spec) const {
   // The allow-list may have changed since the sweep was queued.
   if (options_.allow_host) {
-    if (!options_.allow_host(spec.target.host)) return spec.target.host;
-    for (const auto& [field, url] : side_urls(spec)) {
-      const auto parsed = llm::parse_base_url({}, url, field);
-      if (!parsed || !options_.allow_host(parsed->host)) return url;
-    }
+    if (auto refused = refused_host(spec, options_.allow_host)) return refused->what;
   }
   // Every target the job sends to: the allow-list on each address, the service's answer caps.
   for (llm::Target* t :

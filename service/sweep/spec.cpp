@@ -159,6 +159,15 @@ Result<ArrivalSpec> parse_arrival(const json& a) {
   return out;
 }
 
+}  // namespace
+
+bool trace_at_own_rate(const JobSpec& js) noexcept {
+  return js.kind == JobKind::check ||
+         (js.kind == JobKind::regression && js.regression.rate_rps == 0 && js.regression.from_sweep.empty());
+}
+
+namespace {
+
 // A trace replays its own arrivals: in a check (and a regression with no rate of its own) at
 // arrival.speed, looped or cut; where the job sets the rate (a sweep's steps, a regression's
 // rate_rps, a scenario's profile) scaled to it and looped, so speed and loop are not the spec's
@@ -171,9 +180,7 @@ std::optional<Error> check_trace(const JobSpec& js, const json& spec) {
   if (js.workload.dataset->shuffled) {
     return invalid("/workload/dataset/order", "a trace is replayed in its own order");
   }
-  const bool own_rate = js.kind == JobKind::check || (js.kind == JobKind::regression && js.regression.rate_rps == 0 &&
-                                                      js.regression.from_sweep.empty());
-  if (own_rate) return std::nullopt;
+  if (trace_at_own_rate(js)) return std::nullopt;
   const json& a = spec.at("arrival");
   for (const char* key : {"speed", "loop"}) {
     if (a.contains(key)) {
@@ -298,6 +305,15 @@ Result<JobSpec> parse_job_spec(const json& spec) {
 std::string target_field(const JobSpec& spec, Role role) {
   if (!rules(spec.kind).two_sides) return "/target";
   return role == Role::baseline ? "/baseline/target" : "/candidate/target";
+}
+
+std::optional<RefusedHost> refused_host(const JobSpec& spec, const std::function<bool(std::string_view)>& allows) {
+  if (!allows(spec.target.host)) return RefusedHost{true, target_field(spec) + "/base_url", spec.target.host};
+  for (const auto& [field, url] : side_urls(spec)) {
+    const auto parsed = llm::parse_base_url({}, url, field);
+    if (!parsed || !allows(parsed->host)) return RefusedHost{false, field, url};
+  }
+  return std::nullopt;
 }
 
 std::vector<std::pair<std::string, std::string>> side_urls(const JobSpec& spec) {

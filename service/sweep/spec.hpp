@@ -5,6 +5,7 @@
 // a schema cannot express, with the same error shape.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -290,6 +291,16 @@ std::string target_field(const JobSpec& spec, Role role = Role::baseline);
 // with its field: every one must pass the allow-list as the target does.
 std::vector<std::pair<std::string, std::string>> side_urls(const JobSpec& spec);
 
+// The first address of the job that `allows` refuses: the target's host, or a side URL (its
+// field and the URL); none when every one passes. The admission (403 naming the field) and
+// the re-check when a job starts (the allow-list may have changed) both ask it.
+struct RefusedHost {
+  bool target = false;  // the target's own host
+  std::string field;
+  std::string what;  // the host or the URL
+};
+std::optional<RefusedHost> refused_host(const JobSpec& spec, const std::function<bool(std::string_view)>& allows);
+
 // The percentiles a step summary carries: the report's, those the SLO names, and the ones the
 // service itself reads (p50, p95, p99), sorted and distinct.
 std::vector<double> summary_percentiles(const JobSpec& spec);
@@ -298,6 +309,11 @@ std::vector<double> summary_percentiles(const JobSpec& spec);
 std::optional<Error> parse_regression_blocks(const nlohmann::json& spec, JobSpec& js);
 // Parses the scenario block of a scenario job (scenario_spec.cpp).
 std::optional<Error> parse_scenario_block(const nlohmann::json& spec, JobSpec& js);
+
+// Whether a trace is replayed at its own rate in this job (arrival.speed, looped or cut as
+// arrival.loop says): a check, or a regression with no rate of its own. Elsewhere the job's
+// rates scale it (a sweep's steps, a regression's rate_rps, a scenario's profile).
+bool trace_at_own_rate(const JobSpec& js) noexcept;
 
 // vLLM's rule for `arrival.burstiness`: given (and not 1) without `arrival.process`, it means
 // gamma arrivals of that shape, and the document is completed to say so ("process": "gamma"),
