@@ -214,15 +214,7 @@ TEST_CASE("target APIs: a registered API on two agents sends the local run's sch
   LinesServer server;
   testing::Service s("apis-agents", std::nullopt, true);
   json spec = check_job(server.port(), "lines");
-  const json local = s.run_check(spec, 0);
-  spec["agents"] = 2;
-  const json shared = s.run_check(spec, 2);
-  INFO(shared["summary"].dump());
-  CHECK(shared["summary"]["agents"]["parts"] == 2);
-  CHECK(shared["summary"]["agents"]["valid"] == true);
-  CHECK(shared["summary"]["engine"]["schedule_digest"] == local["summary"]["engine"]["schedule_digest"]);
-  CHECK(shared["job_verdict"] == local["job_verdict"]);
-  CHECK(local["job_verdict"] == "pass");
+  const auto [local, shared] = s.local_and_on_agents(spec, 2);
   CHECK(shared["summary"].value("completed", 0) == 200);  // every request read as the row reads
   CHECK(shared["summary"].value("total_output_tokens", 0) == 800);
 }

@@ -163,15 +163,7 @@ TEST_CASE("arrivals: a registered process on two agents sends the local run's sc
   testing::Service s("arrivals-agents", std::nullopt, true);
   json spec = check_job({{"process", "uniform_gaps"}});
   spec["target"] = {{"base_url", "http://127.0.0.1:" + std::to_string(sim.endpoint().port())}, {"model", "sim-8b"}};
-  const json local = s.run_check(spec, 0);
-  spec["agents"] = 2;
-  const json shared = s.run_check(spec, 2);
-  INFO(shared["summary"].dump());
-  CHECK(shared["summary"]["agents"]["parts"] == 2);
-  CHECK(shared["summary"]["agents"]["valid"] == true);
-  CHECK(shared["summary"]["engine"]["schedule_digest"] == local["summary"]["engine"]["schedule_digest"]);
-  CHECK(shared["job_verdict"] == local["job_verdict"]);
-  CHECK(local["job_verdict"] == "pass");
+  const auto [local, shared] = s.local_and_on_agents(spec, 2);
   // The agents sent the row's gaps: the same scheduled times as the local run.
   const auto times = [&](const json& step) {
     const auto r = s.call("GET", "/v1/sweeps/" + step.value("job_id", "") + "/requests.csv");

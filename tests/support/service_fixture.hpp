@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "agent/agent.hpp"
@@ -120,6 +121,21 @@ struct Service {
     step["job_verdict"] = job["result"].value("verdict", "");
     step["job_id"] = id;
     return step;
+  }
+
+  // The same one-step job run locally, then on `agents` load agents: both stored steps, once
+  // checked to be one step (every part valid, the same schedule digest, the same verdict, a pass).
+  std::pair<nlohmann::json, nlohmann::json> local_and_on_agents(nlohmann::json spec, std::uint32_t agents) {
+    const nlohmann::json local = run_check(spec, 0);
+    spec["agents"] = agents;
+    const nlohmann::json shared = run_check(spec, agents);
+    INFO(shared["summary"].dump());
+    CHECK(shared["summary"]["agents"]["parts"] == agents);
+    CHECK(shared["summary"]["agents"]["valid"] == true);
+    CHECK(shared["summary"]["engine"]["schedule_digest"] == local["summary"]["engine"]["schedule_digest"]);
+    CHECK(shared["job_verdict"] == local["job_verdict"]);
+    CHECK(local["job_verdict"] == "pass");
+    return {local, shared};
   }
 };
 
