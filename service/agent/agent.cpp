@@ -13,6 +13,7 @@
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 #include <cmath>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "core/log.hpp"
+#include "core/stats.hpp"
 #include "llm/dataset.hpp"
 #include "llm/target.hpp"
 #include "llm/workload.hpp"
@@ -52,17 +54,40 @@ loadgen::ShareSummary share_summary(const Result<loadgen::StepResult>& result, d
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
+// A batch of records under capsweepd's body limit.
+constexpr std::size_t kBatchBytes = 256 * 1024;
+
 // The records a step's engine thread hands over, waiting to be sent in batches, and the
-// schedule lag of every request ended so far. Thread-safe.
+// schedule lags of the requests ended so far (a histogram: memory and a percentile's cost
+// bounded however long the step). Thread-safe; the sender waits on it, not in a poll loop.
 class Outbox {
  public:
   void add(std::uint64_t index, const RequestRecord& rec) {
     json r = loadgen::encode_record(index, rec);
-    std::lock_guard lock(m_);
-    bytes_ += 96 + 12 * rec.chunks.size();
-    batch_.push_back(std::move(r));
-    lags_.push_back(static_cast<float>(to_ms(rec.dispatched - rec.scheduled)));
-    ++ended_;
+    bool full = false;
+    {
+      std::lock_guard lock(m_);
+      full = bytes_ <= kBatchBytes;
+      bytes_ += 96 + 12 * rec.chunks.size();
+      full = full && bytes_ > kBatchBytes;
+      batch_.push_back(std::move(r));
+      lags_.add(to_ms(rec.dispatched - rec.scheduled));
+      ++ended_;
+    }
+    if (full) woken_.notify_all();  // the batch just passed its size: send it now
+  }
+  // The engine ended: the sender stops waiting.
+  void close() {
+    {
+      std::lock_guard lock(m_);
+      closed_ = true;
+    }
+    woken_.notify_all();
+  }
+  // Waits until `until`, a batch over its size, or close().
+  void wait(Clock::time_point until) const {
+    std::unique_lock lock(m_);
+    woken_.wait_until(lock, until, [this] { return closed_ || bytes_ > kBatchBytes; });
   }
   std::size_t bytes() const {
     std::lock_guard lock(m_);
@@ -87,28 +112,21 @@ class Outbox {
       batch_.push_back(std::move(all[i]));
     }
   }
+  // The schedule lag p99 so far (within the histogram's 1%).
   double lag_p99() const {
-    std::vector<float> copy;
-    {
-      std::lock_guard lock(m_);
-      copy = lags_;
-    }
-    if (copy.empty()) return 0.0;
-    const auto k = static_cast<std::size_t>(0.99 * static_cast<double>(copy.size() - 1));
-    std::nth_element(copy.begin(), copy.begin() + static_cast<std::ptrdiff_t>(k), copy.end());
-    return static_cast<double>(copy[k]);
+    std::lock_guard lock(m_);
+    return lags_.percentile(99);
   }
 
  private:
   mutable std::mutex m_;
+  mutable std::condition_variable woken_;
   std::vector<json> batch_;
   std::size_t bytes_ = 0;
-  std::vector<float> lags_;  // schedule lag (ms) of every request ended so far
+  SampleSet lags_{0};  // schedule lag (ms) of the requests ended so far: histogram only
   std::uint64_t ended_ = 0;
+  bool closed_ = false;
 };
-
-// A batch of records under capsweepd's body limit.
-constexpr std::size_t kBatchBytes = 256 * 1024;
 
 std::int64_t ns_of(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
@@ -298,6 +316,7 @@ void Agent::run_step(std::uint64_t seq, std::int64_t t0_ns) {
   std::thread engine([&] {
     result = runner_->run(ss);
     finished = true;
+    out.close();
   });
   bool aborted = false;
   auto flush = [&] {
@@ -313,11 +332,11 @@ void Agent::run_step(std::uint64_t seq, std::int64_t t0_ns) {
   auto last_beat = Clock::now() - std::chrono::seconds(1);
   auto last_flush = Clock::now();
   while (!finished) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    out.wait(std::min(last_flush + std::chrono::milliseconds(250), last_beat + std::chrono::seconds(1)));
     const auto now = Clock::now();
     const std::size_t bytes = out.bytes();
-    if (bytes > kBatchBytes || (bytes > 0 && now - last_flush >= std::chrono::milliseconds(250))) {
-      flush();
+    if (bytes > kBatchBytes || now - last_flush >= std::chrono::milliseconds(250)) {
+      if (bytes > 0) flush();
       last_flush = now;
     }
     if (now - last_beat >= std::chrono::seconds(1)) {

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "llm/session.hpp"
+#include "llm/session_shapes.hpp"
 #include "llm/target.hpp"
 #include "llm/workload.hpp"
 #include "sweep/kinds.hpp"
@@ -62,7 +62,7 @@ std::optional<ApiError> check_ca_file(const ServiceConfig& config, const llm::Ta
 // turns can reach is held to the prompt limit, as one request's is.
 std::optional<ApiError> bound_sessions(const Limits& l, const llm::WorkloadSpec& w) {
   if (!w.sessions || w.dataset) return std::nullopt;
-  const double turns = std::min<std::uint32_t>(w.sessions->turns.upper_bound(), llm::kMaxSessionTurns);
+  const double turns = llm::most_session_turns(*w.sessions);
   const double prompt = std::min(w.prompt_tokens.upper_bound(), l.max_prompt_tokens);
   const double output = std::min(w.output_tokens.upper_bound(), l.max_output_tokens);
   const double largest = turns * prompt + (turns - 1) * output;

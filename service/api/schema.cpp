@@ -13,6 +13,7 @@
 
 #include "core/schedule.hpp"
 #include "llm/api_table.hpp"
+#include "llm/session_shapes.hpp"
 #include "sweep/kinds.hpp"
 
 namespace capsweep::api {
@@ -136,10 +137,27 @@ void SchemaValidator::apply_defaults(json& instance) const {
   fill(doc_, instance, doc_);
 }
 
+namespace {
+
+// workload.sessions: the shape's enum is the table's names; each row's own fields join the
+// block's properties (its row's check refuses them under another shape).
+void add_session_shapes(json& properties) {
+  properties["shape"]["enum"] = llm::session_shape_names();
+  for (const std::string& name : llm::session_shape_names()) {
+    const std::string& own = llm::session_shape_row(*llm::parse_session_shape(name)).schema_properties;
+    if (own.empty()) continue;
+    const json fields = json::parse(own);
+    for (const auto& [key, schema] : fields.items()) properties[key] = schema;
+  }
+}
+
+}  // namespace
+
 json job_spec_schema() {
   json s = embedded_schema("sweep-spec.schema.json");
   s["properties"]["arrival"]["properties"]["process"]["enum"] = arrival_process_names();
   s["definitions"]["target"]["properties"]["api"]["enum"] = llm::api_names();
+  add_session_shapes(s["properties"]["workload"]["properties"]["sessions"]["properties"]);
   json& names = s["properties"]["kind"]["enum"];
   for (sweep::JobKind k : sweep::all_kinds()) {
     const sweep::KindRules& r = sweep::rules(k);

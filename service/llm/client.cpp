@@ -10,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -555,16 +556,34 @@ asio::awaitable<void> Client::send(std::string body, RequestRecord& rec, SteadyC
 }
 
 Client::PlainResponse Client::request_now(asio::io_context& io, std::string method, std::string path, std::string body,
-                                          std::string_view what) {
+                                          std::string_view what, const std::function<bool()>& should_stop) {
   PlainResponse out;
+  bool ended = false;
   asio::co_spawn(
       io,
       [&]() -> asio::awaitable<void> { out = co_await request(std::move(method), std::move(path), std::move(body)); },
-      [&out, what = std::string(what)](std::exception_ptr e) {
+      [&out, &ended, what = std::string(what)](std::exception_ptr e) {
+        ended = true;
         if (!e) return;
         log_escaped(what.c_str(), e);
         out = {0, what + ": the request failed"};
       });
+  if (should_stop) {
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+          asio::steady_timer t(io);
+          while (!ended) {
+            if (should_stop()) {
+              cancel_all();
+              co_return;
+            }
+            t.expires_after(std::chrono::milliseconds(50));
+            co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+          }
+        },
+        [what = std::string(what)](std::exception_ptr e) { log_escaped(what.c_str(), e); });
+  }
   io.restart();
   io.run();
   return out;

@@ -6,6 +6,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -41,9 +42,10 @@ class Client {
 
   // request(), blocking the caller: run to its end on `io`, the io_context this client was made
   // on, which nothing else runs meanwhile. An exception inside it is logged under `what` and
-  // answers status 0.
+  // answers status 0. With `should_stop`, asked every 50 ms: once it says so, every request of
+  // this client is cancelled (and later ones refused).
   PlainResponse request_now(boost::asio::io_context& io, std::string method, std::string path, std::string body,
-                            std::string_view what);
+                            std::string_view what, const std::function<bool()>& should_stop = {});
 
   // Aborts every request in flight (they end as `cancelled`) and refuses new ones.
   void cancel_all();

@@ -1,11 +1,15 @@
 #include "llm/session.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "core/numeric.hpp"
 #include "core/random.hpp"
 #include "core/text.hpp"
+#include "llm/session_shapes.hpp"
 #include "llm/workload.hpp"
 
 namespace capsweep::llm {
@@ -14,26 +18,56 @@ std::string_view to_string(History h) noexcept {
   return h == History::server ? "server" : "reference";
 }
 
+namespace {
+
+Result<LengthDist> parse_turns(const nlohmann::json& value, const std::string& f) {
+  if (value.is_number()) {
+    if (!value.is_number_integer() || value.get<std::int64_t>() < 1 || value.get<std::int64_t>() > kMaxSessionTurns) {
+      return invalid(f, "must be an integer number of turns in [1, 64] or a length distribution");
+    }
+    return LengthDist::fixed(value.get<std::uint32_t>());
+  }
+  auto d = parse_length_dist(value, f);
+  if (!d) return d.error();
+  if (d->upper_bound() > kMaxSessionTurns) {
+    return invalid(f, "a session has at most 64 turns: give the distribution a max of 64 or less");
+  }
+  return *d;
+}
+
+// The shape's row checks the fields no other key took.
+Result<SessionSpec> with_shape(SessionSpec s, const nlohmann::json* shape, nlohmann::json own,
+                               const std::string& field) {
+  if (shape) {
+    const auto found = shape->is_string() ? parse_session_shape(shape->get<std::string>()) : std::nullopt;
+    if (!found)
+      return invalid(field + "/shape", fmt::format("must be one of: {}", fmt::join(session_shape_names(), ", ")));
+    s.shape = *found;
+  }
+  if (own.empty()) return s;
+  const SessionShapeRow& row = session_shape_row(s.shape);
+  if (!row.check) {
+    return invalid(field + "/" + own.begin().key(),
+                   "unknown sessions field (expected shape, turns, think_time_ms or history)");
+  }
+  if (auto e = row.check(own, field)) return *e;
+  s.options = std::make_shared<const nlohmann::json>(std::move(own));
+  return s;
+}
+
+}  // namespace
+
 Result<SessionSpec> parse_sessions(const nlohmann::json& j, const std::string& field) {
   if (!j.is_object()) return invalid(field, "must be an object such as {\"turns\": 5, \"history\": \"server\"}");
   SessionSpec s;
+  const nlohmann::json* shape = nullptr;
+  nlohmann::json own = nlohmann::json::object();
   for (const auto& [key, value] : j.items()) {
     const std::string f = field + "/" + key;
     if (key == "turns") {
-      if (value.is_number()) {
-        if (!value.is_number_integer() || value.get<std::int64_t>() < 1 ||
-            value.get<std::int64_t>() > kMaxSessionTurns) {
-          return invalid(f, "must be an integer number of turns in [1, 64] or a length distribution");
-        }
-        s.turns = LengthDist::fixed(value.get<std::uint32_t>());
-      } else {
-        auto d = parse_length_dist(value, f);
-        if (!d) return d.error();
-        if (d->upper_bound() > kMaxSessionTurns) {
-          return invalid(f, "a session has at most 64 turns: give the distribution a max of 64 or less");
-        }
-        s.turns = *d;
-      }
+      auto t = parse_turns(value, f);
+      if (!t) return t.error();
+      s.turns = *t;
     } else if (key == "think_time_ms") {
       auto d = parse_length_dist(value, f);
       if (!d) return d.error();
@@ -46,11 +80,13 @@ Result<SessionSpec> parse_sessions(const nlohmann::json& j, const std::string& f
       } else {
         return invalid(f, "must be \"server\" (the target's answers) or \"reference\" (the reference answers)");
       }
+    } else if (key == "shape") {
+      shape = &value;
     } else {
-      return invalid(f, "unknown sessions field (expected turns, think_time_ms or history)");
+      own[key] = value;
     }
   }
-  return s;
+  return with_shape(std::move(s), shape, std::move(own), field);
 }
 
 Conversation::Conversation(std::string system, std::uint32_t system_tokens) {

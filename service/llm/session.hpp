@@ -6,6 +6,7 @@
 // conversation a turn sends. Pure; the load engine (loadgen/engine_session.cpp) sends them.
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
@@ -28,15 +29,24 @@ std::string_view to_string(History h) noexcept;
 // The most turns one session may have (a session's turns share its index's 6 low bits).
 inline constexpr std::uint32_t kMaxSessionTurns = 64;
 
-// {"turns": n | length distribution (1..64, default 5; a dataset's conversations give their own),
-//  "think_time_ms": length distribution (none: the next turn at once), "history": "server" |
-//  "reference"}.
+// A session's shape: how its turns follow one another (llm/session_shapes.hpp, one row each).
+// "chat" from the start: the user's scripted turns with the history; more by
+// register_session_shape (their values follow chat's).
+enum class SessionShape : std::uint8_t { chat };
+
+// {"shape": a session shape's name (default "chat"), "turns": n | length distribution (1..64,
+//  default 5; a dataset's conversations give their own), "think_time_ms": length distribution
+//  (none: the next turn at once), "history": "server" | "reference", and the shape's own
+//  fields, which its row checks}.
 struct SessionSpec {
+  SessionShape shape = SessionShape::chat;
   LengthDist turns = LengthDist::fixed(5);
   std::optional<LengthDist> think_time_ms;
   History history = History::server;
+  // The shape's own fields, as given and checked by its row (null when none were given).
+  std::shared_ptr<const nlohmann::json> options;
 };
-// Errors name the field.
+// Errors name the field; a shape's own fields are checked by its row.
 Result<SessionSpec> parse_sessions(const nlohmann::json& j, const std::string& field);
 
 // One user turn of a session: what the user writes, its length in tokens (expected), the

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <limits>
 
-#include "llm/session.hpp"
+#include "llm/session_shapes.hpp"
 #include "loadgen/agent_hub.hpp"
 #include "loadgen/engine_part.hpp"
 #include "loadgen/step_runner.hpp"
@@ -35,23 +35,16 @@ std::uint64_t peak_in_flight_of(const std::vector<IndexedRecord>& records) {
 // the step's rows.
 void fold_records(std::vector<IndexedRecord>& records, const StepSpec& spec, const StepWindow& window,
                   StepResult& result) {
-  const auto key = [](const IndexedRecord& r) {
+  completion_order(records, [](const IndexedRecord& r) {
     return r.rec.outcome == Outcome::incomplete ? Nanos::max() : r.rec.finished;
-  };
-  std::stable_sort(records.begin(), records.end(), [&key](const IndexedRecord& x, const IndexedRecord& y) {
-    return key(x) < key(y) || (key(x) == key(y) && x.index < y.index);
   });
   StepAccumulator acc(window, spec.goodput, spec.exact_samples);
-  std::size_t itl_kept = 0;
+  RowKeeper keeper;
   for (const IndexedRecord& r : records) {
     acc.add(r.rec);
-    if (!spec.keep_rows) continue;
-    const bool itl_wanted = r.rec.outcome == Outcome::ok && r.rec.chunks.size() > 1;
-    const bool with_itl = itl_wanted && itl_kept < EnginePart::kMaxRowItlSamples;
-    result.itl_lists_cut = result.itl_lists_cut || (itl_wanted && !with_itl);
-    result.requests.push_back(request_row(r.rec, r.index, with_itl));
-    itl_kept += result.requests.back().itl_ms.size();
+    if (spec.keep_rows) keeper.keep(r.rec, r.index, RowKeeper::kMaxItlSamples, result.requests);
   }
+  result.itl_lists_cut = keeper.cut;
   result.metrics = std::move(acc).finish();
 }
 
@@ -63,9 +56,7 @@ std::shared_ptr<const StepExpectation> StepRunner::expectation(const StepSpec& s
   if (!e->closed_loop) e->send_times = plan.schedule.send_times;
   if (const auto& sessions = workload_->spec().sessions) {
     // A dataset's conversations bring their own turns, up to the most a session may have.
-    e->max_turns = workload_->spec().dataset
-                       ? llm::kMaxSessionTurns
-                       : std::min<std::uint32_t>(sessions->turns.upper_bound(), llm::kMaxSessionTurns);
+    e->max_turns = workload_->spec().dataset ? llm::kMaxSessionTurns : llm::most_session_turns(*sessions);
   }
   if (spec.agents) e->tolerance = spec.agents->hub->settings().max_offset_error;
   return e;
@@ -78,8 +69,7 @@ Result<StepResult> StepRunner::run_on_agents(const StepSpec& spec) {
   if (!plan) return plan.error();
   const std::uint64_t digest = split_schedule(plan->schedule, 0, a.parts, schedule_salt(spec)).digest;
   const PrefixCacheState prefix_cache = prepare_prefix_cache(spec);
-  progress_.scheduled = progress_.sent = progress_.done = progress_.failed = progress_.in_flight = 0;
-  progress_.p95_ttft_ms = 0;
+  progress_.reset();
 
   std::optional<observe::Scraper> scraper;
   SteadyClock::time_point went{};
@@ -115,6 +105,7 @@ Result<StepResult> StepRunner::run_on_agents(const StepSpec& spec) {
   result.generator_cpu = wall > 0 ? busiest / wall : 0;
   if (workload_->spec().sessions && sessions.started > 0) {
     sessions.history = workload_->spec().sessions->history;
+    sessions.shape = workload_->spec().sessions->shape;
     result.sessions = sessions;
   }
   progress_.done = result.metrics.completed;

@@ -2,11 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <nlohmann/json.hpp>
 
 #include "core/log.hpp"
@@ -18,9 +14,6 @@ namespace capsweep::loadgen {
 namespace asio = boost::asio;
 
 namespace {
-
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
-constexpr auto log_exception = [](std::exception_ptr e) { log_escaped("calibration: coroutine failed", e); };
 
 // The tokens per word a target's count gives, when it is believable; else 1, with why in `how`.
 double believed(double ratio, std::uint32_t words, std::string& how) {
@@ -50,53 +43,30 @@ double calibrate_tokens_per_word(const llm::Target& given, std::string& how, con
   target.read_timeout = std::min<Nanos>(target.read_timeout, std::chrono::seconds(30));
   asio::io_context io(1);
   llm::Client client(io.get_executor(), target);
+  const nlohmann::json tok{{"model", target.model}, {"prompt", text}};
+  const auto r = client.request_now(io, "POST", "/tokenize", tok.dump(), "calibration", should_stop);
+  if (r.status == 200) {
+    const auto j = nlohmann::json::parse(r.body, nullptr, false);
+    if (j.is_object() && j.contains("count") && j["count"].is_number()) {
+      how = "/tokenize";
+      return believed(j["count"].get<double>() / kWords, kWords, how);
+    }
+  }
+  if (should_stop && should_stop()) return believed(0, kWords, how);
+  llm::Target plain = target;
+  plain.stream = false;
+  const std::string body = llm::completion_body(plain, text, 1);
+  const auto c = client.request_now(io, "POST", target.completion_path().substr(target.base_path.size()), body,
+                                    "calibration", should_stop);
   double ratio = 0;
-  bool finished = false;
-  asio::co_spawn(
-      io,
-      [&]() -> asio::awaitable<void> {
-        asio::steady_timer t(io);
-        while (!finished) {
-          if (should_stop && should_stop()) {
-            client.cancel_all();
-            co_return;
-          }
-          t.expires_after(std::chrono::milliseconds(50));
-          co_await t.async_wait(use_tuple);
-        }
-      },
-      log_exception);
-  asio::co_spawn(
-      io,
-      [&]() -> asio::awaitable<void> {
-        struct Done {
-          bool& flag;
-          ~Done() { flag = true; }
-        } done{finished};
-        nlohmann::json tok{{"model", target.model}, {"prompt", text}};
-        auto r = co_await client.request("POST", "/tokenize", tok.dump());
-        if (r.status == 200) {
-          auto j = nlohmann::json::parse(r.body, nullptr, false);
-          if (j.is_object() && j.contains("count") && j["count"].is_number()) {
-            ratio = j["count"].get<double>() / kWords;
-            how = "/tokenize";
-            co_return;
-          }
-        }
-        llm::Target plain = target;
-        plain.stream = false;
-        auto body = nlohmann::json::parse(llm::completion_body(plain, text, 1));
-        auto c = co_await client.request("POST", target.completion_path().substr(target.base_path.size()), body.dump());
-        if (c.status == 200) {
-          auto j = nlohmann::json::parse(c.body, nullptr, false);
-          if (j.is_object() && j.contains("usage") && j["usage"].contains("prompt_tokens")) {
-            ratio = j["usage"]["prompt_tokens"].get<double>() / kWords;
-            how = "usage.prompt_tokens";
-          }
-        }
-      },
-      log_exception);
-  io.run();
+  if (c.status == 200) {
+    const auto j = nlohmann::json::parse(c.body, nullptr, false);
+    if (j.is_object() && j.contains("usage") && j["usage"].is_object() && j["usage"].contains("prompt_tokens") &&
+        j["usage"]["prompt_tokens"].is_number()) {
+      ratio = j["usage"]["prompt_tokens"].get<double>() / kWords;
+      how = "usage.prompt_tokens";
+    }
+  }
   return believed(ratio, kWords, how);
 }
 

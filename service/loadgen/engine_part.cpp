@@ -67,16 +67,15 @@ RequestRow request_row(const RequestRecord& rec, std::uint64_t index, bool with_
 
 void EnginePart::record_row(const RequestRecord& rec, std::uint64_t index) {
   if (spec.on_record) spec.on_record(index, rec);
-  if (!spec.keep_rows) return;
-  // Each request's own ITL list, until the step has kept kMaxRowItlSamples of them (64 MiB):
-  // past that, rows carry none and the summary says so (the step's ITL percentiles are
-  // unaffected: they pool every gap).
+  if (spec.keep_rows) keeper.keep(rec, index, RowKeeper::kMaxItlSamples / share.parts, rows);
+}
+
+void RowKeeper::keep(const RequestRecord& rec, std::uint64_t index, std::size_t budget, std::vector<RequestRow>& rows) {
   const bool itl_wanted = rec.outcome == Outcome::ok && rec.chunks.size() > 1;
-  const bool with_itl = itl_wanted && row_itl_samples < kMaxRowItlSamples / share.parts;
-  if (itl_wanted && !with_itl) itl_lists_cut = true;
-  RequestRow row = request_row(rec, index, with_itl);
-  row_itl_samples += row.itl_ms.size();
-  rows.push_back(std::move(row));
+  const bool with_itl = itl_wanted && kept < budget;
+  if (itl_wanted && !with_itl) cut = true;
+  rows.push_back(request_row(rec, index, with_itl));
+  kept += rows.back().itl_ms.size();
 }
 
 void EnginePart::enter() {
@@ -272,7 +271,7 @@ asio::awaitable<void> EnginePart::main() {
 void EnginePart::take_result(PartResult& out) {
   out.loop_delay_ms = std::move(loop_delay_ms);
   out.peak_connections = peak_connections;
-  out.itl_lists_cut = itl_lists_cut;
+  out.itl_lists_cut = keeper.cut;
   out.cancelled = cancelled;
   if (decider) {
     out.decision = decision;

@@ -4,6 +4,7 @@
 // accumulator and self-watch. StepRunner (step_runner.cpp) makes the parts, runs each on a
 // thread of its own and merges what they measured. Internal to loadgen.
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
@@ -20,6 +21,11 @@
 #include "core/error.hpp"
 #include "loadgen/step_runner.hpp"
 #include "observe/scraper.hpp"
+
+namespace capsweep::llm {
+struct NextTurn;
+class SessionFlow;
+}  // namespace capsweep::llm
 
 namespace capsweep::loadgen {
 
@@ -47,6 +53,27 @@ double thread_cpu_seconds();
 // A request's row for requests.csv (index, times in ms from the origin, outcome), with its
 // ITL list when `with_itl`.
 RequestRow request_row(const RequestRecord& rec, std::uint64_t index, bool with_itl);
+
+// The rows a step keeps for requests.csv: each request's own ITL list while fewer than a
+// budget of ITL values are kept (the step's 16 Mi, or a part's share of it), none after, and
+// the step says so (its ITL percentiles are unaffected: they pool every gap).
+struct RowKeeper {
+  static constexpr std::size_t kMaxItlSamples = std::size_t{16} << 20;  // 64 MiB
+  std::size_t kept = 0;                                                 // ITL values kept
+  bool cut = false;                                                     // a row was kept without its list
+  void keep(const RequestRecord& rec, std::uint64_t index, std::size_t budget, std::vector<RequestRow>& rows);
+};
+
+// Sorts a step's records (or rows) in completion order: by `end` (a request that never
+// finished ends at +infinity: last), by index at a tie. The local parts' merge and the
+// agents' fold order alike.
+template <class T, class End>
+void completion_order(std::vector<T>& v, End end) {
+  std::stable_sort(v.begin(), v.end(), [&end](const T& a, const T& b) {
+    const auto x = end(a), y = end(b);
+    return x < y || (x == y && a.index < b.index);
+  });
+}
 
 // Every co_spawn of the engine completes through this.
 inline constexpr auto log_exception = [](std::exception_ptr e) { log_escaped("loadgen: request coroutine failed", e); };
@@ -108,9 +135,7 @@ struct EnginePart {
   bool cancelled = false;   // cancelled by the user
   SampleSet loop_delay_ms;
   std::vector<RequestRow> rows;
-  static constexpr std::size_t kMaxRowItlSamples = std::size_t{16} << 20;  // over all parts
-  std::size_t row_itl_samples = 0;
-  bool itl_lists_cut = false;  // some rows carry no ITL list: the step kept its cap of them
+  RowKeeper keeper;                                              // this part's share of the step's ITL lists in rows
   std::unordered_map<std::uint64_t, const RequestRecord*> live;  // spec.track_live: in flight
   Nanos drain_deadline{0};  // from t0; a decided step moves it to its decision + the drain timeout
 
@@ -163,7 +188,17 @@ struct EnginePart {
   // first turn's schedule; the generator took it up at `dispatched`) and sends its turns in
   // order, each a think time after the answer before it, with the conversation so far. Turn k
   // of session s is request s * kMaxSessionTurns + k - 1.
+  // The turns follow one another as the session shape's flow (llm/session_shapes.hpp) says.
   asio::awaitable<void> session(std::uint64_t s, Nanos arrival, Nanos dispatched);
+  // One turn of a session, request `index`, its k-th (from 0), sent with the flow's
+  // conversation and settled: its output tokens when answered, nullopt when it failed.
+  // `events` keeps its stream where the flow reads it.
+  struct TurnTimes {
+    Nanos due, dispatched;
+  };
+  asio::awaitable<std::optional<std::uint32_t>> send_turn(std::uint64_t index, std::uint32_t k,
+                                                          const llm::NextTurn& turn, const llm::SessionFlow& flow,
+                                                          TurnTimes times, std::vector<std::string>& events);
   // Rate mode: counts session `s` open and spawns it. With a concurrency cap, the cap holds
   // the sessions open: one past it waits (`capped`) for a session to end.
   void start_session(std::uint64_t s, Nanos arrival, Nanos dispatched);

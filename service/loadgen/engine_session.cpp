@@ -8,8 +8,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include "llm/answer.hpp"
-#include "llm/session.hpp"
+#include "llm/session_shapes.hpp"
 #include "llm/target.hpp"
 #include "loadgen/engine_part.hpp"
 
@@ -48,15 +47,17 @@ void EnginePart::start_session(std::uint64_t s, Nanos arrival, Nanos dispatched)
 }
 
 asio::awaitable<void> EnginePart::session(std::uint64_t s, Nanos arrival, Nanos dispatched) {
-  const llm::SessionScript script = workload.session(spec.request_index_base + s, spec.prompt_salt);
-  const bool server_history = workload.spec().sessions->history == llm::History::server;
-  llm::Conversation chat(script.system, script.system_tokens);
+  const llm::SessionShapeRow& row = llm::session_shape_row(workload.spec().sessions->shape);
+  const std::unique_ptr<llm::SessionFlow> flow = row.start(workload, spec.request_index_base + s, spec.prompt_salt);
   Nanos due = arrival;
   bool ended = true;  // every turn answered
-  for (std::size_t k = 0; k < script.turns.size(); ++k) {
-    const llm::SessionTurn& turn = script.turns[k];
+  std::vector<std::string> events;
+  llm::TurnAnswer answer;
+  for (std::uint32_t k = 0; k < llm::kMaxSessionTurns; ++k) {
+    const std::optional<llm::NextTurn> turn = flow->next(k == 0 ? nullptr : &answer);
+    if (!turn) break;
     if (k > 0) {
-      due = now() + turn.think_before;
+      due = now() + turn->think_before;
       if (!co_await wait_for_turn(due)) {
         ++session_counts.cut;
         ended = false;
@@ -66,25 +67,10 @@ asio::awaitable<void> EnginePart::session(std::uint64_t s, Nanos arrival, Nanos 
       progress.scheduled.fetch_add(1, std::memory_order_relaxed);
       if (spec.on_scheduled) spec.on_scheduled(due);
     }
-    const std::uint64_t index = s * llm::kMaxSessionTurns + k;
-    chat.add_user(turn.user, turn.user_tokens);
-    RequestRecord rec;
-    rec.scheduled = due;
-    rec.dispatched = dispatched;
-    rec.turn = static_cast<std::uint16_t>(k + 1);
-    std::vector<std::string> events;
-    if (server_history) rec.events = &events;
-    if (spec.track_live) live[index] = &rec;
-    enter();
-    ++session_counts.turns_sent;
-    co_await exchange(index, rec, [&] {
-      rec.input_tokens = chat.tokens();
-      return turn_body(target, chat, turn.max_tokens);
-    });
-    const bool ok = rec.outcome == Outcome::ok && !rec.chunks.empty();
-    const std::uint32_t answered = rec.output_tokens;
-    finish(rec, index);
-    if (!ok) {
+    events.clear();
+    const std::optional<std::uint32_t> answered =
+        co_await send_turn(s * llm::kMaxSessionTurns + k, k, *turn, *flow, {due, dispatched}, events);
+    if (!answered) {
       // A failed turn: its user does not go on with a conversation missing an answer.
       if (!turn_may_go(due)) {
         ++session_counts.cut;
@@ -94,13 +80,31 @@ asio::awaitable<void> EnginePart::session(std::uint64_t s, Nanos arrival, Nanos 
       ended = false;
       break;
     }
-    if (server_history) {
-      chat.add_assistant(llm::assemble_answer(events).text, answered);
-    } else {
-      chat.add_assistant(turn.reference, turn.reference_tokens);
-    }
+    answer = {.output_tokens = *answered, .events = flow->wants_answer() ? &events : nullptr};
   }
   end_session(ended);
+}
+
+asio::awaitable<std::optional<std::uint32_t>> EnginePart::send_turn(std::uint64_t index, std::uint32_t k,
+                                                                    const llm::NextTurn& turn,
+                                                                    const llm::SessionFlow& flow, TurnTimes times,
+                                                                    std::vector<std::string>& events) {
+  RequestRecord rec;
+  rec.scheduled = times.due;
+  rec.dispatched = times.dispatched;
+  rec.turn = static_cast<std::uint16_t>(k + 1);
+  if (flow.wants_answer()) rec.events = &events;
+  if (spec.track_live) live[index] = &rec;
+  enter();
+  ++session_counts.turns_sent;
+  co_await exchange(index, rec, [&] {
+    rec.input_tokens = flow.conversation().tokens();
+    return turn_body(target, flow.conversation(), turn.max_tokens);
+  });
+  const bool ok = rec.outcome == Outcome::ok && !rec.chunks.empty();
+  const std::uint32_t answered = rec.output_tokens;
+  finish(rec, index);
+  co_return ok ? std::optional<std::uint32_t>(answered) : std::nullopt;
 }
 
 void EnginePart::end_session(bool answered) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "llm/session_shapes.hpp"
 #include "loadgen/step_runner.hpp"
 
 namespace capsweep::loadgen {
@@ -88,6 +89,7 @@ nlohmann::json StepResult::summary(const std::vector<double>& percentiles) const
     // turns scheduled per second (core/metrics.cpp).
     const double started = static_cast<double>(sessions->started);
     j["sessions"] = {
+        {"shape", llm::to_string(sessions->shape)},
         {"history", llm::to_string(sessions->history)},
         {"offered_rate_sps", std::isfinite(metrics.offered_session_rate) ? nlohmann::json(metrics.offered_session_rate)
                                                                          : nlohmann::json(nullptr)},

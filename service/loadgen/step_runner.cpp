@@ -169,12 +169,8 @@ void merge_parts(std::vector<PartResult>& parts, double wall_s, StepResult& resu
     first.sessions.add(other.sessions);
   }
   if (parts.size() > 1) {
-    // Completion order over all parts; requests that never finished last, by index.
-    const auto key = [](const RequestRow& r) {
+    completion_order(first.rows, [](const RequestRow& r) {
       return std::isnan(r.finished_ms) ? std::numeric_limits<double>::infinity() : r.finished_ms;
-    };
-    std::stable_sort(first.rows.begin(), first.rows.end(), [&key](const RequestRow& a, const RequestRow& b) {
-      return key(a) < key(b) || (key(a) == key(b) && a.index < b.index);
     });
   }
   result.loop_delay_p99_ms = first.loop_delay_ms.percentile(99);
@@ -190,6 +186,15 @@ void merge_parts(std::vector<PartResult>& parts, double wall_s, StepResult& resu
   result.metrics = std::move(*first.acc).finish();
   result.requests = std::move(first.rows);
   if (first.sessions.started > 0) result.sessions = first.sessions;
+}
+
+// spec.decide: the part that decides (the only one) gets its decider. A decision looks at
+// requests as they end; a session's later turns are not yet scheduled then, so a step of
+// sessions runs its fixed length, as one with nothing to decide does.
+void give_decider(EnginePart& part, const StepSpec& spec, bool sessions) {
+  if (!spec.decide || spec.mode != Mode::rate || spec.requests || sessions) return;
+  part.decider.emplace(spec.decide->slo, spec.warmup, spec.decide->settings);
+  if (!part.decider->can_decide()) part.decider.reset();
 }
 
 // The step's engine parts, each holding its share of the one schedule (engine_parts of them).
@@ -277,15 +282,8 @@ Result<StepResult> StepRunner::run(const StepSpec& spec) {
   if (!made) return made.error();
   std::vector<std::unique_ptr<EnginePart>> states = std::move(*made);
   const auto parts = static_cast<std::uint32_t>(states.size());
-  // A decision looks at requests as they end; a session's later turns are not yet scheduled
-  // then, so a step of sessions runs its fixed length.
-  if (spec.decide && spec.mode == Mode::rate && !spec.requests && !workload_->spec().sessions) {
-    auto& s0 = *states.front();
-    s0.decider.emplace(spec.decide->slo, spec.warmup, spec.decide->settings);
-    if (!s0.decider->can_decide()) s0.decider.reset();  // nothing to decide: the fixed length
-  }
-  progress_.scheduled = progress_.sent = progress_.done = progress_.failed = progress_.in_flight = 0;
-  progress_.p95_ttft_ms = 0;
+  give_decider(*states.front(), spec, workload_->spec().sessions.has_value());
+  progress_.reset();
   const bool cancelled_before = cancel_requested_.exchange(false);  // cancelled before it began
   {
     std::lock_guard lock(active_mutex_);
@@ -319,7 +317,10 @@ Result<StepResult> StepRunner::run(const StepSpec& spec) {
   const double wall = std::chrono::duration<double>(SteadyClock::now() - wall_start).count();
   merge_parts(measured, wall, result);
   result.peak_in_flight = peak_in_flight.load();
-  if (result.sessions) result.sessions->history = workload_->spec().sessions->history;
+  if (result.sessions) {
+    result.sessions->history = workload_->spec().sessions->history;
+    result.sessions->shape = workload_->spec().sessions->shape;
+  }
   if (scraper) result.server = scraper->stop();
   cancel_requested_ = false;
   result.backlog = client_backlog(result.requests, result.metrics);

@@ -138,6 +138,7 @@ struct RequestRow {
 struct SessionCounts {
   std::uint64_t started = 0, completed = 0, cut = 0, broken = 0, turns_sent = 0;
   llm::History history = llm::History::server;
+  llm::SessionShape shape = llm::SessionShape::chat;
   void add(const SessionCounts& o) {
     started += o.started;
     completed += o.completed;
@@ -235,6 +236,11 @@ struct Progress {
   std::atomic<std::uint64_t> failed{0};
   std::atomic<std::uint64_t> in_flight{0};
   std::atomic<double> p95_ttft_ms{0};  // over measured requests finished so far (engine part 0's)
+  // A step begins: every count back to zero.
+  void reset() noexcept {
+    scheduled = sent = done = failed = in_flight = 0;
+    p95_ttft_ms = 0;
+  }
 };
 
 // What the manager holds of a run in progress, whatever it runs: its progress and a cancel

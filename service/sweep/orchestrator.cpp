@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "llm/session_shapes.hpp"
 #include "sweep/rate_analysis.hpp"
 
 namespace capsweep::sweep {
@@ -25,7 +26,7 @@ Nanos sized_duration(const JobSpec& spec, double rate, int factor) {
   if (need.sized > 0 && rate > 0 && std::isfinite(rate)) {
     // Sessions arrive at `rate`; each sends its turns (a dataset's conversations: at least one).
     const double per_arrival =
-        spec.workload.sessions && !spec.workload.dataset ? spec.workload.sessions->turns.nominal_mean() : 1.0;
+        spec.workload.sessions && !spec.workload.dataset ? llm::mean_session_turns(*spec.workload.sessions) : 1.0;
     const double want_s = static_cast<double>(need.sized) / (rate * std::max(1.0, per_arrival));
     // Past the longest step allowed the length is that (a tiny rate would overflow Nanos).
     const Nanos most = s.max_step_duration - s.warmup;

@@ -11,6 +11,7 @@
 #include "core/fields.hpp"
 #include "core/text.hpp"
 #include "sweep/kinds.hpp"
+#include "sweep/traffic.hpp"
 
 namespace capsweep::sweep {
 
@@ -193,21 +194,6 @@ std::optional<Error> check_trace(const JobSpec& js, const json& spec) {
   return std::nullopt;
 }
 
-// Sessions (workload.sessions): a session's turns are timed by the answers before them, so what
-// presumes independent requests is refused: a trace's rows, abandonment, a step that stops
-// once its verdict is decided (a session's later turns are not yet due when it looks).
-std::optional<Error> check_sessions(const JobSpec& js) {
-  if (!js.workload.sessions) return std::nullopt;
-  if (js.arrival.process == ArrivalProcess::trace) {
-    return invalid("/workload/sessions", "a trace replays single requests at its own times: not with sessions");
-  }
-  if (js.workload.abandon) return invalid("/workload/abandon", "abandonment does not apply to sessions");
-  if (js.step.stop == StepStop::decided) {
-    return invalid("/step/stop", "a step of sessions runs its fixed length (\"stop\": \"fixed\")");
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 void complete_arrival(json& spec) {
@@ -281,7 +267,6 @@ Result<JobSpec> parse_job_spec(const json& spec) {
   if (auto e = refuse_other_kinds_blocks(spec, js.kind)) return *e;
   if (auto e = rules(js.kind).parse(spec, js)) return *e;
   if (auto e = check_trace(js, spec)) return *e;
-  if (auto e = check_sessions(js)) return *e;
   if (auto b = spec.find("basis"); b != spec.end()) {
     if (!b->is_string()) return invalid("/basis", "must be a string");
     js.basis = b->get<std::string>();
@@ -299,6 +284,9 @@ Result<JobSpec> parse_job_spec(const json& spec) {
     }
     js.agents = a->get<std::uint32_t>();
   }
+  // What the step's traffic may go with: sessions and what presumes independent requests,
+  // what load agents may send (sweep/traffic.hpp).
+  if (auto e = check_traffic(js)) return *e;
   return js;
 }
 

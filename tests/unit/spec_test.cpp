@@ -13,6 +13,7 @@
 #include "sweep/kinds.hpp"
 #include "sweep/manager_parts.hpp"
 #include "sweep/orchestrator.hpp"
+#include "sweep/traffic.hpp"
 
 using namespace capsweep;
 using json = nlohmann::json;
@@ -598,6 +599,34 @@ TEST_CASE("spec: a sweep or a rated regression scales a trace to its rates: spee
   CHECK(first_error(without(regression_spec(), "/regression", "rate_rps")) == "/regression/rate_rps");
   CHECK(first_error(with(demo(), "/arrival", json{{"process", "poisson"}, {"speed", 2}})) == "/arrival/speed");
   CHECK(first_error(with(demo(), "/arrival", json{{"process", "poisson"}, {"loop", true}})) == "/arrival/loop");
+}
+
+TEST_CASE("spec: the traffic table makes the refusals between what a step sends, naming the field") {
+  // A row load agents may not send: refused on agents only, at its own field.
+  sweep::register_traffic({.name = "engine-only test traffic",
+                           .field = "/name",
+                           .on = [](const sweep::JobSpec& js) { return js.name == "engine-only"; },
+                           .agent_safe = false});
+  const json named = with(demo(), "/name", "engine-only");
+  CHECK(first_error(named).empty());
+  CHECK(first_error(with(named, "/agents", 2)) == "/name");
+  CHECK(first_error(with(demo(), "/agents", 2)).empty());
+  // A row chained to answers, with one that presumes independent requests: refused at the
+  // latter's field (the engine-only row is neither: sessions go with it).
+  CHECK(first_error(with(named, "/workload/sessions", json{{"turns", 2}})).empty());
+  CHECK(first_error(with(with(named, "/workload/sessions", json{{"turns", 2}}), "/workload/abandon",
+                         json{{"no_first_token_s", 2}})) == "/workload/abandon");
+  const auto names = sweep::traffic_names();
+  for (const char* n : {"sessions", "trace replay", "abandonment", "decided stop", "engine-only test traffic"}) {
+    CHECK(std::find(names.begin(), names.end(), n) != names.end());
+  }
+  CHECK_THROWS_AS(
+      sweep::register_traffic({.name = "sessions", .field = "/x", .on = [](const sweep::JobSpec&) { return false; }}),
+      std::invalid_argument);
+  CHECK_THROWS_AS(
+      sweep::register_traffic({.name = "no field", .field = "x", .on = [](const sweep::JobSpec&) { return false; }}),
+      std::invalid_argument);
+  CHECK_THROWS_AS(sweep::register_traffic({.name = "no test", .field = "/x"}), std::invalid_argument);
 }
 
 TEST_CASE("spec: sessions go with every kind but what presumes independent requests, errors naming the field") {

@@ -20,23 +20,26 @@ Result<CheckSettings> parse_check(const json& j, ArrivalProcess process) {
   const std::string f = "/check";
   CheckSettings c;
   if (!j.is_object()) return invalid(f, "must be an object");
+  // A burst or a replay brings its own times: no rate of the check's.
+  const ArrivalRow::Shape shape = arrival_row(process).shape;
+  const bool burst = shape == ArrivalRow::Shape::burst, replay = shape == ArrivalRow::Shape::replay;
   const bool closed_loop = j.contains("concurrency");
   if (closed_loop) {
     if (j.contains("rate_rps")) {
       return invalid(f + "/concurrency", "a check runs at a rate (rate_rps) or with N users (concurrency), not both");
     }
-    if (process == ArrivalProcess::all_at_once || process == ArrivalProcess::trace) {
+    if (burst || replay) {
       return invalid(f + "/concurrency", "a closed loop has no arrival process: leave arrival.process unset");
     }
     if (j.contains("max_concurrency") && j.at("max_concurrency") != 0) {
       return invalid(f + "/max_concurrency", "a closed loop of N users has N in flight: use concurrency alone");
     }
     c.rate_rps = 0;
-  } else if (process == ArrivalProcess::all_at_once) {
+  } else if (burst) {
     c.rate_rps = std::numeric_limits<double>::infinity();
     if (j.contains("rate_rps"))
       return invalid(f + "/rate_rps", "must be absent with all_at_once arrivals (the rate is infinite)");
-  } else if (process == ArrivalProcess::trace) {
+  } else if (replay) {
     c.rate_rps = 0;  // the trace's own, scaled by arrival.speed
     if (j.contains("rate_rps"))
       return invalid(f + "/rate_rps",
@@ -47,7 +50,7 @@ Result<CheckSettings> parse_check(const json& j, ArrivalProcess process) {
   fields::Reader r(j, f);
   if (closed_loop)
     r.integer("concurrency", c.concurrency, 1, 100'000);
-  else if (process != ArrivalProcess::all_at_once && process != ArrivalProcess::trace)
+  else if (!burst && !replay)
     r.positive("rate_rps", c.rate_rps);
   r.seconds("duration_s", c.duration)
       .seconds("warmup_s", c.warmup, true)
@@ -55,10 +58,10 @@ Result<CheckSettings> parse_check(const json& j, ArrivalProcess process) {
       .integer("requests", c.requests, 1, 10'000'000)
       .seconds("drain_timeout_s", c.drain_timeout);
   if (r.error()) return *r.error();
-  if (process == ArrivalProcess::all_at_once && !c.requests) {
+  if (burst && !c.requests) {
     return invalid(f + "/requests", "is required with all_at_once arrivals");
   }
-  if (process != ArrivalProcess::all_at_once && c.warmup >= c.duration) {
+  if (!burst && c.warmup >= c.duration) {
     return invalid(f + "/warmup_s", "must be shorter than duration_s");
   }
   if (auto t = j.find("think_time_ms"); t != j.end()) {

@@ -1,0 +1,88 @@
+// The traffic table: the rows from the start and the one check between them.
+#include "sweep/traffic.hpp"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+#include "core/row_table.hpp"
+#include "core/schedule.hpp"
+
+namespace capsweep::sweep {
+
+namespace {
+
+TrafficRow sessions_row() {
+  return {.name = "sessions",
+          .field = "/workload/sessions",
+          .on = [](const JobSpec& js) { return js.workload.sessions.has_value(); },
+          .chained = true};
+}
+
+TrafficRow trace_row() {
+  return {.name = "trace replay",
+          .field = "/arrival/process",
+          .on = [](const JobSpec& js) { return arrival_row(js.arrival.process).shape == ArrivalRow::Shape::replay; },
+          .needs_independent = true,
+          .refuse_at_chained = true,
+          .why = "a trace replays single requests at its own times"};
+}
+
+TrafficRow abandon_row() {
+  return {.name = "abandonment",
+          .field = "/workload/abandon",
+          .on = [](const JobSpec& js) { return js.workload.abandon.has_value(); },
+          .needs_independent = true,
+          .why = "abandonment gives up single requests"};
+}
+
+TrafficRow decided_row() {
+  return {.name = "decided stop",
+          .field = "/step/stop",
+          .on = [](const JobSpec& js) { return js.step.stop == StepStop::decided; },
+          .needs_independent = true,
+          .why = "a step stopped once decided looks before later turns are due: it runs its fixed length (\"stop\": "
+                 "\"fixed\")"};
+}
+
+RowTable<TrafficRow>& traffic_table() {
+  static RowTable<TrafficRow> t("traffic", {sessions_row(), trace_row(), abandon_row(), decided_row()});
+  return t;
+}
+
+}  // namespace
+
+void register_traffic(TrafficRow row) {
+  if (row.name.empty() || row.field.empty() || row.field.front() != '/' || !row.on) {
+    throw std::invalid_argument("a traffic row needs a name, a field from '/' and a test of whether it is on");
+  }
+  traffic_table().add(std::move(row));
+}
+
+std::vector<std::string> traffic_names() {
+  return traffic_table().names();
+}
+
+std::optional<Error> check_traffic(const JobSpec& spec) {
+  const RowTable<TrafficRow>& table = traffic_table();
+  std::vector<const TrafficRow*> on;
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    if (table.at(i).on(spec)) on.push_back(&table.at(i));
+  }
+  for (const TrafficRow* chain : on) {
+    if (!chain->chained) continue;
+    for (const TrafficRow* needs : on) {
+      if (!needs->needs_independent) continue;
+      return invalid(needs->refuse_at_chained ? chain->field : needs->field,
+                     fmt::format("{}: not with {} (their requests wait for the answers before them)", needs->why,
+                                 chain->name));
+    }
+  }
+  if (spec.agents == 0) return std::nullopt;
+  for (const TrafficRow* row : on) {
+    if (!row->agent_safe) return invalid(row->field, fmt::format("{} runs on capsweepd's own engine, not on load agents", row->name));
+  }
+  return std::nullopt;
+}
+
+}  // namespace capsweep::sweep
