@@ -41,8 +41,9 @@ TrafficRow decided_row() {
           .field = "/step/stop",
           .on = [](const JobSpec& js) { return js.step.stop == StepStop::decided; },
           .needs_independent = true,
-          .why = "a step stopped once decided looks before later turns are due: it runs its fixed length (\"stop\": "
-                 "\"fixed\")"};
+          .why =
+              "a step stopped once decided looks before later turns are due: it runs its fixed length (\"stop\": "
+              "\"fixed\")"};
 }
 
 RowTable<TrafficRow>& traffic_table() {
@@ -73,14 +74,15 @@ std::optional<Error> check_traffic(const JobSpec& spec) {
     if (!chain->chained) continue;
     for (const TrafficRow* needs : on) {
       if (!needs->needs_independent) continue;
-      return invalid(needs->refuse_at_chained ? chain->field : needs->field,
-                     fmt::format("{}: not with {} (their requests wait for the answers before them)", needs->why,
-                                 chain->name));
+      return invalid(
+          needs->refuse_at_chained ? chain->field : needs->field,
+          fmt::format("{}: not with {} (their requests wait for the answers before them)", needs->why, chain->name));
     }
   }
   if (spec.agents == 0) return std::nullopt;
   for (const TrafficRow* row : on) {
-    if (!row->agent_safe) return invalid(row->field, fmt::format("{} runs on capsweepd's own engine, not on load agents", row->name));
+    if (!row->agent_safe)
+      return invalid(row->field, fmt::format("{} runs on capsweepd's own engine, not on load agents", row->name));
   }
   return std::nullopt;
 }

@@ -6,8 +6,6 @@
 // they know the row too). Nothing outside this file knows the shape: the schema's enum and
 // its field, the parser and the engine's turns all come from its row.
 
-#include "llm/session_shapes.hpp"
-
 #include <catch2/catch.hpp>
 #include <mutex>
 #include <stdexcept>
@@ -15,6 +13,7 @@
 
 #include "integration/llmsim_fixture.hpp"
 #include "llm/answer.hpp"
+#include "llm/session_shapes.hpp"
 #include "llm/workload.hpp"
 #include "support/service_fixture.hpp"
 
@@ -108,7 +107,8 @@ testing::FakeModel recording_model(Heard& heard) {
       std::lock_guard lock(heard.m);
       heard.bodies.push_back(json::parse(body));
     }
-    const json delta = {{"choices", json::array({{{"index", 0}, {"delta", {{"content", "heard " + std::to_string(body.size())}}}}})}};
+    const json delta = {
+        {"choices", json::array({{{"index", 0}, {"delta", {{"content", "heard " + std::to_string(body.size())}}}}})}};
     return std::vector<std::string>{delta.dump()};
   };
   return model;
