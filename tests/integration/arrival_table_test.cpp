@@ -155,7 +155,7 @@ TEST_CASE("arrivals: the table refuses a process whose name is taken or that has
 
 TEST_CASE("arrivals: a registered process on two agents sends the local run's schedule to the same verdict") {
   registered();
-  testing::SimFixture sim(testing::quick_sim());
+  testing::SimFixture sim(testing::fast_sim());
   testing::Service s("arrivals-agents", std::nullopt, true);
   json spec = check_job({{"process", "uniform_gaps"}});
   spec["target"] = {{"base_url", "http://127.0.0.1:" + std::to_string(sim.endpoint().port())}, {"model", "sim-8b"}};

@@ -11,9 +11,9 @@
 
 namespace capsweep::testing {
 
-// A quick simulated model: 2-ms decode steps, little prefill: a step of a few hundred
+// A fast simulated model: 2-ms decode steps, little prefill: a step of a few hundred
 // requests is answered in seconds, far inside an SLO of hundreds of ms.
-inline llmsim::SimConfig quick_sim() {
+inline llmsim::SimConfig fast_sim() {
   llmsim::SimConfig cfg;
   cfg.engine.decode_base_ms = 2;
   cfg.engine.decode_per_seq_ms = 0.05;

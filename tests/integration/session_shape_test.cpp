@@ -204,7 +204,7 @@ TEST_CASE("session shapes: a registered shape runs through the API to a stored v
 
 TEST_CASE("session shapes: a registered shape on two agents runs the local run's schedule to the same verdict") {
   registered();
-  testing::SimFixture sim(testing::quick_sim());
+  testing::SimFixture sim(testing::fast_sim());
   testing::Service s("session-shapes-agents", std::nullopt, true);
   json spec = relay_job({{"shape", "relay"}, {"relay_turns", 6}});
   spec["target"]["base_url"] = "http://127.0.0.1:" + std::to_string(sim.endpoint().port());
