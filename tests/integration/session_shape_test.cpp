@@ -206,7 +206,10 @@ TEST_CASE("session shapes: a registered shape on two agents runs the local run's
   registered();
   testing::SimFixture sim(testing::fast_sim());
   testing::Service s("session-shapes-agents", std::nullopt, true);
+  // 20 sessions a second of six turns each: 120 turns a second, well inside what one engine
+  // part keeps to its schedule even in a sanitizer build on a loaded machine.
   json spec = relay_job({{"shape", "relay"}, {"relay_turns", 6}});
+  spec["check"]["rate_rps"] = 20;
   spec["target"]["base_url"] = "http://127.0.0.1:" + std::to_string(sim.endpoint().port());
   spec["target"]["model"] = "sim-8b";
   const auto [local, shared] = s.local_and_on_agents(spec, 2);

@@ -130,6 +130,8 @@ struct Service {
     spec["agents"] = agents;
     const nlohmann::json shared = run_check(spec, agents);
     INFO(shared["summary"].dump());
+    INFO("local: " << local.value("evaluation", nlohmann::json()).dump());
+    INFO("on agents: " << shared.value("evaluation", nlohmann::json()).dump());
     CHECK(shared["summary"]["agents"]["parts"] == agents);
     CHECK(shared["summary"]["agents"]["valid"] == true);
     CHECK(shared["summary"]["engine"]["schedule_digest"] == local["summary"]["engine"]["schedule_digest"]);
