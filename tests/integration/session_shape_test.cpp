@@ -172,6 +172,13 @@ TEST_CASE("session shapes: a registered shape runs through the API to a stored v
   r = s.call("POST", "/v1/sweeps", relay_job({{"shape", "relayed"}}).dump());
   CHECK(r.status == 400);
   CHECK(json::parse(r.body)["error"].value("field", "") == "/workload/sessions/shape");
+  r = s.call("POST", "/v1/sweeps", relay_job({{"relay_turns", 2}}).dump());  // chat's sessions
+  CHECK(r.status == 400);
+  CHECK(json::parse(r.body)["error"].value("field", "") == "/workload/sessions/relay_turns");
+  // Nothing of the refused specs was stored, and the service goes on serving.
+  r = s.call("GET", "/v1/sweeps");
+  REQUIRE(r.status == 200);
+  CHECK(json::parse(r.body)["sweeps"].empty());
 
   const json step = s.run_check(relay_job({{"shape", "relay"}, {"relay_turns", 3}}), 0);
   CHECK(step["job_verdict"] == "pass");
