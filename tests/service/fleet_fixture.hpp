@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
@@ -37,6 +38,19 @@ class FleetFixture {
     auto r = http_request({boost::asio::ip::make_address("127.0.0.1"), port_}, "PUT",
                           "/fleet?replicas=" + std::to_string(n), "", std::chrono::milliseconds(2000));
     REQUIRE(r.status == 200);
+  }
+  // Waits (GET /fleet, at most `limit`) until n replicas have loaded their model, whatever
+  // their /health says.
+  void wait_ready(int n, std::chrono::milliseconds limit) const {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    int ready = -1;
+    while (std::chrono::steady_clock::now() < until) {
+      auto r = http_request({boost::asio::ip::make_address("127.0.0.1"), port_}, "GET", "/fleet", "",
+                            std::chrono::milliseconds(2000));
+      if (r.status == 200 && (ready = nlohmann::json::parse(r.body).value("ready", -1)) >= n) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    FAIL("the fleet has " << ready << " ready replicas, not " << n);
   }
 
  private:

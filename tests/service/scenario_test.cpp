@@ -106,6 +106,11 @@ TEST_CASE("scenario: a replica ready before its model loaded fails readiness, an
   auto lying_cfg = cfg;
   lying_cfg.readiness = fleetsim::Readiness::lying;
   FleetFixture honest(cfg), lying(lying_cfg);
+  // Both first replicas loaded before the jobs start: what is judged is the second replica's
+  // moment, not the queue the first one's load leaves (about 1 s of TTFT on an idle machine,
+  // near the bound on a busy one).
+  honest.wait_ready(1, 20s);
+  lying.wait_ready(1, 20s);
   const json profile = json::array({{{"duration_s", 20}, {"rate_rps", 3}}});
   const json checks = {{"readiness", {{"window_s", 4}, {"max_ttft_ms", 1500}}}};
   const std::string a = submit(d, scenario_job(honest, "honest", profile, checks));
