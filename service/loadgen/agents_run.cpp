@@ -30,22 +30,35 @@ std::uint64_t peak_in_flight_of(const std::vector<IndexedRecord>& records) {
   return static_cast<std::uint64_t>(peak);
 }
 
-// The agents' records folded as one step's, by the code a local step's use: in completion order
-// over every agent (requests that never finished last, by index) into one accumulator, and
-// the step's rows.
-void fold_records(std::vector<IndexedRecord>& records, const StepSpec& spec, const StepWindow& window,
-                  StepResult& result) {
+// The agents' records as one part of the step (in completion order over every agent; requests
+// that never finished last, by index): one accumulator and the step's rows, for fold_step.
+PartResult records_part(std::vector<IndexedRecord>& records, const StepSpec& spec, const StepWindow& window) {
   completion_order(records, [](const IndexedRecord& r) {
     return r.rec.outcome == Outcome::incomplete ? Nanos::max() : r.rec.finished;
   });
-  StepAccumulator acc(window, spec.goodput, spec.exact_samples);
+  PartResult part;
+  part.acc.emplace(window, spec.goodput, spec.exact_samples);
   RowKeeper keeper;
   for (const IndexedRecord& r : records) {
-    acc.add(r.rec);
-    if (spec.keep_rows) keeper.keep(r.rec, r.index, RowKeeper::kMaxItlSamples, result.requests);
+    part.acc->add(r.rec);
+    if (spec.keep_rows) keeper.keep(r.rec, r.index, RowKeeper::kMaxItlSamples, part.rows);
   }
-  result.itl_lists_cut = keeper.cut;
-  result.metrics = std::move(acc).finish();
+  part.itl_lists_cut = keeper.cut;
+  return part;
+}
+
+// What each agent said of itself in its done-summary, as a generator's share.
+std::vector<GeneratorShare> agent_shares(const std::vector<AgentShare>& agents) {
+  std::vector<GeneratorShare> out;
+  for (const AgentShare& a : agents) {
+    out.push_back({.cpu_s = a.cpu_s,
+                   .loop_delay_p99_ms = a.loop_delay_p99_ms,
+                   .loop_delay_max_ms = a.loop_delay_max_ms,
+                   .lag_p99_ms = a.lag_p99_ms,
+                   .peak_connections = a.peak_connections,
+                   .sessions = a.sessions});
+  }
+  return out;
 }
 
 }  // namespace
@@ -84,35 +97,17 @@ Result<StepResult> StepRunner::run_on_agents(const StepSpec& spec) {
   cancel_requested_ = false;
 
   StepResult result;
-  result.cancelled = got.cancelled;
   result.prefix_cache = prefix_cache;
   result.engine_parts = a.parts;
   result.schedule_digest = digest;
-  result.concurrency_cap_per_part = spec.concurrency == 0 ? 0 : (spec.concurrency + a.parts - 1) / a.parts;
-  fold_records(got.records, spec, plan->window, result);
+  result.concurrency_cap_per_part = cap_per_part(spec, a.parts);
   result.peak_in_flight = peak_in_flight_of(got.records);
-  double busiest = 0, lag_worst = 0;
-  SessionCounts sessions;
-  for (const AgentShare& s : got.outcome.agents) {
-    sessions.add(s.sessions);
-    result.generator_cpu_s += s.cpu_s;
-    busiest = std::max(busiest, s.cpu_s);
-    result.loop_delay_p99_ms = std::max(result.loop_delay_p99_ms, s.loop_delay_p99_ms);
-    result.loop_delay_max_ms = std::max(result.loop_delay_max_ms, s.loop_delay_max_ms);
-    result.peak_connections += s.peak_connections;
-    lag_worst = std::max(lag_worst, s.lag_p99_ms);
-  }
-  result.generator_cpu = wall > 0 ? busiest / wall : 0;
-  if (workload_->spec().sessions && sessions.started > 0) {
-    sessions.history = workload_->spec().sessions->history;
-    sessions.shape = workload_->spec().sessions->shape;
-    result.sessions = sessions;
-  }
+  std::vector<PartResult> parts;
+  parts.push_back(records_part(got.records, spec, plan->window));
+  parts.front().cancelled = got.cancelled;
+  fold_step(parts, agent_shares(got.outcome.agents), wall, spec, workload_->spec().sessions, result);
   progress_.done = result.metrics.completed;
   if (scraper) result.server = scraper->stop();
-  result.backlog = client_backlog(result.requests, result.metrics);
-  const double lag_p99_ms = result.metrics.schedule_lag_ms.percentile(99);
-  result.generator_limited = generator_limited(spec, std::max(lag_p99_ms, lag_worst), result.generator_cpu);
   result.agents = std::move(got.outcome);
   return result;
 }

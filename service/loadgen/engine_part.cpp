@@ -269,8 +269,10 @@ asio::awaitable<void> EnginePart::main() {
 }
 
 void EnginePart::take_result(PartResult& out) {
-  out.loop_delay_ms = std::move(loop_delay_ms);
-  out.peak_connections = peak_connections;
+  out.self.loop_delay_p99_ms = loop_delay_ms.percentile(99);
+  out.self.loop_delay_max_ms = loop_delay_ms.max();
+  out.self.peak_connections = peak_connections;
+  out.self.sessions = session_counts;
   out.itl_lists_cut = keeper.cut;
   out.cancelled = cancelled;
   if (decider) {
@@ -281,7 +283,6 @@ void EnginePart::take_result(PartResult& out) {
   }
   out.acc.emplace(std::move(acc));
   out.rows = std::move(rows);
-  out.sessions = session_counts;
 }
 
 void EnginePart::settle_waiting(Outcome outcome) {

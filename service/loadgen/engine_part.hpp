@@ -78,21 +78,40 @@ void completion_order(std::vector<T>& v, End end) {
 // Every co_spawn of the engine completes through this.
 inline constexpr auto log_exception = [](std::exception_ptr e) { log_escaped("loadgen: request coroutine failed", e); };
 
-// What one engine part measured, taken on its own thread once its io_context stopped, and
-// merged with the other parts' by StepRunner::run.
+// What one generator of a step says of itself beside its records: an engine part here, or a
+// load agent (its done-summary). The step's fold adds them up the same way for both.
+struct GeneratorShare {
+  double cpu_s = 0;  // its thread's (an agent's engine threads') CPU seconds
+  double loop_delay_p99_ms = 0, loop_delay_max_ms = 0;
+  double lag_p99_ms = 0;  // its own schedule lag p99 when its records do not carry it (0: they do)
+  std::uint64_t peak_connections = 0;
+  SessionCounts sessions;
+};
+
+// What one engine part measured (or, for a step on agents, their records folded into one
+// accumulator), taken once its io_context stopped; fold_step makes the step of them.
 struct PartResult {
   std::optional<StepAccumulator> acc;
   std::vector<RequestRow> rows;
-  SampleSet loop_delay_ms;
-  std::uint64_t peak_connections = 0;
   bool itl_lists_cut = false, cancelled = false;
-  double cpu_s = 0;
   StopReason stopped_by = StopReason::fixed_length;
   std::optional<Decision> decision;
   int looks = 0;
   double look_confidence = 0;
-  SessionCounts sessions;
+  GeneratorShare self;  // a local part's own watch (unused for the agents' records)
 };
+
+// The one fold of a step, local or on agents: the parts' accumulators as one (exact: the same
+// samples) and their rows in completion order; the generators' shares added up (CPU seconds,
+// connections and sessions summed, loop delay and lag at the worst generator, the busiest
+// one's share of a core over wall_s); the backlog trend, and generator-limited decided once.
+void fold_step(std::vector<PartResult>& parts, const std::vector<GeneratorShare>& shares, double wall_s,
+               const StepSpec& spec, const std::optional<llm::SessionSpec>& sessions, StepResult& result);
+
+// The concurrency cap each of `parts` generators holds (0: none).
+inline std::uint32_t cap_per_part(const StepSpec& spec, std::uint32_t parts) {
+  return spec.concurrency == 0 || parts == 0 ? 0 : (spec.concurrency + parts - 1) / parts;
+}
 
 // Everything one engine part of a step needs on its generator thread: its share of the
 // schedule (the indices j ≡ part mod parts), its own io_context, connections and accumulator.

@@ -140,7 +140,7 @@ void run_part(std::unique_ptr<EnginePart> state, PartResult& out, Detach detach)
   asio::co_spawn(state->io, state->main(), log_exception);
   if (state->cancelled) asio::post(state->io, [s = state.get()] { s->cancel(); });
   state->io.run();
-  out.cpu_s = thread_cpu_seconds() - cpu0;
+  out.self.cpu_s = thread_cpu_seconds() - cpu0;
   detach(state.get());
   state->take_result(out);
   if (state->unsettled) {
@@ -151,41 +151,29 @@ void run_part(std::unique_ptr<EnginePart> state, PartResult& out, Detach detach)
   trim_thread_arena();
 }
 
-// The parts' records merged into one step: the accumulators as one (exact: the same samples),
-// the rows in completion order, the generator's self-watch at its worst part.
-void merge_parts(std::vector<PartResult>& parts, double wall_s, StepResult& result) {
-  PartResult& first = parts.front();
-  for (const PartResult& part : parts) result.generator_cpu_s += part.cpu_s;
-  for (std::size_t p = 1; p < parts.size(); ++p) {
-    PartResult& other = parts[p];
-    first.acc->merge(std::move(*other.acc));
-    first.loop_delay_ms.merge(other.loop_delay_ms);
-    first.rows.insert(first.rows.end(), std::make_move_iterator(other.rows.begin()),
-                      std::make_move_iterator(other.rows.end()));
-    first.peak_connections += other.peak_connections;
-    first.itl_lists_cut = first.itl_lists_cut || other.itl_lists_cut;
-    first.cancelled = first.cancelled || other.cancelled;
-    first.cpu_s = std::max(first.cpu_s, other.cpu_s);
-    first.sessions.add(other.sessions);
+// The generators' own watch as the step's: CPU seconds, connections and sessions summed; loop
+// delay at the worst generator; the busiest one's share of a core. Returns the worst
+// generator's own schedule lag p99 (0 when every generator's records carry theirs).
+double add_shares(const std::vector<GeneratorShare>& shares, double wall_s,
+                  const std::optional<llm::SessionSpec>& sessions, StepResult& result) {
+  double busiest = 0, worst_lag = 0;
+  SessionCounts counts;
+  for (const GeneratorShare& s : shares) {
+    result.generator_cpu_s += s.cpu_s;
+    busiest = std::max(busiest, s.cpu_s);
+    result.loop_delay_p99_ms = std::max(result.loop_delay_p99_ms, s.loop_delay_p99_ms);
+    result.loop_delay_max_ms = std::max(result.loop_delay_max_ms, s.loop_delay_max_ms);
+    worst_lag = std::max(worst_lag, s.lag_p99_ms);
+    result.peak_connections += s.peak_connections;
+    counts.add(s.sessions);
   }
-  if (parts.size() > 1) {
-    completion_order(first.rows, [](const RequestRow& r) {
-      return std::isnan(r.finished_ms) ? std::numeric_limits<double>::infinity() : r.finished_ms;
-    });
+  result.generator_cpu = wall_s > 0 ? busiest / wall_s : 0;
+  if (sessions && counts.started > 0) {
+    counts.history = sessions->history;
+    counts.shape = sessions->shape;
+    result.sessions = counts;
   }
-  result.loop_delay_p99_ms = first.loop_delay_ms.percentile(99);
-  result.loop_delay_max_ms = first.loop_delay_ms.max();
-  result.peak_connections = first.peak_connections;
-  result.itl_lists_cut = first.itl_lists_cut;
-  result.cancelled = first.cancelled;
-  result.stopped_by = first.stopped_by;
-  result.decision = first.decision;
-  result.looks = first.looks;
-  result.look_confidence = first.look_confidence;
-  result.generator_cpu = wall_s > 0 ? first.cpu_s / wall_s : 0;  // the busiest part's share of a core
-  result.metrics = std::move(*first.acc).finish();
-  result.requests = std::move(first.rows);
-  if (first.sessions.started > 0) result.sessions = first.sessions;
+  return worst_lag;
 }
 
 // spec.decide: the part that decides (the only one) gets its decider. A decision looks at
@@ -211,7 +199,7 @@ Result<std::vector<std::unique_ptr<EnginePart>>> make_parts(const StepSpec& spec
   for (std::uint32_t p = first; p < last; ++p) {
     auto state = std::make_unique<EnginePart>(target, endpoint, workload, spec, progress, plan.window, peak_in_flight);
     state->share = split_schedule(plan.schedule, p, parts, schedule_salt(spec));
-    state->cap = spec.concurrency == 0 ? 0 : (spec.concurrency + parts - 1) / parts;
+    state->cap = cap_per_part(spec, parts);
     state->drain_deadline = plan.drain_deadline;
     states.push_back(std::move(state));
   }
@@ -225,6 +213,36 @@ Result<std::vector<std::unique_ptr<EnginePart>>> make_parts(const StepSpec& spec
 }
 
 }  // namespace
+
+void fold_step(std::vector<PartResult>& parts, const std::vector<GeneratorShare>& shares, double wall_s,
+               const StepSpec& spec, const std::optional<llm::SessionSpec>& sessions, StepResult& result) {
+  PartResult& first = parts.front();
+  for (std::size_t p = 1; p < parts.size(); ++p) {
+    PartResult& other = parts[p];
+    first.acc->merge(std::move(*other.acc));
+    first.rows.insert(first.rows.end(), std::make_move_iterator(other.rows.begin()),
+                      std::make_move_iterator(other.rows.end()));
+    first.itl_lists_cut = first.itl_lists_cut || other.itl_lists_cut;
+    first.cancelled = first.cancelled || other.cancelled;
+  }
+  if (parts.size() > 1) {
+    completion_order(first.rows, [](const RequestRow& r) {
+      return std::isnan(r.finished_ms) ? std::numeric_limits<double>::infinity() : r.finished_ms;
+    });
+  }
+  result.itl_lists_cut = first.itl_lists_cut;
+  result.cancelled = first.cancelled;
+  result.stopped_by = first.stopped_by;
+  result.decision = first.decision;
+  result.looks = first.looks;
+  result.look_confidence = first.look_confidence;
+  result.metrics = std::move(*first.acc).finish();
+  result.requests = std::move(first.rows);
+  const double worst_lag = add_shares(shares, wall_s, sessions, result);
+  result.backlog = client_backlog(result.requests, result.metrics);
+  const double lag_p99_ms = std::max(result.metrics.schedule_lag_ms.percentile(99), worst_lag);
+  result.generator_limited = generator_limited(spec, lag_p99_ms, result.generator_cpu);
+}
 
 std::uint32_t engine_parts(const StepSpec& spec) {
   const std::uint32_t most = std::max<std::uint32_t>(spec.engine_threads, 1);
@@ -315,17 +333,12 @@ Result<StepResult> StepRunner::run(const StepSpec& spec) {
   }
   for (auto& g : generators) g.join();
   const double wall = std::chrono::duration<double>(SteadyClock::now() - wall_start).count();
-  merge_parts(measured, wall, result);
+  std::vector<GeneratorShare> shares;
+  for (const PartResult& part : measured) shares.push_back(part.self);
+  fold_step(measured, shares, wall, spec, workload_->spec().sessions, result);
   result.peak_in_flight = peak_in_flight.load();
-  if (result.sessions) {
-    result.sessions->history = workload_->spec().sessions->history;
-    result.sessions->shape = workload_->spec().sessions->shape;
-  }
   if (scraper) result.server = scraper->stop();
   cancel_requested_ = false;
-  result.backlog = client_backlog(result.requests, result.metrics);
-  const double lag_p99_ms = result.metrics.schedule_lag_ms.percentile(99);
-  result.generator_limited = generator_limited(spec, lag_p99_ms, result.generator_cpu);
   return result;
 }
 
