@@ -19,6 +19,7 @@
 #include "api/handlers.hpp"
 #include "core/json_access.hpp"
 #include "core/text.hpp"
+#include "core/trace_context.hpp"
 #include "report/autoscale.hpp"
 #include "report/html.hpp"
 #include "report/percentiles.hpp"
@@ -161,10 +162,13 @@ asio::awaitable<http::Reply> stream_requests_csv(Env& env, asio::any_io_executor
   auto next_page = [&](std::string& text) {
     const auto page = env.ctx.store->requests_page(c.id, after, kPage);
     for (const auto& [step, r] : page) {
-      text += fmt::format("{},{},{:.3f},{},{},{},{},{},{},{},{},{},{},{},{}\n", step, r.index, r.scheduled_ms,
+      // The traceparent it was sent with: derived from the job, the step and the request, as
+      // the engine (and every load agent) derived it.
+      text += fmt::format("{},{},{:.3f},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", step, r.index, r.scheduled_ms,
                           num(r.dispatched_ms), num(r.sent_ms), num(r.finished_ms), num(r.ttft_ms), num(r.e2el_ms),
                           r.input_tokens, r.output_tokens, r.chunks, printable_ascii(r.outcome, 40), num(tpot_ms(r)),
-                          r.itl_ms, r.turn ? std::to_string(r.turn) : std::string());
+                          r.itl_ms, r.turn ? std::to_string(r.turn) : std::string(),
+                          traceparent(step_trace_id(c.id, static_cast<std::uint64_t>(step)), r.index));
     }
     if (page.size() < kPage) return false;
     after = store::Store::RequestKey{page.back().first, page.back().second.index};
@@ -173,7 +177,7 @@ asio::awaitable<http::Reply> stream_requests_csv(Env& env, asio::any_io_executor
   co_return co_await stream_pages(
       env, pool, c, stream, "text/csv; charset=utf-8", c.id + "-requests.csv",
       "step,request,scheduled_ms,dispatched_ms,sent_ms,finished_ms,ttft_ms,e2el_ms,input_tokens,output_tokens,chunks,"
-      "outcome,tpot_ms,itl_ms,turn\n",
+      "outcome,tpot_ms,itl_ms,turn,traceparent\n",
       next_page);
 }
 

@@ -40,6 +40,12 @@ struct Chunk {
   bool reasoning = false;
 };
 
+// What names one request to its target: its X-Request-Id and its W3C traceparent ("" for
+// none: the header is not sent).
+struct RequestIds {
+  std::string request_id, traceparent;
+};
+
 struct RequestRecord {
   Nanos scheduled{0};         // from the schedule: when the user wanted to send it
   Nanos dispatched{0};        // when the generator took it up (= sent unless a concurrency cap queued it)

@@ -291,13 +291,14 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
   }
 
   bhttp::request<bhttp::string_body> make_request(bhttp::verb verb, const std::string& path, std::string body,
-                                                  const std::string& request_id, bool sse) {
+                                                  const RequestIds& ids, bool sse) {
     bhttp::request<bhttp::string_body> req{verb, path, 11};
     req.set(bhttp::field::host, target.host);
     req.set(bhttp::field::user_agent, "capsweep");
     if (!body.empty()) req.set(bhttp::field::content_type, "application/json");
     if (sse) req.set(bhttp::field::accept, "text/event-stream");
-    if (!request_id.empty()) req.set("x-request-id", request_id);
+    if (!ids.request_id.empty()) req.set("x-request-id", ids.request_id);
+    if (!ids.traceparent.empty()) req.set("traceparent", ids.traceparent);
     for (const auto& [k, v] : target.headers) req.set(k, v);
     req.keep_alive(true);
     req.body() = std::move(body);
@@ -456,15 +457,14 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
     rec.outcome = Outcome::ok;
   }
 
-  asio::awaitable<void> send(std::string body, RequestRecord& rec, SteadyClock::time_point origin,
-                             std::string request_id) {
+  asio::awaitable<void> send(std::string body, RequestRecord& rec, SteadyClock::time_point origin, RequestIds ids) {
     auto self = shared_from_this();
     if (cancelled) {
       rec.sent = rec.finished = SteadyClock::now() - origin;
       rec.outcome = Outcome::cancelled;
       co_return;
     }
-    auto req = make_request(bhttp::verb::post, target.completion_path(), std::move(body), request_id, target.stream);
+    auto req = make_request(bhttp::verb::post, target.completion_path(), std::move(body), ids, target.stream);
     // A pooled connection the server closed while idle fails before any answer: such a
     // request is retried once on a fresh connection, as HTTP clients do.
     for (int attempt = 0; attempt < 2; ++attempt) {
@@ -512,7 +512,7 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
       co_return out;
     }
     busy.insert(c.get());
-    auto req = make_request(bhttp::string_to_verb(method), target.base_path + path, std::move(body), "", false);
+    auto req = make_request(bhttp::string_to_verb(method), target.base_path + path, std::move(body), {}, false);
     if (req.method() == bhttp::verb::get) req.erase(bhttp::field::content_type);
     bhttp::response_parser<bhttp::string_body> parser;
     parser.body_limit(target.max_response_bytes);
@@ -551,8 +551,8 @@ Client::Client(asio::any_io_executor executor, Target target)
 Client::~Client() = default;
 
 asio::awaitable<void> Client::send(std::string body, RequestRecord& rec, SteadyClock::time_point origin,
-                                   std::string request_id) {
-  return impl_->send(std::move(body), rec, origin, std::move(request_id));
+                                   RequestIds ids) {
+  return impl_->send(std::move(body), rec, origin, std::move(ids));
 }
 
 Client::PlainResponse Client::request_now(asio::io_context& io, std::string method, std::string path, std::string body,

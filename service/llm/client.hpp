@@ -27,10 +27,11 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  // Sends one completion request with `body` and fills rec.sent, rec.chunks, token counts and
-  // rec.outcome. Times are offsets from `origin`. Never throws for request failures.
+  // Sends one completion request with `body` (its X-Request-Id and traceparent headers from
+  // `ids` where set) and fills rec.sent, rec.chunks, token counts and rec.outcome. Times are
+  // offsets from `origin`. Never throws for request failures.
   boost::asio::awaitable<void> send(std::string body, RequestRecord& rec, SteadyClock::time_point origin,
-                                    std::string request_id);
+                                    RequestIds ids);
 
   // A plain request (for calibration and scraping): returns status and body, or status 0 with
   // the error text in the body.

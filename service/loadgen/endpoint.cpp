@@ -13,8 +13,8 @@ class HttpEndpoint final : public Endpoint {
   HttpEndpoint(boost::asio::io_context& io, const llm::Target& target) : client_(io.get_executor(), target) {}
 
   boost::asio::awaitable<void> send(std::string body, RequestRecord& rec, SteadyClock::time_point origin,
-                                    std::string request_id) override {
-    co_await client_.send(std::move(body), rec, origin, std::move(request_id));
+                                    RequestIds ids) override {
+    co_await client_.send(std::move(body), rec, origin, std::move(ids));
   }
   void cancel_all() override { client_.cancel_all(); }
   std::size_t open_connections() const noexcept override { return client_.open_connections(); }

@@ -26,11 +26,11 @@ class Endpoint {
  public:
   virtual ~Endpoint() = default;
 
-  // Sends one request with `body` and fills rec.sent, rec.chunks, rec.finished, token counts
-  // and rec.outcome (times are offsets from `origin`). Never throws for a request's failure:
-  // a failure is an outcome.
+  // Sends one request with `body`, named by `ids`, and fills rec.sent, rec.chunks,
+  // rec.finished, token counts and rec.outcome (times are offsets from `origin`). Never throws
+  // for a request's failure: a failure is an outcome.
   virtual boost::asio::awaitable<void> send(std::string body, RequestRecord& rec, SteadyClock::time_point origin,
-                                            std::string request_id) = 0;
+                                            RequestIds ids) = 0;
   // Aborts every request in flight (they end as `cancelled`, promptly) and refuses new ones.
   virtual void cancel_all() = 0;
   // Connections open (idle + busy); 0 where the endpoint has none.

@@ -115,7 +115,10 @@ asio::awaitable<void> EnginePart::exchange(std::uint64_t index, RequestRecord& r
     progress.sent.fetch_add(1, std::memory_order_relaxed);
     if (spec.fail_request && *spec.fail_request == index)
       throw std::runtime_error("test hook: request failed in the generator");
-    co_await endpoint->send(std::move(body), rec, t0, fmt::format("capsweep-{}-{}", spec.seed, index));
+    // Named, not a braced temporary in the call: GCC 12 destroys such a by-value argument of a
+    // coroutine twice.
+    RequestIds ids{fmt::format("capsweep-{}-{}", spec.seed, index), traceparent(spec.trace_id, index)};
+    co_await endpoint->send(std::move(body), rec, t0, std::move(ids));
     peak_connections = std::max<std::uint64_t>(peak_connections, endpoint->open_connections());
   } catch (const std::exception& e) {
     rec.outcome = Outcome::client_error;

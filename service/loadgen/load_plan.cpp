@@ -97,6 +97,7 @@ std::optional<StepShape> parse_step_shape(std::string_view s) noexcept {
 Result<StepSpec> plan_load_step(const LoadSettings& s, const std::vector<Nanos>& trace_offsets) {
   StepSpec ss;
   ss.seed = s.seed * 1'000'003ULL + s.draw;
+  ss.trace_id = s.trace_id;
   ss.request_index_base = s.draw << 32;
   ss.goodput = s.goodput;
   ss.drain_timeout = s.drain_timeout;
@@ -210,6 +211,16 @@ std::optional<Error> read_optionals(SettingsReader& r, LoadSettings& s) {
   return std::nullopt;
 }
 
+// "trace_id": absent or null (no trace), else the step's trace id; nullopt when absent,
+// an empty optional inside when it is not an id.
+std::optional<std::optional<TraceId>> j_trace_id(SettingsReader& r) {
+  const auto it = r.j.find("trace_id");
+  if (it == r.j.end() || it->is_null()) return std::nullopt;
+  r.field = "/payload/load/trace_id";
+  if (!it->is_string()) return std::optional<TraceId>();
+  return parse_trace_id(it->get<std::string>());
+}
+
 Result<LoadSettings> read_settings(SettingsReader& r) {
   LoadSettings s;
   const auto shape = parse_step_shape(r.at("shape").get<std::string>());
@@ -230,6 +241,10 @@ Result<LoadSettings> read_settings(SettingsReader& r) {
   s.job_id = r.at("job_id").get<std::string>();
   s.max_connections = r.whole<std::uint32_t>("max_connections");
   if (auto e = read_optionals(r, s)) return *e;
+  if (const auto t = j_trace_id(r)) {
+    if (!*t) return invalid(r.field, "32 lowercase hex digits, not all zeros");
+    s.trace_id = **t;
+  }
   return s;
 }
 
@@ -251,6 +266,7 @@ json to_json(const LoadSettings& s) {
           {"goodput", goodput_json(s.goodput)},
           {"prefix_cache", std::string(llm::to_string(s.prefix_cache))},
           {"job_id", s.job_id},
+          {"trace_id", s.trace_id.valid() ? json(s.trace_id.hex()) : json(nullptr)},
           {"max_connections", s.max_connections}};
 }
 

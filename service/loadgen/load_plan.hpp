@@ -44,6 +44,7 @@ struct LoadSettings {
   GoodputBounds goodput;
   llm::PrefixCache prefix_cache = llm::PrefixCache::as_found;
   std::string job_id;                 // the prompts' salt under a cold or warm cache
+  TraceId trace_id;                   // the step's trace (step_trace_id of the job and step)
   std::uint32_t max_connections = 0;  // the service's cap on requests in flight (0: none)
   std::uint32_t engine_threads = 1;
   // capsweepd's side only (an agent's share is never decided early and never scrapes):

@@ -65,8 +65,8 @@ std::vector<QualityReply> QualityRunner::run(const std::vector<std::string>& bod
       ++progress_.in_flight;
       try {
         std::string body = bodies[i];
-        std::string id = fmt::format("quality-{}", i);
-        co_await s.endpoint->send(std::move(body), reply.record, origin, std::move(id));
+        RequestIds ids{fmt::format("quality-{}", i), {}};  // named: see EnginePart::exchange
+        co_await s.endpoint->send(std::move(body), reply.record, origin, std::move(ids));
       } catch (const std::exception&) {
         reply.record.outcome = Outcome::client_error;
       }

@@ -75,6 +75,7 @@ nlohmann::json StepResult::summary(const std::vector<double>& percentiles) const
   // The engine: its parts (threads), each sending the requests j ≡ part (mod parts) of one
   // schedule whose digest every part held; a cap on requests in flight then holds per part.
   nlohmann::json engine = {{"parts", engine_parts}, {"schedule_digest", fmt::format("{:016x}", schedule_digest)}};
+  if (trace_id.valid()) engine["trace_id"] = trace_id.hex();  // its requests' traceparent
   if (concurrency_cap_per_part > 0) {
     engine["concurrency_cap_per_part"] = concurrency_cap_per_part;
     engine["concurrency_cap_approximate"] = engine_parts > 1;

@@ -230,6 +230,7 @@ void fold_step(std::vector<PartResult>& parts, const std::vector<GeneratorShare>
       return std::isnan(r.finished_ms) ? std::numeric_limits<double>::infinity() : r.finished_ms;
     });
   }
+  result.trace_id = spec.trace_id;
   result.itl_lists_cut = first.itl_lists_cut;
   result.cancelled = first.cancelled;
   result.stopped_by = first.stopped_by;

@@ -20,6 +20,7 @@
 #include "core/lengths.hpp"
 #include "core/metrics.hpp"
 #include "core/schedule.hpp"
+#include "core/trace_context.hpp"
 #include "llm/target.hpp"
 #include "llm/workload.hpp"
 #include "loadgen/calibrate.hpp"
@@ -69,6 +70,7 @@ struct StepSpec {
   Nanos warmup{0};
   Nanos drain_timeout = std::chrono::seconds(60);
   std::uint64_t seed = 0;
+  TraceId trace_id;  // the step's trace: every request carries its traceparent (none: no header)
   GoodputBounds goodput;
   Nanos lag_bound = std::chrono::milliseconds(5);  // schedule lag p99 above this: generator_limited
   double cpu_saturation = 0.9;                     // generator CPU share above this: generator_limited
@@ -200,6 +202,7 @@ struct StepResult {
   // step's own is approximate.
   std::uint32_t engine_parts = 1;
   std::uint64_t schedule_digest = 0;
+  TraceId trace_id;  // the step's trace (its requests' traceparent), when it had one
   std::uint32_t concurrency_cap_per_part = 0;
   // The target's prefix cache as the step left it before its start: the workload's cache
   // state, and the warm-up's requests when it was warmed.

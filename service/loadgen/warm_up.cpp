@@ -24,8 +24,8 @@ WarmUp warm_up(const llm::Target& target, const EndpointFactory& make_endpoint, 
     while (next < prompts.size() && !stop()) {
       const std::size_t k = next++;
       RequestRecord rec;
-      co_await endpoint->send(llm::completion_body(target, prompts[k], 1), rec, origin,
-                              fmt::format("capsweep-warm-{}", k));
+      RequestIds ids{fmt::format("capsweep-warm-{}", k), {}};  // named: see EnginePart::exchange
+      co_await endpoint->send(llm::completion_body(target, prompts[k], 1), rec, origin, std::move(ids));
       ++out.sent;
       if (rec.outcome != Outcome::ok) ++out.failed;
     }

@@ -111,6 +111,7 @@ loadgen::LoadSettings load_settings(const JobSpec& spec, const StepOrder& order,
   s.goodput = spec.slo.goodput;
   s.prefix_cache = spec.workload.prefix.cache;
   s.job_id = job_id;
+  s.trace_id = step_trace_id(job_id, static_cast<std::uint64_t>(index));
   s.max_connections = max_connections;
   const bool candidate = order.role == Role::candidate && spec.candidate;
   s.metrics_url = candidate ? spec.candidate->metrics_url : spec.metrics_url;

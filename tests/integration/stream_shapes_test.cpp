@@ -68,7 +68,8 @@ RequestRecord replay(std::vector<std::string> pieces, const char* head = kSseHea
   asio::io_context io;
   llm::Client client(io.get_executor(), t);
   RequestRecord rec;
-  asio::co_spawn(io, client.send(llm::completion_body(t, "hi", 8), rec, SteadyClock::now(), "r"), asio::detached);
+  RequestIds ids{"r", {}};
+  asio::co_spawn(io, client.send(llm::completion_body(t, "hi", 8), rec, SteadyClock::now(), ids), asio::detached);
   io.run_for(15s);
   return rec;
 }

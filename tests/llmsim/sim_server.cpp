@@ -17,6 +17,7 @@
 
 #include "core/random.hpp"
 #include "core/stats.hpp"
+#include "core/trace_context.hpp"
 #include "http/server.hpp"
 #include "llmsim/answers.hpp"
 #include "llmsim/openai.hpp"
@@ -97,6 +98,15 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
   SampleSet lateness_ms;
   std::uint64_t prompt_tokens_total = 0, generation_tokens_total = 0;
   std::uint64_t success_total = 0, errors_total = 0, aborted_total = 0;
+
+  // The completion requests' trace context as received, oldest first (the server's own
+  // traces, as vLLM exports them): GET /sim/spans. At most kMaxSpans, later ones counted.
+  static constexpr std::size_t kMaxSpans = 200'000;
+  struct Span {
+    std::string traceparent, request_id;
+  };
+  std::vector<Span> spans;
+  std::uint64_t spans_dropped = 0;
 
   // One request in the engine; owned by its connection's coroutine (and in-flight writes).
   struct Stream : std::enable_shared_from_this<Stream> {
@@ -323,6 +333,10 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
       res.body() = render_metrics();
       co_return http::Reply{std::move(res), true};
     }
+    if (target == "/sim/spans") {
+      if (auto r = only(bhttp::verb::get)) co_return *r;
+      co_return http::Reply{http::json_response(req, bhttp::status::ok, render_spans()), true};
+    }
     const bool known = target == "/v1/models" || target == "/tokenize" || target == "/v1/completions" ||
                        target == "/v1/chat/completions";
     if (!known) {
@@ -386,7 +400,31 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
     return {http::json_response(req, bhttp::status::ok, out.dump()), true};
   }
 
+  // A request's traceparent (valid or not: a W3C server ignores a bad one, the test sees it).
+  void keep_span(const http::Request& req) {
+    if (spans.size() >= kMaxSpans) {
+      ++spans_dropped;
+      return;
+    }
+    const auto header = [&req](std::string_view name) {
+      const auto it = req.find(name);
+      return it == req.end() ? std::string() : std::string(it->value());
+    };
+    spans.push_back({header("traceparent"), header("x-request-id")});
+  }
+
+  std::string render_spans() const {
+    json list = json::array();
+    for (const Span& s : spans) {
+      list.push_back({{"traceparent", s.traceparent},
+                      {"request_id", s.request_id},
+                      {"valid", parse_traceparent(s.traceparent).has_value()}});
+    }
+    return json{{"spans", std::move(list)}, {"dropped", spans_dropped}}.dump();
+  }
+
   asio::awaitable<http::Reply> complete(http::Request& req, beast::tcp_stream& conn, Api api) {
+    keep_span(req);
     ApiError error;
     auto parsed = parse_completion_request(req.body(), api, cfg.model, cfg.seed, error);
     if (!parsed) co_return error_reply(req, error);

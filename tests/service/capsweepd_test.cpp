@@ -216,8 +216,8 @@ TEST_CASE("capsweepd: check jobs pass below capacity and fail above it, recordin
   std::istringstream lines(csv.body);
   std::string header, line;
   std::getline(lines, header);
-  CHECK(header.size() > 20);
-  CHECK(header.compare(header.size() - 20, 20, ",tpot_ms,itl_ms,turn") == 0);
+  CHECK(header.size() > 32);
+  CHECK(header.compare(header.size() - 32, 32, ",tpot_ms,itl_ms,turn,traceparent") == 0);
   std::map<std::uint64_t, std::pair<double, std::vector<double>>> csv_rows;  // request -> TPOT, ITLs
   while (std::getline(lines, line)) {
     std::vector<std::string> cells;

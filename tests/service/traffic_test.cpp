@@ -439,11 +439,12 @@ TEST_CASE("traffic: a session's turn k sends the whole history: k x P + (k - 1) 
     std::istringstream lines(csv.body);
     std::string line;
     std::getline(lines, line);
-    REQUIRE(csv_cells(line).back() == "turn");
+    REQUIRE(csv_cells(line).size() == 16);
+    REQUIRE(csv_cells(line)[14] == "turn");
     std::map<int, std::size_t> per_turn;
     while (std::getline(lines, line)) {
       const auto cells = csv_cells(line);
-      REQUIRE(cells.size() == 15);
+      REQUIRE(cells.size() == 16);
       REQUIRE_FALSE(cells[14].empty());
       const int turn = std::stoi(cells[14]);
       if (cells[11] != "ok") continue;

@@ -47,7 +47,8 @@ class FakeEndpoint final : public loadgen::Endpoint {
       : io_(io), model_(std::move(model)), stats_(std::move(stats)) {}
 
   boost::asio::awaitable<void> send(std::string body, RequestRecord& rec, SteadyClock::time_point origin,
-                                    std::string request_id) override {
+                                    RequestIds ids) override {
+    const std::string& request_id = ids.request_id;
     const auto now = [origin] { return SteadyClock::now() - origin; };
     rec.sent = now();
     if (cancelled_) {

@@ -112,14 +112,17 @@ TEST_CASE("load plan: the settings round-trip on the agents' wire, the same plan
   s.think_time_ms = LengthDist::lognormal(300, 900, 1, 5000).value();
   s.decide = loadgen::DecidedStop{};  // never sent: an agent's share is not decided early
   s.metrics_url = "http://127.0.0.1:9/metrics";
+  s.trace_id = step_trace_id("sw-wire", 2);
   const auto back = loadgen::parse_load_settings(loadgen::to_json(s));
   REQUIRE(back.has_value());
+  CHECK(back->trace_id == s.trace_id);
   CHECK(loadgen::to_json(*back) == loadgen::to_json(s));
   CHECK_FALSE(back->decide);
   CHECK(back->metrics_url.empty());
   const auto here = loadgen::plan_load_step(s, {}).value();
   const auto there = loadgen::plan_load_step(*back, {}).value();
   CHECK(there.seed == here.seed);
+  CHECK(there.trace_id == s.trace_id);  // both send the step's traceparent
   CHECK(there.prompt_salt == here.prompt_salt);
   const auto a = make_schedule(here.arrival, {here.duration, here.requests}, here.seed).value();
   const auto b = make_schedule(there.arrival, {there.duration, there.requests}, there.seed).value();
@@ -156,6 +159,16 @@ TEST_CASE("load plan: malformed settings are refused, naming the field") {
   bad = good;
   bad["think_time_ms"] = {{"dist", "fixed"}};
   CHECK(first_error(bad) == "/payload/load/think_time_ms/value");
+  // A trace id: absent or null is none, else 32 lowercase hex digits, not all zeros.
+  bad = good;
+  bad.erase("trace_id");
+  CHECK(first_error(bad).empty());
+  CHECK_FALSE(loadgen::parse_load_settings(bad)->trace_id.valid());
+  for (const json& id : {json("00000000000000000000000000000000"), json("4BF92F3577B34DA6A3CE929D0E0E4736"),
+                         json("4bf92f35"), json(12)}) {
+    bad["trace_id"] = id;
+    CHECK(first_error(bad) == "/payload/load/trace_id");
+  }
   CHECK(first_error(json::array()) == "/payload/load");
 }
 
