@@ -19,13 +19,14 @@ using json = nlohmann::json;
 namespace {
 
 json check_against(const testing::SimFixture& sim) {
-  return {{"kind", "check"},
-          {"target", {{"base_url", "http://127.0.0.1:" + std::to_string(sim.endpoint().port())}, {"model", "sim-8b"}}},
-          {"workload",
-           {{"prompt_tokens", {{"dist", "fixed"}, {"value", 8}}}, {"output_tokens", {{"dist", "fixed"}, {"value", 4}}}}},
-          {"arrival", {{"process", "poisson"}}},
-          {"slo", {{"ttft_ms", {{"p95", 800}}}}},
-          {"check", {{"rate_rps", 40}, {"duration_s", 3}, {"warmup_s", 0}}}};
+  return {
+      {"kind", "check"},
+      {"target", {{"base_url", "http://127.0.0.1:" + std::to_string(sim.endpoint().port())}, {"model", "sim-8b"}}},
+      {"workload",
+       {{"prompt_tokens", {{"dist", "fixed"}, {"value", 8}}}, {"output_tokens", {{"dist", "fixed"}, {"value", 4}}}}},
+      {"arrival", {{"process", "poisson"}}},
+      {"slo", {{"ttft_ms", {{"p95", 800}}}}},
+      {"check", {{"rate_rps", 40}, {"duration_s", 3}, {"warmup_s", 0}}}};
 }
 
 std::vector<std::string> cells_of(const std::string& line) {
@@ -56,8 +57,9 @@ std::map<std::uint64_t, std::string> traceparents(const std::string& csv) {
 
 }  // namespace
 
-TEST_CASE("traceparent: each request carries its step's trace and a span of its own, as requests.csv says, locally "
-          "and on two agents") {
+TEST_CASE(
+    "traceparent: each request carries its step's trace and a span of its own, as requests.csv says, locally "
+    "and on two agents") {
   testing::SimFixture sim(testing::fast_sim());
   testing::Service s("traceparent", std::nullopt, true);
   const auto [local, shared] = s.local_and_on_agents(check_against(sim), 2);
@@ -101,6 +103,6 @@ TEST_CASE("traceparent: each request carries its step's trace and a span of its 
       CHECK(it->second.substr(it->second.rfind('-') + 1) == std::to_string(index));
     }
   }
-  CHECK(traces.size() == 2);                 // one trace per step: two jobs, two traces
-  CHECK(by_header.size() == rows_total);     // and nothing else carried one
+  CHECK(traces.size() == 2);              // one trace per step: two jobs, two traces
+  CHECK(by_header.size() == rows_total);  // and nothing else carried one
 }

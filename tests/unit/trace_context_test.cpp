@@ -1,9 +1,9 @@
 // W3C Trace Context ids: one trace per step, one span per request, derived alike everywhere;
 // the traceparent header's format and its parser's errors.
+#include "core/trace_context.hpp"
+
 #include <catch2/catch.hpp>
 #include <set>
-
-#include "core/trace_context.hpp"
 
 using namespace capsweep;
 
@@ -50,9 +50,9 @@ TEST_CASE("trace context: traceparent is version 00, sampled, and parses back to
 }
 
 TEST_CASE("trace context: malformed ids and headers are refused") {
-  for (const char* bad : {"", "4bf92f3577b34da6a3ce929d0e0e473", "4bf92f3577b34da6a3ce929d0e0e47361",
-                          "4BF92F3577B34DA6A3CE929D0E0E4736", "4bf92f3577b34da6a3ce929d0e0e473g",
-                          "00000000000000000000000000000000"}) {
+  for (const char* bad :
+       {"", "4bf92f3577b34da6a3ce929d0e0e473", "4bf92f3577b34da6a3ce929d0e0e47361", "4BF92F3577B34DA6A3CE929D0E0E4736",
+        "4bf92f3577b34da6a3ce929d0e0e473g", "00000000000000000000000000000000"}) {
     INFO(bad);
     CHECK_FALSE(parse_trace_id(bad));
   }
