@@ -62,7 +62,13 @@ TEST_CASE(
     "and on two agents") {
   testing::SimFixture sim(testing::fast_sim());
   testing::Service s("traceparent", std::nullopt, true);
-  const auto [local, shared] = s.local_and_on_agents(check_against(sim), 2);
+  // Run locally, then on two agents; what is checked is what was sent, not the verdict (an
+  // agent that fell behind its schedule on a busy machine makes the step inconclusive).
+  json spec = check_against(sim);
+  const json local = s.run_check(spec, 0);
+  spec["agents"] = 2;
+  const json shared = s.run_check(spec, 2);
+  CHECK(shared["summary"]["agents"]["parts"] == 2);
 
   // What the server saw: every completion request's headers, calibration's among them.
   const auto r = testing::http_request(sim.endpoint(), "GET", "/sim/spans");
