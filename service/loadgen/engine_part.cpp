@@ -115,8 +115,9 @@ asio::awaitable<void> EnginePart::exchange(std::uint64_t index, RequestRecord& r
     progress.sent.fetch_add(1, std::memory_order_relaxed);
     if (spec.fail_request && *spec.fail_request == index)
       throw std::runtime_error("test hook: request failed in the generator");
-    // Named, not a braced temporary in the call: GCC 12 destroys such a by-value argument of a
-    // coroutine twice.
+    // Named, not a braced temporary in the call: with GCC 12, a braced RequestIds passed by
+    // value to the endpoint's coroutine crashed at its destruction (free(): invalid pointer);
+    // named and moved, it does not.
     RequestIds ids{fmt::format("capsweep-{}-{}", spec.seed, index), traceparent(spec.trace_id, index)};
     co_await endpoint->send(std::move(body), rec, t0, std::move(ids));
     peak_connections = std::max<std::uint64_t>(peak_connections, endpoint->open_connections());
