@@ -40,6 +40,61 @@ void read_choice(const json& c, Answer& out, std::map<std::size_t, ToolCall>& ca
   }
 }
 
+// A Responses API response object (a whole answer, or the one a terminal event carries): its
+// usage and how it ended; its output items' text and calls where no delta brought them.
+void read_response(const json& r, Answer& out, std::map<std::size_t, ToolCall>& calls) {
+  const std::string status = as_text(r.value("status", json()));
+  if (status == "completed") out.finish_reason = "stop";
+  if (status == "incomplete") out.finish_reason = "length";
+  if (auto u = r.find("usage"); u != r.end() && u->is_object()) {
+    if (auto c = u->find("output_tokens"); c != u->end() && c->is_number_unsigned())
+      out.completion_tokens = c->get<std::uint64_t>();
+    if (auto p = u->find("input_tokens"); p != u->end() && p->is_number_unsigned())
+      out.prompt_tokens = p->get<std::uint64_t>();
+  }
+  const json& output = r.value("output", json::array());
+  if (!output.is_array() || !out.text.empty() || !calls.empty()) return;
+  for (std::size_t i = 0; i < output.size(); ++i) {
+    const json& item = output[i];
+    if (!item.is_object()) continue;
+    const std::string item_type = as_text(item.value("type", json()));
+    if (item_type == "function_call") {
+      calls[i] = {as_text(item.value("name", json())), as_text(item.value("arguments", json()))};
+      continue;
+    }
+    if (item_type != "message" || !item.contains("content") || !item["content"].is_array()) continue;
+    for (const json& part : item["content"]) {
+      if (part.is_object() && as_text(part.value("type", json())) == "output_text") {
+        out.text += as_text(part.value("text", json()));
+      }
+    }
+  }
+}
+
+// One Responses API event ({"type": ...}): text and call-argument deltas, a call's name as its
+// item is added, the terminal event's response, an error.
+void read_response_event(const json& j, Answer& out, std::map<std::size_t, ToolCall>& calls) {
+  const std::string type = as_text(j["type"]);
+  const json& at = j.value("output_index", json(0));
+  const std::size_t index = at.is_number_unsigned() ? at.get<std::size_t>() : 0;
+  if (type == "response.output_text.delta") {
+    out.text += as_text(j.value("delta", json()));
+  } else if (type == "response.function_call_arguments.delta") {
+    calls[index].arguments += as_text(j.value("delta", json()));
+  } else if (type == "response.output_item.added" && j.contains("item") && j["item"].is_object() &&
+             as_text(j["item"].value("type", json())) == "function_call") {
+    calls[index].name += as_text(j["item"].value("name", json()));
+  } else if (type == "error" || type == "response.failed") {
+    const json response = j.value("response", json::object());
+    const json err = type == "error" ? j : response.is_object() ? response.value("error", json()) : json();
+    out.error = printable_ascii(err.is_object() ? as_text(err.value("message", json("error"))) : "error", 200);
+    if (out.error.empty()) out.error = "error";
+  } else if ((type == "response.completed" || type == "response.incomplete") && j.contains("response") &&
+             j["response"].is_object()) {
+    read_response(j["response"], out, calls);
+  }
+}
+
 }  // namespace
 
 Answer assemble_answer(const std::vector<std::string>& events) {
@@ -56,10 +111,20 @@ Answer assemble_answer(const std::vector<std::string>& events) {
       out.malformed = true;
       continue;
     }
-    if (auto e = j.find("error"); e != j.end() || j.value("object", "") == "error") {
-      const json& err = e != j.end() ? *e : j;
+    const std::string object = as_text(j.value("object", json()));
+    const auto e = j.find("error");  // "error": null (a Responses object's) says nothing
+    if ((e != j.end() && !e->is_null()) || object == "error") {
+      const json& err = e != j.end() && !e->is_null() ? *e : j;
       out.error = printable_ascii(err.is_object() ? as_text(err.value("message", json("error"))) : as_text(err), 200);
       if (out.error.empty()) out.error = "error";
+      continue;
+    }
+    if (j.contains("type") && j["type"].is_string()) {  // the Responses API's events
+      read_response_event(j, out, calls);
+      continue;
+    }
+    if (object == "response") {  // its whole answer
+      read_response(j, out, calls);
       continue;
     }
     if (auto u = j.find("usage"); u != j.end() && u->is_object()) {
@@ -96,7 +161,7 @@ std::string quality_body(const Target& t, const DatasetEntry& e, std::uint32_t d
     }
   }
   j["stream"] = t.stream;
-  if (t.stream) j["stream_options"] = {{"include_usage", true}};
+  if (t.stream && api_row(t.api).stream_usage_option) j["stream_options"] = {{"include_usage", true}};
   j.erase("ignore_eos");
   return j.dump();
 }

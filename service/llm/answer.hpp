@@ -15,6 +15,8 @@
 
 namespace capsweep::llm {
 
+// Read from chat, completions and Responses API payloads alike (a Responses answer's text is
+// its output_text; its finish_reason "stop" when completed, "length" when incomplete).
 struct Answer {
   std::string text;                  // the content (chat) or text (completions), concatenated
   std::vector<ToolCall> tool_calls;  // in index order

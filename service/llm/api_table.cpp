@@ -1,10 +1,11 @@
-// The target API table: completions and chat from the start, more by register_api.
+// The target API table: completions, chat and responses from the start, more by register_api.
 #include "llm/api_table.hpp"
 
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "core/row_table.hpp"
+#include "llm/api_rows.hpp"
 
 namespace capsweep::llm {
 
@@ -37,7 +38,7 @@ ApiRow chat_row() {
 }
 
 RowTable<ApiRow>& api_table() {
-  static RowTable<ApiRow> t("target API", {completions_row(), chat_row()});  // in Api's order
+  static RowTable<ApiRow> t("target API", {completions_row(), chat_row(), responses_row()});  // Api's order
   return t;
 }
 
@@ -48,7 +49,8 @@ const ApiRow& api_row(Api a) noexcept {
 }
 
 Api register_api(ApiRow row) {
-  if (row.name.empty() || row.path.empty() || row.path.front() != '/' || !row.request || !row.read_chunk) {
+  if (row.name.empty() || row.path.empty() || row.path.front() != '/' || !row.request || !row.read_chunk ||
+      !row.read_body) {
     throw std::invalid_argument("a target API needs a name, a path from '/', a request body and a stream reader");
   }
   return static_cast<Api>(api_table().add(std::move(row)));

@@ -16,8 +16,8 @@
 
 namespace capsweep::llm {
 
-// The two named here first, then any that register_api adds (their values follow chat's).
-enum class Api : std::uint8_t { completions, chat };
+// The three named here first, then any that register_api adds (their values follow theirs).
+enum class Api : std::uint8_t { completions, chat, responses };
 
 struct ApiRow {
   std::string name;
@@ -30,13 +30,19 @@ struct ApiRow {
       request = {};
   // One SSE data payload of its stream, read.
   StreamChunk (*read_chunk)(std::string_view data) = interpret_chunk;
+  // A whole (non-streamed) answer's body, read: its usage figures (nullopt: not an answer).
+  std::optional<UsageCounts> (*read_body)(std::string_view body) = read_answer_usage;
+  // Takes stream_options {include_usage, continuous_usage_stats} (chat's and completions').
+  bool stream_usage_option = true;
+  // Its answers can be read for the quality checks of a regression (assemble_answer).
+  bool quality = true;
 };
 
 // The row of an API (completions' for a value no row has).
 const ApiRow& api_row(Api a) noexcept;
 // Adds an API to the table (at start-up, before specs are parsed); its value. Throws
 // std::invalid_argument for a taken or empty name, a path not starting with '/', a row
-// without a request or a reader, or a full table.
+// without a request or a reader (of a stream and of a body), or a full table.
 Api register_api(ApiRow row);
 // Every API's name, in the table's order (the spec schema's enum).
 std::vector<std::string> api_names();

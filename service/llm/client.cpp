@@ -435,22 +435,22 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
       co_return;
     }
     if (rec.events) rec.events->push_back(parser.get().body());
-    auto j = nlohmann::json::parse(parser.get().body(), nullptr, false);
-    if (j.is_discarded() || !j.is_object()) {
+    const auto usage = api_row(target.api).read_body(parser.get().body());
+    if (!usage) {
       rec.outcome = Outcome::stream_error;
       co_return;
     }
     std::uint32_t tokens = 1;
     rec.output_tokens_estimated = true;
     rec.streamed = false;
-    if (auto u = j.find("usage"); u != j.end() && u->is_object()) {
-      if (u->contains("completion_tokens") && (*u)["completion_tokens"].is_number_unsigned()) {
-        tokens = std::max<std::uint32_t>(1, (*u)["completion_tokens"].get<std::uint32_t>());
-        rec.output_tokens_estimated = false;
-      }
-      if (u->contains("prompt_tokens") && (*u)["prompt_tokens"].is_number_unsigned()) {
-        rec.input_tokens = (*u)["prompt_tokens"].get<std::uint32_t>();
-      }
+    if (const auto generated = generated_tokens(*usage)) {
+      tokens = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(*generated, 1, UINT32_MAX));
+      rec.output_tokens_estimated = false;
+    }
+    if (usage->prompt)
+      rec.input_tokens = static_cast<std::uint32_t>(std::min<std::uint64_t>(*usage->prompt, UINT32_MAX));
+    if (usage->reasoning) {
+      rec.reasoning_tokens = static_cast<std::uint32_t>(std::min<std::uint64_t>(*usage->reasoning, tokens));
     }
     rec.chunks.push_back({now, tokens});
     rec.output_tokens = tokens;

@@ -48,4 +48,9 @@ struct UsageCounts {
 };
 std::optional<std::uint64_t> generated_tokens(const UsageCounts& u) noexcept;
 
+// A whole (non-streamed) completions or chat answer: its usage (prompt_tokens,
+// completion_tokens, completion_tokens_details.reasoning_tokens, total_tokens), each absent
+// where the body does not say it; nullopt when the body is not a JSON object.
+std::optional<UsageCounts> read_answer_usage(std::string_view body);
+
 }  // namespace capsweep::llm

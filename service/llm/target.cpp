@@ -90,9 +90,23 @@ std::optional<Error> parse_extra_body(const nlohmann::json& j, const std::string
     // Fields that define the load (how many answers, how long, to what, in which form) are
     // set by the spec; overriding them would multiply the load past the service's limits or
     // measure something else than the spec says.
-    static constexpr std::array<std::string_view, 14> kLoadFields{
-        "model", "prompt",  "messages",   "stream",     "stream_options",  "max_tokens", "max_completion_tokens",
-        "n",     "best_of", "ignore_eos", "min_tokens", "use_beam_search", "echo",       "logprobs"};
+    static constexpr std::array<std::string_view, 17> kLoadFields{"model",
+                                                                  "prompt",
+                                                                  "messages",
+                                                                  "stream",
+                                                                  "stream_options",
+                                                                  "max_tokens",
+                                                                  "max_completion_tokens",
+                                                                  "n",
+                                                                  "best_of",
+                                                                  "ignore_eos",
+                                                                  "min_tokens",
+                                                                  "use_beam_search",
+                                                                  "echo",
+                                                                  "logprobs",
+                                                                  "input",
+                                                                  "max_output_tokens",
+                                                                  "previous_response_id"};
     for (const auto& [k, v] : e->items()) {
       if (std::find(kLoadFields.begin(), kLoadFields.end(), k) != kLoadFields.end()) {
         return invalid(field + "/extra_body/" + k,
@@ -171,7 +185,9 @@ std::string completion_body(const Target& t, std::string_view prompt, std::uint3
   j["model"] = t.model;
   api_row(t.api).request(j, prompt, messages, max_tokens);
   j["stream"] = t.stream;
-  if (t.stream) j["stream_options"] = {{"include_usage", true}, {"continuous_usage_stats", true}};
+  if (t.stream && api_row(t.api).stream_usage_option) {
+    j["stream_options"] = {{"include_usage", true}, {"continuous_usage_stats", true}};
+  }
   if (t.ignore_eos) j["ignore_eos"] = true;
   return j.dump();
 }

@@ -195,6 +195,9 @@ Result<JudgeSettings> parse_judge(const json& j) {
   if (!j.contains("target")) return invalid(f + "/target", "is required: the model that scores the answers");
   auto t = llm::parse_target(j.at("target"), f + "/target");
   if (!t) return t.error();
+  if (!llm::api_row(t->api).quality) {
+    return invalid(f + "/target/api", "the judge's answers are read as chat or completions answers");
+  }
   out.target = std::move(*t);
   out.base_url = j.at("target").at("base_url").get<std::string>();
   const json& tpl = j.value("template", json());
@@ -268,10 +271,14 @@ std::optional<Error> parse_regression_blocks(const json& spec, JobSpec& js) {
     js.quality = std::move(*parsed);
     const bool tools = js.quality->has(QualityCheck::tool_calls);
     for (const auto* t : {&js.target, &js.candidate->target}) {
-      if (tools && !llm::api_row(t->api).messages) {
-        return invalid(t == &js.target ? "/baseline/target/api" : "/candidate/target/api",
-                       "the tool_calls check needs the chat API (\"api\": \"chat\")");
+      const std::string field = t == &js.target ? "/baseline/target/api" : "/candidate/target/api";
+      const auto& row = llm::api_row(t->api);
+      if (!row.quality) {
+        return invalid(field, fmt::format("the quality checks read chat or completions answers, not {}'s; "
+                                          "drop the \"quality\" block or use one of those APIs",
+                                          row.name));
       }
+      if (tools && !row.messages) return invalid(field, "the tool_calls check needs the chat API (\"api\": \"chat\")");
     }
   }
   if (auto j = spec.find("judge"); j != spec.end()) {

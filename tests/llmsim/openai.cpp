@@ -101,10 +101,11 @@ class BlockHasher {
   std::uint32_t in_block_ = 0;
 };
 
-// A completion's prompt: text (its words) or token ids.
-bool read_completion_prompt(const json& j, CompletionRequest& req, std::uint64_t& text_hash, ApiError& error) {
-  auto prompt = j.find("prompt");
-  if (prompt == j.end()) return fail(error, "prompt", "'prompt' is required"), false;
+// A completion's prompt (a response's input text) at `key`: text (its words) or token ids.
+bool read_completion_prompt(const json& j, const std::string& key, CompletionRequest& req, std::uint64_t& text_hash,
+                            ApiError& error) {
+  auto prompt = j.find(key);
+  if (prompt == j.end()) return fail(error, key, fmt::format("'{}' is required", key)), false;
   if (prompt->is_string()) {
     const auto& s = prompt->get_ref<const std::string&>();
     req.prompt_tokens = count_words(s);
@@ -114,28 +115,29 @@ bool read_completion_prompt(const json& j, CompletionRequest& req, std::uint64_t
   } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number_integer()) {
     BlockHasher blocks(req.blocks);
     for (const auto& t : *prompt) {
-      if (!t.is_number_integer()) return fail(error, "prompt", "token ids must be integers"), false;
+      if (!t.is_number_integer()) return fail(error, key, "token ids must be integers"), false;
       text_hash = mix(text_hash ^ t.get<std::uint64_t>());
       blocks.token(t.get<std::uint64_t>());
     }
     req.prompt_tokens = static_cast<std::uint32_t>(prompt->size());
   } else {
-    return fail(error, "prompt", "'prompt' must be a string or an array of token ids"), false;
+    return fail(error, key, fmt::format("'{}' must be a string or an array of token ids", key)), false;
   }
   return true;
 }
 
-// A chat's messages: the words of every message's content (a string or text parts); the last
-// user turn is the question.
-bool read_chat_messages(const json& j, CompletionRequest& req, std::uint64_t& text_hash, ApiError& error) {
-  auto messages = j.find("messages");
+// A chat's messages (a response's input items) at `key`: the words of every message's content
+// (a string or text parts); the last user turn is the question.
+bool read_chat_messages(const json& j, const std::string& key, CompletionRequest& req, std::uint64_t& text_hash,
+                        ApiError& error) {
+  auto messages = j.find(key);
   if (messages == j.end() || !messages->is_array() || messages->empty()) {
-    return fail(error, "messages", "'messages' must be a non-empty array"), false;
+    return fail(error, key, fmt::format("'{}' must be a non-empty array", key)), false;
   }
   BlockHasher blocks(req.blocks);
   for (std::size_t i = 0; i < messages->size(); ++i) {
     const auto& m = (*messages)[i];
-    const std::string param = fmt::format("messages[{}]", i);
+    const std::string param = fmt::format("{}[{}]", key, i);
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
       return fail(error, param, "each message needs a 'role'"), false;
     }
@@ -162,17 +164,20 @@ bool read_chat_messages(const json& j, CompletionRequest& req, std::uint64_t& te
   return true;
 }
 
-// max_completion_tokens (or max_tokens); absent: 256 for chat, 16 for completions, as OpenAI's.
+// max_completion_tokens (or max_tokens; a response's max_output_tokens); absent: 16 for
+// completions, else 256.
 bool read_max_tokens(const json& j, Api api, CompletionRequest& req, ApiError& error) {
   const char* max_key = nullptr;
-  for (const char* key : {"max_completion_tokens", "max_tokens"}) {
+  const auto keys = api == Api::responses ? std::vector<const char*>{"max_output_tokens"}
+                                          : std::vector<const char*>{"max_completion_tokens", "max_tokens"};
+  for (const char* key : keys) {
     if (j.contains(key) && !j[key].is_null()) {
       max_key = key;
       break;
     }
   }
   if (!max_key) {
-    req.max_tokens = api == Api::chat ? 256 : 16;
+    req.max_tokens = api == Api::completions ? 16 : 256;
     return true;
   }
   const auto& v = j[max_key];
@@ -251,12 +256,12 @@ std::optional<CompletionRequest> parse_completion_request(std::string_view body,
     return fail(error, "model", fmt::format("The model `{}` does not exist.", req.model), 404);
   }
   std::uint64_t text_hash = 0;
-  const bool prompt_read = api == Api::completions ? read_completion_prompt(j, req, text_hash, error)
-                                                   : read_chat_messages(j, req, text_hash, error);
+  const std::string key = api == Api::completions ? "prompt" : api == Api::chat ? "messages" : "input";
+  const bool text = api == Api::completions || (api == Api::responses && j.contains(key) && j[key].is_string());
+  const bool prompt_read =
+      text ? read_completion_prompt(j, key, req, text_hash, error) : read_chat_messages(j, key, req, text_hash, error);
   if (!prompt_read) return std::nullopt;
-  if (req.prompt_tokens == 0) {
-    return fail(error, api == Api::chat ? "messages" : "prompt", "the prompt is empty");
-  }
+  if (req.prompt_tokens == 0) return fail(error, key, "the prompt is empty");
   if (!read_max_tokens(j, api, req, error) || !read_stream_flags(j, req, error) ||
       !read_sampling_and_shape(j, api, server_seed, text_hash, req, error)) {
     return std::nullopt;
@@ -272,6 +277,7 @@ ChunkFormatter::ChunkFormatter(const CompletionRequest& req, std::string_view id
 }
 
 void ChunkFormatter::append_role(std::string& out) const {
+  if (req_.api == Api::responses) return append_response_created(out);
   out += head_;
   out += R"({"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]})";
   out += "\n\n";
@@ -303,10 +309,22 @@ std::string_view ChunkFormatter::finish_reason(std::uint32_t completion_tokens) 
   return "length";  // the word stream always runs to max_tokens; a cut script too
 }
 
+void ChunkFormatter::append_text(std::string& out, std::uint32_t first, std::uint32_t count) const {
+  const bool scripted = !req_.script.pieces.empty();
+  for (std::uint32_t i = 0; i < count; ++i) {
+    if (!scripted) {
+      out += token_text(req_.text_seed, first + i);
+      continue;
+    }
+    const std::string quoted = json(std::string(piece(first + i))).dump();
+    out.append(quoted, 1, quoted.size() - 2);
+  }
+}
+
 void ChunkFormatter::append_tokens(std::string& out, std::uint32_t first, std::uint32_t count,
                                    std::uint32_t completion_tokens, bool finished) const {
+  if (req_.api == Api::responses) return append_response_delta(out, first, count);
   out += head_;
-  const bool scripted = !req_.script.pieces.empty();
   if (req_.script.tool_call) {
     out += R"({"index":0,"delta":{"tool_calls":[{"index":0,)";
     if (first == 0) {
@@ -323,14 +341,7 @@ void ChunkFormatter::append_tokens(std::string& out, std::uint32_t first, std::u
   } else {
     out += req_.api == Api::chat ? R"({"index":0,"delta":{"content":")" : R"({"index":0,"text":")";
   }
-  for (std::uint32_t i = 0; i < count; ++i) {
-    if (!scripted) {
-      out += token_text(req_.text_seed, first + i);
-      continue;
-    }
-    const std::string quoted = json(std::string(piece(first + i))).dump();
-    out.append(quoted, 1, quoted.size() - 2);
-  }
+  append_text(out, first, count);
   if (req_.script.tool_call)
     out += R"("}}]},"logprobs":null,"finish_reason":)";
   else
@@ -349,18 +360,19 @@ void ChunkFormatter::append_tokens(std::string& out, std::uint32_t first, std::u
   out += "}\n\n";
 }
 
-void ChunkFormatter::append_usage(std::string& out, std::uint32_t completion_tokens) const {
-  out += head_;
-  out += "],";
-  append_usage_object(out, completion_tokens);
-  out += "}\n\n";
-}
-
-void ChunkFormatter::append_done(std::string& out) {
+void ChunkFormatter::append_end(std::string& out, std::uint32_t completion_tokens) const {
+  if (req_.api == Api::responses) return append_response_end(out, completion_tokens);
+  if (req_.include_usage) {
+    out += head_;
+    out += "],";
+    append_usage_object(out, completion_tokens);
+    out += "}\n\n";
+  }
   out += "data: [DONE]\n\n";
 }
 
 std::string ChunkFormatter::full_response(std::uint32_t completion_tokens) const {
+  if (req_.api == Api::responses) return response_object(completion_tokens).dump();
   std::string text, reasoning;
   for (std::uint32_t i = 0; i < completion_tokens; ++i) (i < req_.reasoning_tokens ? reasoning : text) += piece(i);
   json j;

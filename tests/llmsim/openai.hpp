@@ -14,7 +14,7 @@
 
 namespace capsweep::llmsim {
 
-enum class Api { completions, chat };
+enum class Api { completions, chat, responses };
 
 struct CompletionRequest {
   Api api = Api::completions;
@@ -57,8 +57,9 @@ struct ApiError {
 // {"error": {"message", "type", "param", "code"}}
 std::string error_body(const ApiError& e);
 
-// Parses a /v1/completions or /v1/chat/completions body. `served_model` is the one model
-// served; `default_max_tokens` applies when the request gives none (completions: 16).
+// Parses a /v1/completions, /v1/chat/completions or /v1/responses body (its `input`: a text
+// or messages; its `max_output_tokens`). `served_model` is the one model served; a request
+// without a token cap gets OpenAI's default (completions: 16, else 256).
 std::optional<CompletionRequest> parse_completion_request(std::string_view body, Api api, std::string_view served_model,
                                                           std::uint64_t server_seed, ApiError& error);
 
@@ -71,23 +72,31 @@ class ChunkFormatter {
  public:
   ChunkFormatter(const CompletionRequest& req, std::string_view id, std::int64_t created);
 
-  // Chat only: the role-only first chunk ({"delta": {"role": "assistant", "content": ""}}).
+  // Chat: the role-only first chunk ({"delta": {"role": "assistant", "content": ""}});
+  // Responses: the response.created event.
   void append_role(std::string& out) const;
   // A content chunk carrying tokens [first, first + count) (a tool call's argument delta when
   // the script is a call); `completion_tokens` is the total generated so far (for continuous
   // usage); `finished` sets the finish_reason ("length", or the script's own end).
   void append_tokens(std::string& out, std::uint32_t first, std::uint32_t count, std::uint32_t completion_tokens,
                      bool finished) const;
-  // The usage-only chunk (choices empty) sent last when include_usage is set.
-  void append_usage(std::string& out, std::uint32_t completion_tokens) const;
-  // "data: [DONE]\n\n"
-  static void append_done(std::string& out);
+  // The stream's end: the usage-only chunk (choices empty) when include_usage is set, then
+  // "data: [DONE]"; a Responses stream's response.completed (or .incomplete) event instead,
+  // with the whole response and its usage.
+  void append_end(std::string& out, std::uint32_t completion_tokens) const;
 
   // The non-streaming response body for a finished request.
   std::string full_response(std::uint32_t completion_tokens) const;
 
  private:
   void append_usage_object(std::string& out, std::uint32_t completion_tokens) const;
+  // The Responses API's events and object (responses.cpp).
+  void append_response_created(std::string& out) const;
+  void append_response_delta(std::string& out, std::uint32_t first, std::uint32_t count) const;
+  void append_response_end(std::string& out, std::uint32_t completion_tokens) const;
+  nlohmann::json response_object(std::uint32_t completion_tokens) const;
+  // Tokens [first, first + count)'s text, escaped for a JSON string.
+  void append_text(std::string& out, std::uint32_t first, std::uint32_t count) const;
   // The text of token `index`: the script's piece, else a word of the stream.
   std::string_view piece(std::uint32_t index) const;
   // How an answer of `completion_tokens` tokens ends.

@@ -174,10 +174,7 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
         formatter.append_tokens(pending, formatted, unformatted, emitted, finished);
         formatted = emitted;
         ++pending_events;
-        if (finished) {
-          if (req.include_usage) formatter.append_usage(pending, emitted);
-          ChunkFormatter::append_done(pending);
-        }
+        if (finished) formatter.append_end(pending, emitted);
       }
       if (e.index == stall_at) {
         stall_until = now + std::chrono::microseconds(static_cast<long>(sim.cfg.stall_ms * 1000));
@@ -338,7 +335,7 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
       co_return http::Reply{http::json_response(req, bhttp::status::ok, render_spans()), true};
     }
     const bool known = target == "/v1/models" || target == "/tokenize" || target == "/v1/completions" ||
-                       target == "/v1/chat/completions";
+                       target == "/v1/chat/completions" || target == "/v1/responses";
     if (!known) {
       co_return error_reply(req, {404, fmt::format("no route for {}", target), "NotFoundError", ""}, false);
     }
@@ -365,7 +362,10 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
     }
     if (auto r = only(bhttp::verb::post)) co_return *r;
     if (target == "/tokenize") co_return tokenize(req);
-    co_return co_await complete(req, conn, target == "/v1/chat/completions" ? Api::chat : Api::completions);
+    const Api api = target == "/v1/chat/completions" ? Api::chat
+                    : target == "/v1/responses"      ? Api::responses
+                                                     : Api::completions;
+    co_return co_await complete(req, conn, api);
   }
 
   http::Reply tokenize(http::Request& req) {
@@ -423,19 +423,22 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
     return json{{"spans", std::move(list)}, {"dropped", spans_dropped}}.dump();
   }
 
+  // A response's id's prefix, by API.
+  static constexpr std::array<const char*, 3> kIdPrefix{"cmpl", "chatcmpl", "resp"};
+
   asio::awaitable<http::Reply> complete(http::Request& req, beast::tcp_stream& conn, Api api) {
     keep_span(req);
     ApiError error;
     auto parsed = parse_completion_request(req.body(), api, cfg.model, cfg.seed, error);
     if (!parsed) co_return error_reply(req, error);
     script_answer(*parsed, cfg, rng);
-    if (api == Api::chat && parsed->script.pieces.empty()) parsed->reasoning_tokens = cfg.reasoning_tokens;
+    if (api != Api::completions && parsed->script.pieces.empty()) parsed->reasoning_tokens = cfg.reasoning_tokens;
     if (cfg.error_rate > 0 && rng.uniform01() < cfg.error_rate) {
       co_return error_reply(req, {500, "injected server error", "InternalServerError", ""});
     }
     const std::uint64_t n = next_request++;
     auto stream = std::make_shared<Stream>(*this, conn, std::move(*parsed),
-                                           fmt::format("{}-{}", api == Api::chat ? "chatcmpl" : "cmpl", n));
+                                           fmt::format("{}-{}", kIdPrefix[static_cast<int>(api)], n));
     // A structured answer ends with its last piece (or at max_tokens); the overrun fault runs past.
     const auto& script = stream->req.script.pieces;
     const std::uint32_t tokens =
@@ -463,7 +466,7 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
     if (stream->req.stream) {
       // Headers (and the chat role chunk) go out at once, as vLLM sends them.
       std::string head(kStreamHeader);
-      if (api == Api::chat) {
+      if (api != Api::completions) {
         std::string role;
         stream->formatter.append_role(role);
         head += fmt::format("{:x}\r\n{}\r\n", role.size(), role);

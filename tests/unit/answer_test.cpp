@@ -115,3 +115,39 @@ TEST_CASE("answer: the judge's score is the first whole number, within the scale
   CHECK(b["max_tokens"] == 16);
   CHECK(b["prompt"] == "rate it");
 }
+
+TEST_CASE("answer: a Responses API stream and a whole response read as a chat answer does") {
+  const Answer s = assemble_answer(
+      {R"({"type":"response.created","response":{"id":"resp_1","status":"in_progress","error":null,"output":[]}})",
+       R"({"type":"response.output_text.delta","output_index":0,"delta":"for"})",
+       R"({"type":"response.output_text.delta","output_index":0,"delta":"ty-two"})",
+       R"({"type":"response.output_item.added","output_index":1,"item":{"type":"function_call","name":"f"}})",
+       R"({"type":"response.function_call_arguments.delta","output_index":1,"delta":"{\"x\":"})",
+       R"({"type":"response.function_call_arguments.delta","output_index":1,"delta":" 1}"})",
+       R"({"type":"response.incomplete","response":{"status":"incomplete","error":null,)"
+       R"("output":[{"type":"message","content":[{"type":"output_text","text":"forty-two"}]}],)"
+       R"("usage":{"input_tokens":9,"output_tokens":6}}})"});
+  CHECK(s.error.empty());
+  CHECK(s.text == "forty-two");  // from the deltas, not again from the terminal event's output
+  REQUIRE(s.tool_calls.size() == 1);
+  CHECK(s.tool_calls[0].name == "f");
+  CHECK(s.tool_calls[0].arguments == "{\"x\": 1}");
+  CHECK(s.finish_reason == "length");
+  CHECK(s.completion_tokens == 6u);
+  CHECK(s.prompt_tokens == 9u);
+  const Answer whole = assemble_answer(
+      {R"({"id":"resp_2","object":"response","status":"completed","error":null,"output":[)"
+       R"({"type":"reasoning","content":[{"type":"reasoning_text","text":"hmm"}]},)"
+       R"({"type":"message","content":[{"type":"output_text","text":"a "},{"type":"output_text","text":"b"}]}],)"
+       R"("usage":{"input_tokens":3,"output_tokens":4}})"});
+  CHECK(whole.error.empty());
+  CHECK(whole.text == "a b");
+  CHECK(whole.finish_reason == "stop");
+  CHECK(whole.completion_tokens == 4u);
+  CHECK(assemble_answer({R"({"type":"error","code":"x","message":"engine died"})"}).error == "engine died");
+  CHECK(assemble_answer({R"({"type":"response.failed","response":{"error":{"message":"oom"}}})"}).error == "oom");
+  // vLLM's error object has a top-level "type" too: still an error.
+  CHECK(assemble_answer({R"({"object":"error","message":"bad","type":"BadRequestError","code":400})"}).error == "bad");
+  // Odd member types are ignored, never thrown.
+  CHECK(assemble_answer({R"({"object": 5, "type": 7})"}).error.empty());
+}

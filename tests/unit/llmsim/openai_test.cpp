@@ -113,8 +113,7 @@ TEST_CASE("llmsim openai: SSE chunks carry text, continuous usage, finish reason
   std::string sse;
   f.append_tokens(sse, 0, 1, 1, false);
   f.append_tokens(sse, 1, 2, 3, true);
-  f.append_usage(sse, 3);
-  ChunkFormatter::append_done(sse);
+  f.append_end(sse, 3);
   CHECK(sse.substr(sse.size() - 14) == "data: [DONE]\n\n");
   auto ev = events(sse);
   REQUIRE(ev.size() == 3);
@@ -161,7 +160,7 @@ TEST_CASE("llmsim openai: a reasoning model's first tokens are reasoning_content
   f.append_tokens(sse, 0, 1, 1, false);
   f.append_tokens(sse, 1, 1, 2, false);
   f.append_tokens(sse, 2, 2, 4, true);
-  f.append_usage(sse, 4);
+  f.append_end(sse, 4);
   auto ev = events(sse);
   REQUIRE(ev.size() == 4);
   CHECK(ev[0].at("choices")[0].at("delta").at("reasoning_content") == std::string(token_text(r.text_seed, 0)));
