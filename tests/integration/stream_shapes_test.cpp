@@ -56,12 +56,13 @@ class PacedServer {
   std::thread thread_;
 };
 
-// One chat request to a server that sends `head` and then `events` (each SSE event a piece).
-RequestRecord replay(std::vector<std::string> pieces, const char* head = kSseHead) {
+// One chat (or `api`) request to a server that sends `head` and then `events` (each SSE event
+// a piece).
+RequestRecord replay(std::vector<std::string> pieces, const char* head = kSseHead, llm::Api api = llm::Api::chat) {
   PacedServer server(head, std::move(pieces));
   llm::Target t;
   t.port = server.port();
-  t.api = llm::Api::chat;
+  t.api = api;
   t.model = "m";
   t.read_timeout = 5s;
   t.request_timeout = 10s;
@@ -78,6 +79,17 @@ std::vector<std::string> each(std::initializer_list<const char*> events) {
   std::vector<std::string> out;
   for (const char* e : events) out.push_back(sse({e}));
   return out;
+}
+
+// The Responses API's named events, each a piece: {event name, data}.
+std::vector<std::string> named(std::initializer_list<std::pair<const char*, const char*>> events) {
+  std::vector<std::string> out;
+  for (const auto& [name, data] : events) out.push_back(std::string("event: ") + name + "\ndata: " + data + "\n\n");
+  return out;
+}
+
+RequestRecord replay_responses(std::vector<std::string> pieces) {
+  return replay(std::move(pieces), kSseHead, llm::Api::responses);
 }
 
 }  // namespace
@@ -165,4 +177,59 @@ TEST_CASE("streams: reasoning counted outside completion_tokens is added to the 
   CHECK(r.output_tokens == 8);
   CHECK(r.reasoning_tokens == 6);
   CHECK(r.input_tokens == 10);
+}
+
+TEST_CASE("streams: a Responses API stream with reasoning: its deltas are the tokens, response.completed the end") {
+  // As vLLM streams a reasoning model's answer over /v1/responses (no [DONE] follows).
+  const RequestRecord r = replay_responses(named(
+      {{"response.created",
+        R"({"type":"response.created","sequence_number":0,"response":{"id":"resp_1","status":"in_progress","output":[],"usage":null}})"},
+       {"response.output_item.added",
+        R"({"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"type":"reasoning","id":"rs_1"}})"},
+       {"response.reasoning_text.delta",
+        R"({"type":"response.reasoning_text.delta","sequence_number":2,"item_id":"rs_1","output_index":0,"content_index":0,"delta":"Let me"})"},
+       {"response.reasoning_text.delta",
+        R"({"type":"response.reasoning_text.delta","sequence_number":3,"item_id":"rs_1","output_index":0,"content_index":0,"delta":" think."})"},
+       {"response.output_text.delta",
+        R"({"type":"response.output_text.delta","sequence_number":4,"item_id":"msg_1","output_index":1,"content_index":0,"delta":"Four"})"},
+       {"response.output_text.delta",
+        R"({"type":"response.output_text.delta","sequence_number":5,"item_id":"msg_1","output_index":1,"content_index":0,"delta":"."})"},
+       {"response.output_text.done",
+        R"({"type":"response.output_text.done","sequence_number":6,"item_id":"msg_1","output_index":1,"content_index":0,"text":"Four."})"},
+       {"response.completed",
+        R"({"type":"response.completed","sequence_number":7,"response":{"id":"resp_1","status":"completed","output":[],)"
+        R"("usage":{"input_tokens":11,"output_tokens":5,"output_tokens_details":{"reasoning_tokens":3},"total_tokens":16}}})"}}));
+  CHECK(r.outcome == Outcome::ok);
+  REQUIRE(r.chunks.size() == 4);
+  CHECK(r.chunks[0].reasoning);
+  CHECK(r.chunks[1].reasoning);
+  CHECK(!r.chunks[2].reasoning);
+  CHECK(r.chunks[3].arrival - r.chunks[0].arrival >= 40ms);  // TTFT is not E2EL
+  REQUIRE(r.first_output_token());
+  CHECK(*r.first_output_token() == r.chunks[2].arrival);
+  CHECK(r.output_tokens == 5);
+  CHECK_FALSE(r.output_tokens_estimated);
+  CHECK(r.reasoning_tokens == 3);
+  CHECK(r.input_tokens == 11);
+}
+
+TEST_CASE("streams: a Responses stream cut before response.completed is truncated; an error event fails it") {
+  const RequestRecord cut = replay_responses(named(
+      {{"response.created", R"({"type":"response.created","response":{"id":"resp_2","output":[]}})"},
+       {"response.output_text.delta", R"({"type":"response.output_text.delta","output_index":0,"delta":"Hel"})"}}));
+  CHECK(cut.outcome == Outcome::truncated);
+  CHECK(cut.chunks.size() == 1);
+  const RequestRecord failed = replay_responses(named(
+      {{"response.output_text.delta", R"({"type":"response.output_text.delta","output_index":0,"delta":"Hi"})"},
+       {"error", R"({"type":"error","code":"server_error","message":"the engine is overloaded","param":null})"}}));
+  CHECK(failed.outcome == Outcome::stream_error);
+  CHECK(failed.error_message == "the engine is overloaded");
+  // Cut at max_output_tokens: response.incomplete ends a whole answer.
+  const RequestRecord capped = replay_responses(named(
+      {{"response.output_text.delta", R"({"type":"response.output_text.delta","output_index":0,"delta":"a b"})"},
+       {"response.incomplete",
+        R"({"type":"response.incomplete","response":{"status":"incomplete",)"
+        R"("incomplete_details":{"reason":"max_output_tokens"},"usage":{"input_tokens":2,"output_tokens":2}}})"}}));
+  CHECK(capped.outcome == Outcome::ok);
+  CHECK(capped.output_tokens == 2);
 }
