@@ -95,6 +95,12 @@ void read_response_event(const json& j, Answer& out, std::map<std::size_t, ToolC
   }
 }
 
+// The id a payload gives its answer: a Responses event's response.id, else its own "id".
+std::string answer_id(const json& j) {
+  if (auto r = j.find("response"); r != j.end() && r->is_object()) return as_text(r->value("id", json()));
+  return as_text(j.value("id", json()));
+}
+
 }  // namespace
 
 Answer assemble_answer(const std::vector<std::string>& events) {
@@ -111,6 +117,7 @@ Answer assemble_answer(const std::vector<std::string>& events) {
       out.malformed = true;
       continue;
     }
+    if (out.id.empty()) out.id = answer_id(j);
     const std::string object = as_text(j.value("object", json()));
     const auto e = j.find("error");  // "error": null (a Responses object's) says nothing
     if ((e != j.end() && !e->is_null()) || object == "error") {

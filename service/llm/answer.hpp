@@ -21,6 +21,9 @@ struct Answer {
   std::string text;                  // the content (chat) or text (completions), concatenated
   std::vector<ToolCall> tool_calls;  // in index order
   std::string finish_reason;         // "" when none came
+  // The answer's id (a chat chunk's "id", a Responses response's): what a turn of a
+  // conversation the server keeps continues (previous_response_id). "" when none came.
+  std::string id;
   std::optional<std::uint64_t> completion_tokens, prompt_tokens;
   std::string error;       // an error event's message (at most 200 bytes), "" when none
   bool malformed = false;  // a payload that was not JSON, or nested too deep

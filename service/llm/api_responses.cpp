@@ -222,6 +222,10 @@ ApiRow responses_row() {
   r.read_body = read_body;
   r.stream_usage_option = false;
   r.quality = false;
+  r.keep_state = [](json& body, std::string_view previous_id) {
+    body["store"] = true;  // the next turn continues this answer
+    if (!previous_id.empty()) body["previous_response_id"] = previous_id;
+  };
   return r;
 }
 

@@ -36,6 +36,10 @@ struct ApiRow {
   bool stream_usage_option = true;
   // Its answers can be read for the quality checks of a regression (assemble_answer).
   bool quality = true;
+  // A turn of a conversation the server keeps (sessions' history "server_state"): marks the
+  // body so that the server keeps its answer and names the answer it continues ("" for the
+  // first turn). Null: the API keeps no conversation.
+  std::function<void(nlohmann::json& body, std::string_view previous_id)> keep_state = {};
 };
 
 // The row of an API (completions' for a value no row has).

@@ -15,7 +15,15 @@
 namespace capsweep::llm {
 
 std::string_view to_string(History h) noexcept {
-  return h == History::server ? "server" : "reference";
+  switch (h) {
+    case History::server:
+      return "server";
+    case History::reference:
+      return "reference";
+    case History::server_state:
+      return "server_state";
+  }
+  return "server";
 }
 
 namespace {
@@ -77,8 +85,12 @@ Result<SessionSpec> parse_sessions(const nlohmann::json& j, const std::string& f
         s.history = History::server;
       } else if (value == "reference") {
         s.history = History::reference;
+      } else if (value == "server_state") {
+        s.history = History::server_state;
       } else {
-        return invalid(f, "must be \"server\" (the target's answers) or \"reference\" (the reference answers)");
+        return invalid(f,
+                       "must be \"server\" (the target's answers), \"reference\" (the reference answers) or "
+                       "\"server_state\" (the conversation kept on the server)");
       }
     } else if (key == "shape") {
       shape = &value;
@@ -106,9 +118,10 @@ void Conversation::add_assistant(const std::string& text, std::uint32_t tokens) 
   tokens_ = saturate<std::uint32_t>(double(tokens_) + tokens);
 }
 
-std::string Conversation::messages_json() const {
+std::string Conversation::messages_json(std::size_t from) const {
   nlohmann::json a = nlohmann::json::array();
-  for (const Message& m : messages_) a.push_back({{"role", m.role}, {"content", m.text}});
+  for (std::size_t i = from; i < messages_.size(); ++i)
+    a.push_back({{"role", messages_[i].role}, {"content", messages_[i].text}});
   return a.dump();
 }
 

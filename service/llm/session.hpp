@@ -22,8 +22,10 @@ namespace capsweep::llm {
 // What the assistant's turns of the history are: the target's own streamed answers (`server`,
 // as a chat client sends them) or the reference answers (`reference`: the dataset's assistant
 // turns, or text of the turn's output length), which keep every session's prompts the same
-// whatever the target answered.
-enum class History { server, reference };
+// whatever the target answered. `server_state`: the server keeps the conversation (the
+// Responses API's previous_response_id): a turn sends only its new messages and the id of the
+// answer it continues, the server's context growing as with `server`.
+enum class History { server, reference, server_state };
 std::string_view to_string(History h) noexcept;
 
 // The most turns one session may have (a session's turns share its index's 6 low bits).
@@ -36,7 +38,7 @@ enum class SessionShape : std::uint8_t { chat };
 
 // {"shape": a session shape's name (default "chat"), "turns": n | length distribution (1..64,
 //  default 5; a dataset's conversations give their own), "think_time_ms": length distribution
-//  (none: the next turn at once), "history": "server" | "reference", and the shape's own
+//  (none: the next turn at once), "history": "server" | "reference" | "server_state", and the shape's own
 //  fields, which its row checks}.
 struct SessionSpec {
   SessionShape shape = SessionShape::chat;
@@ -76,8 +78,8 @@ class Conversation {
   explicit Conversation(std::string system = {}, std::uint32_t system_tokens = 0);
   void add_user(const std::string& text, std::uint32_t tokens);
   void add_assistant(const std::string& text, std::uint32_t tokens);
-  // The chat API's messages: a JSON array text of {"role", "content"}.
-  std::string messages_json() const;
+  // The chat API's messages: a JSON array text of {"role", "content"}, from message `from` on.
+  std::string messages_json(std::size_t from = 0) const;
   // The completions API's prompt: every message's text, separated by blank lines.
   std::string as_prompt() const;
   std::uint32_t tokens() const noexcept { return tokens_; }

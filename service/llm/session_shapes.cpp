@@ -21,8 +21,12 @@ class ChatFlow final : public SessionFlow {
   std::optional<NextTurn> next(const TurnAnswer* last) override {
     if (last && k_ > 0) {
       const SessionTurn& before = script_.turns[k_ - 1];
-      if (history_ == History::server && last->events) {
-        chat_.add_assistant(assemble_answer(*last->events).text, last->output_tokens);
+      if (history_ != History::reference && last->events) {
+        const Answer a = assemble_answer(*last->events);
+        chat_.add_assistant(a.text, last->output_tokens);
+        kept_.previous_id = a.id;
+        // An answer without an id cannot be continued: the next turn sends the whole history.
+        kept_.first_new = a.id.empty() ? 0 : chat_.size();
       } else {
         chat_.add_assistant(before.reference, before.reference_tokens);
       }
@@ -33,12 +37,16 @@ class ChatFlow final : public SessionFlow {
     return NextTurn{.max_tokens = turn.max_tokens, .think_before = turn.think_before};
   }
   const Conversation& conversation() const override { return chat_; }
-  bool wants_answer() const override { return history_ == History::server; }
+  bool wants_answer() const override { return history_ != History::reference; }
+  std::optional<KeptTurn> kept_turn() const override {
+    return history_ == History::server_state ? std::optional<KeptTurn>(kept_) : std::nullopt;
+  }
 
  private:
   SessionScript script_;
   Conversation chat_;
   History history_;
+  KeptTurn kept_;  // history server_state: what the next turn continues
   std::size_t k_ = 0;
 };
 

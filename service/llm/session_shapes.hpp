@@ -38,6 +38,14 @@ struct TurnAnswer {
   const std::vector<std::string>* events = nullptr;
 };
 
+// A turn of a conversation the server keeps (history "server_state"): the id of the answer it
+// continues ("" for the first turn) and the first message of conversation() the server has
+// not seen (the turn sends those only).
+struct KeptTurn {
+  std::string previous_id;
+  std::size_t first_new = 0;
+};
+
 // One session from its start to its end, made by its shape's row.
 class SessionFlow {
  public:
@@ -48,6 +56,9 @@ class SessionFlow {
   virtual const Conversation& conversation() const = 0;
   // Whether the flow reads the answers' stream (the engine keeps it for the flow only then).
   virtual bool wants_answer() const { return false; }
+  // Where the server keeps the conversation: what the next turn continues; nullopt where the
+  // turn sends the whole conversation.
+  virtual std::optional<KeptTurn> kept_turn() const { return std::nullopt; }
 };
 
 struct SessionShapeRow {

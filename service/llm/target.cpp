@@ -180,12 +180,14 @@ Result<Target> parse_target(const nlohmann::json& j, const std::string& field) {
 }
 
 std::string completion_body(const Target& t, std::string_view prompt, std::uint32_t max_tokens,
-                            std::string_view messages) {
+                            std::string_view messages, std::optional<std::string_view> continues) {
   nlohmann::json j = t.extra_body;
   j["model"] = t.model;
-  api_row(t.api).request(j, prompt, messages, max_tokens);
+  const ApiRow& row = api_row(t.api);
+  row.request(j, prompt, messages, max_tokens);
+  if (continues && row.keep_state) row.keep_state(j, *continues);
   j["stream"] = t.stream;
-  if (t.stream && api_row(t.api).stream_usage_option) {
+  if (t.stream && row.stream_usage_option) {
     j["stream_options"] = {{"include_usage", true}, {"continuous_usage_stats", true}};
   }
   if (t.ignore_eos) j["ignore_eos"] = true;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -56,7 +57,9 @@ Result<Target> parse_target(const nlohmann::json& j, const std::string& field = 
 // The JSON body of one completion request for `prompt` (completions) or a single user
 // message (chat), with streaming, usage options, ignore_eos and extra_body merged. A chat
 // target given `messages` (a JSON array text from a dataset) sends those messages instead.
+// `continues`: a turn of a conversation the server keeps (the API's row's keep_state), the id
+// of the answer it continues ("" for the first turn).
 std::string completion_body(const Target& t, std::string_view prompt, std::uint32_t max_tokens,
-                            std::string_view messages = {});
+                            std::string_view messages = {}, std::optional<std::string_view> continues = std::nullopt);
 
 }  // namespace capsweep::llm

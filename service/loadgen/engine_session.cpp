@@ -18,8 +18,13 @@ namespace {
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 // The request a turn sends: the conversation as chat messages where the target's API takes
-// them, else as one prompt.
-std::string turn_body(const llm::Target& target, const llm::Conversation& chat, std::uint32_t max_tokens) {
+// them, else as one prompt; where the server keeps it, the new messages and what they continue.
+std::string turn_body(const llm::Target& target, const llm::SessionFlow& flow, std::uint32_t max_tokens) {
+  const llm::Conversation& chat = flow.conversation();
+  if (const auto kept = flow.kept_turn()) {
+    return llm::completion_body(target, {}, max_tokens, chat.messages_json(kept->first_new),
+                                std::string_view(kept->previous_id));
+  }
   if (llm::api_row(target.api).messages) return llm::completion_body(target, {}, max_tokens, chat.messages_json());
   return llm::completion_body(target, chat.as_prompt(), max_tokens);
 }
@@ -99,7 +104,7 @@ asio::awaitable<std::optional<std::uint32_t>> EnginePart::send_turn(std::uint64_
   ++session_counts.turns_sent;
   co_await exchange(index, rec, [&] {
     rec.input_tokens = flow.conversation().tokens();
-    return turn_body(target, flow.conversation(), turn.max_tokens);
+    return turn_body(target, flow, turn.max_tokens);
   });
   const bool ok = rec.outcome == Outcome::ok && !rec.chunks.empty();
   const std::uint32_t answered = rec.output_tokens;

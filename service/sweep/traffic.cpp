@@ -12,11 +12,27 @@ namespace capsweep::sweep {
 
 namespace {
 
+// History "server_state" needs every target's API to keep conversations (its row's keep_state).
+std::optional<Error> sessions_fit(const JobSpec& js) {
+  if (js.workload.sessions->history != llm::History::server_state) return std::nullopt;
+  for (const Role role : {Role::baseline, Role::candidate}) {
+    if (role == Role::candidate && !js.candidate) continue;
+    const llm::ApiRow& row = llm::api_row(role == Role::baseline ? js.target.api : js.candidate->target.api);
+    if (row.keep_state) continue;
+    return invalid("/workload/sessions/history",
+                   fmt::format("server_state needs a target API that keeps the conversation on the server "
+                               "(\"api\": \"responses\"); {}/api is {}",
+                               target_field(js, role), row.name));
+  }
+  return std::nullopt;
+}
+
 TrafficRow sessions_row() {
   return {.name = "sessions",
           .field = "/workload/sessions",
           .on = [](const JobSpec& js) { return js.workload.sessions.has_value(); },
-          .chained = true};
+          .chained = true,
+          .fits = sessions_fit};
 }
 
 TrafficRow trace_row() {
@@ -69,6 +85,11 @@ std::optional<Error> check_traffic(const JobSpec& spec) {
   std::vector<const TrafficRow*> on;
   for (std::size_t i = 0; i < table.size(); ++i) {
     if (table.at(i).on(spec)) on.push_back(&table.at(i));
+  }
+  for (const TrafficRow* row : on) {
+    if (row->fits) {
+      if (auto e = row->fits(spec)) return e;
+    }
   }
   for (const TrafficRow* chain : on) {
     if (!chain->chained) continue;

@@ -29,6 +29,9 @@ struct TrafficRow {
   std::string why = {};
   // Load agents may send it (a job with "agents" is refused where a row on is not).
   bool agent_safe = true;
+  // What it needs of the job beyond the other rows (a server-kept history needs a target API
+  // that keeps conversations): an error naming the field, or none.
+  std::function<std::optional<Error>(const JobSpec&)> fits = {};
 };
 
 // Adds a row (at start-up, before specs are parsed). Throws std::invalid_argument for a taken

@@ -121,6 +121,36 @@ TEST_CASE("llmsim: non-streaming completions answer once with the whole text and
   CHECK(j.at("choices")[0].at("finish_reason") == "length");
 }
 
+TEST_CASE("llmsim: a response continues a kept one: the kept conversation is its prompt's start") {
+  SimFixture sim(quick_config());
+  auto ask = [&](const json& body) {
+    auto r = http_request(sim.endpoint(), "POST", "/v1/responses", body.dump());
+    INFO(r.body);
+    REQUIRE(r.status == 200);
+    return json::parse(r.body);
+  };
+  const json first = ask({{"model", "sim-8b"}, {"input", words(5)}, {"max_output_tokens", 3}});
+  CHECK(first.at("object") == "response");
+  CHECK(first.at("usage").at("input_tokens") == 5);
+  const json second = ask({{"model", "sim-8b"},
+                           {"input", json::array({{{"role", "user"}, {"content", words(4)}}})},
+                           {"max_output_tokens", 2},
+                           {"previous_response_id", first.at("id")}});
+  CHECK(second.at("usage").at("input_tokens") == 5 + 3 + 4);  // the first prompt, its answer, the new turn
+  // A response not kept (store false) cannot be continued, nor an unknown one.
+  const json unkept = ask({{"model", "sim-8b"}, {"input", "a"}, {"max_output_tokens", 1}, {"store", false}});
+  for (const json& id : {unkept.at("id"), json("resp-none")}) {
+    auto r = http_request(sim.endpoint(), "POST", "/v1/responses",
+                          json{{"model", "sim-8b"}, {"input", "b"}, {"previous_response_id", id}}.dump());
+    CHECK(r.status == 400);
+    CHECK(json::parse(r.body).at("error").at("param") == "previous_response_id");
+  }
+  // The request bodies' sizes are in the spans.
+  const json spans = json::parse(http_request(sim.endpoint(), "GET", "/sim/spans").body).at("spans");
+  REQUIRE(spans.size() == 5);
+  CHECK(spans[0].at("body_bytes") > 0);
+}
+
 TEST_CASE("llmsim: --tokens-per-chunk 4 sends the first token alone, then 4 per chunk") {
   auto cfg = quick_config();
   cfg.tokens_per_chunk = 4;

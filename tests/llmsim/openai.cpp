@@ -240,6 +240,21 @@ bool read_sampling_and_shape(const json& j, Api api, std::uint64_t server_seed, 
   return true;
 }
 
+// A response's store (whether the server keeps it) and previous_response_id.
+bool read_response_state(const json& j, CompletionRequest& req, ApiError& error) {
+  if (auto s = j.find("store"); s != j.end() && !s->is_null()) {
+    if (!s->is_boolean()) return fail(error, "store", "'store' must be a boolean"), false;
+    req.store = s->get<bool>();
+  }
+  if (auto p = j.find("previous_response_id"); p != j.end() && !p->is_null()) {
+    if (!p->is_string() || p->get_ref<const std::string&>().empty()) {
+      return fail(error, "previous_response_id", "'previous_response_id' must be a response's id"), false;
+    }
+    req.previous_response_id = p->get<std::string>();
+  }
+  return true;
+}
+
 }  // namespace
 
 std::optional<CompletionRequest> parse_completion_request(std::string_view body, Api api, std::string_view served_model,
@@ -263,7 +278,8 @@ std::optional<CompletionRequest> parse_completion_request(std::string_view body,
   if (!prompt_read) return std::nullopt;
   if (req.prompt_tokens == 0) return fail(error, key, "the prompt is empty");
   if (!read_max_tokens(j, api, req, error) || !read_stream_flags(j, req, error) ||
-      !read_sampling_and_shape(j, api, server_seed, text_hash, req, error)) {
+      !read_sampling_and_shape(j, api, server_seed, text_hash, req, error) ||
+      (api == Api::responses && !read_response_state(j, req, error))) {
     return std::nullopt;
   }
   return req;

@@ -45,6 +45,10 @@ struct CompletionRequest {
   std::uint32_t reported_tokens_extra = 0;  // the overrun fault: tokens generated past max_tokens
   // Chat word-stream answers of a reasoning model: the first tokens are reasoning, not content.
   std::uint32_t reasoning_tokens = 0;
+  // Responses: whether the server keeps the answer (store, default true as OpenAI's) and the
+  // kept answer this request continues ("" for none): its conversation is this prompt's start.
+  bool store = true;
+  std::string previous_response_id;
 };
 
 // An OpenAI-style error: HTTP status and the body's message / type / param.

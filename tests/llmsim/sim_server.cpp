@@ -13,7 +13,9 @@
 #include <charconv>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <nlohmann/json.hpp>
+#include <unordered_map>
 
 #include "core/random.hpp"
 #include "core/stats.hpp"
@@ -104,16 +106,28 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
   static constexpr std::size_t kMaxSpans = 200'000;
   struct Span {
     std::string traceparent, request_id;
+    std::size_t body_bytes = 0;  // the request body's size
   };
   std::vector<Span> spans;
   std::uint64_t spans_dropped = 0;
 
+  // Responses kept for later turns (store): the conversation's tokens (prompt and answer) and
+  // its prompt's blocks. At most kMaxKept, the oldest forgotten first.
+  static constexpr std::size_t kMaxKept = 100'000;
+  struct Kept {
+    std::uint32_t tokens = 0;
+    std::vector<std::uint64_t> blocks;
+  };
+  std::unordered_map<std::string, Kept> kept;
+  std::deque<std::string> kept_order;
+
   // One request in the engine; owned by its connection's coroutine (and in-flight writes).
   struct Stream : std::enable_shared_from_this<Stream> {
-    Stream(Impl& s, beast::tcp_stream& c, CompletionRequest r, std::string response_id)
+    Stream(Impl& s, beast::tcp_stream& c, CompletionRequest r, std::string id_text)
         : sim(s),
           conn(c),
           req(std::move(r)),
+          response_id(std::move(id_text)),
           formatter(req, response_id, created_now()),
           done_timer(s.io),
           stall_timer(s.io) {
@@ -127,6 +141,8 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
     Impl& sim;
     beast::tcp_stream& conn;
     CompletionRequest req;
+    std::string response_id;
+    std::vector<std::uint64_t> kept_blocks;  // the prompt's blocks, kept with the answer (store)
     ChunkFormatter formatter;
     SeqId id = 0;
     Clock::time_point arrival = Clock::now(), last_token{};
@@ -161,6 +177,8 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
         finished = true;
         ++sim.success_total;
         sim.e2e.observe(seconds(now - arrival));
+        // Kept before its last bytes go out: a turn that continues it can come at once.
+        sim.keep_response(response_id, req, std::move(kept_blocks), emitted);
       }
       if (!req.stream) {
         if (finished) finish();
@@ -410,7 +428,7 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
       const auto it = req.find(name);
       return it == req.end() ? std::string() : std::string(it->value());
     };
-    spans.push_back({header("traceparent"), header("x-request-id")});
+    spans.push_back({header("traceparent"), header("x-request-id"), req.body().size()});
   }
 
   std::string render_spans() const {
@@ -418,9 +436,38 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
     for (const Span& s : spans) {
       list.push_back({{"traceparent", s.traceparent},
                       {"request_id", s.request_id},
+                      {"body_bytes", s.body_bytes},
                       {"valid", parse_traceparent(s.traceparent).has_value()}});
     }
     return json{{"spans", std::move(list)}, {"dropped", spans_dropped}}.dump();
+  }
+
+  // A response that continues a kept one (previous_response_id): the kept conversation is its
+  // prompt's start, its tokens counted and its blocks the prompt's cacheable prefix (the new
+  // turn's own blocks are not chained to it, so they are not offered to the cache).
+  bool continue_kept(CompletionRequest& r, ApiError& error) const {
+    if (r.previous_response_id.empty()) return true;
+    const auto it = kept.find(r.previous_response_id);
+    if (it == kept.end()) {
+      error = {400, fmt::format("Previous response with id '{}' not found.", r.previous_response_id),
+               "invalid_request_error", "previous_response_id"};
+      return false;
+    }
+    r.prompt_tokens += it->second.tokens;
+    r.blocks = it->second.blocks;
+    return true;
+  }
+
+  // A finished response the request asked to keep (store), for the turns that continue it.
+  void keep_response(const std::string& id, const CompletionRequest& r, std::vector<std::uint64_t> blocks,
+                     std::uint32_t emitted) {
+    if (r.api != Api::responses || !r.store) return;
+    if (kept_order.size() >= kMaxKept) {
+      kept.erase(kept_order.front());
+      kept_order.pop_front();
+    }
+    kept[id] = {r.prompt_tokens + emitted, std::move(blocks)};
+    kept_order.push_back(id);
   }
 
   // A response's id's prefix, by API.
@@ -430,15 +477,15 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
     keep_span(req);
     ApiError error;
     auto parsed = parse_completion_request(req.body(), api, cfg.model, cfg.seed, error);
-    if (!parsed) co_return error_reply(req, error);
+    if (!parsed || !continue_kept(*parsed, error)) co_return error_reply(req, error);
     script_answer(*parsed, cfg, rng);
     if (api != Api::completions && parsed->script.pieces.empty()) parsed->reasoning_tokens = cfg.reasoning_tokens;
     if (cfg.error_rate > 0 && rng.uniform01() < cfg.error_rate) {
       co_return error_reply(req, {500, "injected server error", "InternalServerError", ""});
     }
-    const std::uint64_t n = next_request++;
-    auto stream = std::make_shared<Stream>(*this, conn, std::move(*parsed),
-                                           fmt::format("{}-{}", kIdPrefix[static_cast<int>(api)], n));
+    const std::string response_id = fmt::format("{}-{}", kIdPrefix[static_cast<int>(api)], next_request++);
+    auto stream = std::make_shared<Stream>(*this, conn, std::move(*parsed), response_id);
+    if (api == Api::responses && stream->req.store) stream->kept_blocks = stream->req.blocks;
     // A structured answer ends with its last piece (or at max_tokens); the overrun fault runs past.
     const auto& script = stream->req.script.pieces;
     const std::uint32_t tokens =

@@ -470,6 +470,66 @@ TEST_CASE("traffic: a session's turn k sends the whole history: k x P + (k - 1) 
   }
 }
 
+namespace {
+
+// The request bodies' sizes llmsim received, by its /sim/spans.
+std::vector<std::size_t> body_sizes(const SimFixture& sim) {
+  std::vector<std::size_t> out;
+  const json spans = json::parse(http_request(sim.endpoint(), "GET", "/sim/spans").body);
+  for (const auto& span : spans["spans"]) {
+    out.push_back(span["body_bytes"].get<std::size_t>());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "traffic: server_state sessions send bodies of constant size, client history growing ones; the context grows "
+    "alike") {
+  std::map<std::string, double> spread;  // largest over smallest body, by history
+  for (const std::string history : {"server", "server_state"}) {
+    INFO("history " << history);
+    SimFixture sim(quick_sim());
+    TempDir dir;
+    Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
+    json spec = session_check("http://127.0.0.1:" + std::to_string(sim.endpoint().port()), history, 2);
+    spec["target"]["api"] = "responses";
+    spec["workload"]["sessions"]["turns"] = 4;
+    const auto [id, view] = run_job(d, spec);
+    const json s = d.get_json("/v1/sweeps/" + id + "/steps")["steps"][0]["summary"];
+    CHECK(s["sessions"]["history"] == history);
+    CHECK(s["sessions"]["broken"] == 0);
+    CHECK(s["sessions"]["completed"].get<std::uint64_t>() > 0);
+    // The server's count of turn k's prompt (its usage) is the whole conversation in both:
+    // k user turns of 30 and k - 1 answers of 20, kept by the server or sent again.
+    const auto csv = d.get("/v1/sweeps/" + id + "/requests.csv");
+    std::istringstream lines(csv.body);
+    std::string line;
+    std::getline(lines, line);
+    std::map<int, std::size_t> per_turn;
+    while (std::getline(lines, line)) {
+      const auto cells = csv_cells(line);
+      REQUIRE(cells.size() == 16);
+      if (cells[11] != "ok") continue;
+      const int turn = std::stoi(cells[14]);
+      ++per_turn[turn];
+      CHECK(std::stoi(cells[8]) == 30 * turn + 20 * (turn - 1));
+    }
+    CHECK(per_turn.size() == 4);
+    const auto sizes = body_sizes(sim);
+    REQUIRE(sizes.size() >= 8);
+    const auto [lo, hi] = std::minmax_element(sizes.begin(), sizes.end());
+    spread[history] = static_cast<double>(*hi) / static_cast<double>(*lo);
+  }
+  INFO("largest over smallest request body: server " << spread["server"] << ", server_state "
+                                                     << spread["server_state"]);
+  // Turn 4 sends 4 user turns and 3 answers again with client history; with server_state one
+  // user turn and an id (the first turn's body lacks the id: a few dozen bytes).
+  CHECK(spread["server"] > 2.5);
+  CHECK(spread["server_state"] < 1.3);
+}
+
 TEST_CASE("traffic: bad sessions settings get a 400 naming the field, and nothing is stored") {
   llmsim::SimConfig cfg;
   SimFixture sim(cfg);
@@ -492,6 +552,12 @@ TEST_CASE("traffic: bad sessions settings get a 400 naming the field, and nothin
     CHECK(r.status == 400);
     CHECK(json::parse(r.body)["error"].value("field", "").rfind(field, 0) == 0);
   }
+  // A history the server keeps needs an API that keeps conversations (this target's is chat).
+  json kept = session_check(url, "server_state", 2);
+  auto refused = d.post("/v1/sweeps", kept.dump());
+  CHECK(refused.status == 400);
+  CHECK(json::parse(refused.body)["error"].value("field", "") == "/workload/sessions/history");
+  CHECK(refused.body.find("responses") != std::string::npos);
   // What presumes independent requests is refused with sessions.
   json spec = session_check(url, "server", 2);
   spec["workload"]["abandon"] = {{"no_first_token_s", 1}};

@@ -155,3 +155,22 @@ TEST_CASE("responses API: a whole answer's usage is read from its response objec
   CHECK(chat->reasoning == 2u);
   CHECK_FALSE(api_row(Api::chat).read_body("nope").has_value());
 }
+
+TEST_CASE("responses API: a turn of a conversation the server keeps is stored and names the answer it continues") {
+  const Target t = responses_target(true);
+  const auto first = json::parse(completion_body(t, {}, 8, R"([{"role":"user","content":"a"}])", ""));
+  CHECK(first.at("store") == true);
+  CHECK_FALSE(first.contains("previous_response_id"));
+  const auto next = json::parse(completion_body(t, {}, 8, R"([{"role":"user","content":"b"}])", "resp_7"));
+  CHECK(next.at("store") == true);
+  CHECK(next.at("previous_response_id") == "resp_7");
+  REQUIRE(next.at("input").size() == 1);
+  CHECK(next.at("input")[0].at("content") == "b");
+  // Chat keeps no conversation: its row has no keep_state, and its body stays its own.
+  CHECK_FALSE(api_row(Api::chat).keep_state);
+  auto chat = parse_target(json{{"base_url", "http://127.0.0.1:8000"}, {"api", "chat"}, {"model", "m"}});
+  REQUIRE(chat.has_value());
+  const auto chat_body = json::parse(completion_body(*chat, {}, 8, R"([{"role":"user","content":"b"}])", "x"));
+  CHECK_FALSE(chat_body.contains("previous_response_id"));
+  CHECK_FALSE(chat_body.contains("store"));
+}

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/text.hpp"
+#include "llm/session_shapes.hpp"
 #include "llm/workload.hpp"
 
 using namespace capsweep;
@@ -32,6 +33,9 @@ TEST_CASE("sessions: the spec's sessions object parses, with its defaults") {
   s = parse_sessions(json::parse(R"({"turns": {"dist": "uniform", "min": 2, "max": 64}})"), "/s").value();
   CHECK(s.turns.upper_bound() == 64);
   CHECK(parse_sessions(json::parse(R"({"turns": 64})"), "/s").value().turns.upper_bound() == 64);
+  s = parse_sessions(json::parse(R"({"history": "server_state"})"), "/s").value();
+  CHECK(s.history == History::server_state);
+  CHECK(to_string(s.history) == "server_state");
 }
 
 TEST_CASE("sessions: a bad sessions object's error names the field") {
@@ -109,6 +113,68 @@ TEST_CASE("sessions: a conversation grows by each turn and answer, as chat messa
   Conversation bare;
   CHECK(bare.size() == 0);
   CHECK(bare.messages_json() == "[]");
+  // From a message on: what a server that kept the rest has not seen.
+  const auto tail = json::parse(c.messages_json(3));
+  REQUIRE(tail.size() == 1);
+  CHECK(tail[0] == json{{"role", "user"}, {"content", "f"}});
+  CHECK(c.messages_json(4) == "[]");
+  CHECK(c.messages_json(9) == "[]");
+}
+
+namespace {
+
+// A Responses stream's events naming its answer `id` and saying `text`.
+std::vector<std::string> responses_answer(const std::string& id, const std::string& text) {
+  return {json{{"type", "response.created"}, {"response", {{"id", id}, {"output", json::array()}}}}.dump(),
+          json{{"type", "response.output_text.delta"}, {"output_index", 0}, {"delta", text}}.dump(),
+          json{{"type", "response.completed"}, {"response", {{"id", id}, {"status", "completed"}}}}.dump()};
+}
+
+Workload session_workload(History h) {
+  WorkloadSpec spec;
+  spec.prompt_tokens = LengthDist::fixed(10);
+  spec.output_tokens = LengthDist::fixed(4);
+  SessionSpec ss;
+  ss.turns = LengthDist::fixed(3);
+  ss.history = h;
+  spec.sessions = ss;
+  return Workload(spec, PromptSynth(1.0));
+}
+
+}  // namespace
+
+TEST_CASE("sessions: history server_state sends each turn's new messages and continues the answer before it") {
+  const Workload w = session_workload(History::server_state);
+  auto flow = chat_flow(w, 0, 0);
+  CHECK(flow->wants_answer());
+  REQUIRE(flow->next(nullptr));
+  auto kept = flow->kept_turn();
+  REQUIRE(kept.has_value());
+  CHECK(kept->previous_id.empty());  // the first turn continues nothing
+  CHECK(kept->first_new == 0);
+  auto events = responses_answer("resp_1", "one two three four");
+  TurnAnswer a{.output_tokens = 4, .events = &events};
+  REQUIRE(flow->next(&a));
+  kept = flow->kept_turn();
+  REQUIRE(kept.has_value());
+  CHECK(kept->previous_id == "resp_1");
+  const auto sent = json::parse(flow->conversation().messages_json(kept->first_new));
+  REQUIRE(sent.size() == 1);  // the new user turn alone
+  CHECK(sent[0]["role"] == "user");
+  // The context the server holds still grows: both turns and the answer.
+  CHECK(flow->conversation().tokens() == 10 + 4 + 10);
+  CHECK(flow->conversation().size() == 3);
+  // An answer without an id cannot be continued: the whole conversation goes again.
+  std::vector<std::string> anonymous = {R"({"type":"response.output_text.delta","delta":"x"})"};
+  TurnAnswer b{.output_tokens = 1, .events = &anonymous};
+  REQUIRE(flow->next(&b));
+  kept = flow->kept_turn();
+  REQUIRE(kept.has_value());
+  CHECK(kept->previous_id.empty());
+  CHECK(kept->first_new == 0);
+  // The other histories send the whole conversation.
+  CHECK_FALSE(chat_flow(session_workload(History::server), 0, 0)->kept_turn().has_value());
+  CHECK_FALSE(chat_flow(session_workload(History::reference), 0, 0)->kept_turn().has_value());
 }
 
 TEST_CASE("sessions: a session's script is a pure function of the seed and its index") {

@@ -661,3 +661,16 @@ TEST_CASE("spec: sessions go with every kind but what presumes independent reque
   CHECK_FALSE(llm::check_dataset_workload(dataset).has_value());
   CHECK(first_error(with(demo(), "/workload", dataset)).empty());
 }
+
+TEST_CASE("spec: a history the server keeps needs a target API that keeps conversations") {
+  const json kept = {{"turns", 3}, {"history", "server_state"}};
+  const json sweep = with(demo(), "/workload/sessions", kept);
+  // The demo's completions target keeps nothing: refused where the history is asked for.
+  CHECK(first_error(sweep) == "/workload/sessions/history");
+  CHECK(first_error(with(sweep, "/target/api", "chat")) == "/workload/sessions/history");
+  json responses = with(sweep, "/target/api", "responses");
+  REQUIRE(first_error(responses).empty());
+  validator().apply_defaults(responses);
+  const auto js = sweep::parse_job_spec(responses).value();
+  CHECK(js.workload.sessions->history == llm::History::server_state);
+}

@@ -119,3 +119,15 @@ TEST_CASE("llmsim responses: a reasoning model's first tokens are reasoning delt
   CHECK(count_words(full.at("output")[1].at("content")[0].at("text").get<std::string>()) == 1);
   CHECK(full.at("usage").at("output_tokens") == 3);
 }
+
+TEST_CASE("llmsim responses: store and previous_response_id, values and errors") {
+  const auto plain = parse_ok(R"({"model": "sim-8b", "input": "x"})");
+  CHECK(plain.store);  // kept unless asked not to, as OpenAI's
+  CHECK(plain.previous_response_id.empty());
+  const auto next = parse_ok(R"({"model": "sim-8b", "input": "x", "store": false, "previous_response_id": "resp-3"})");
+  CHECK_FALSE(next.store);
+  CHECK(next.previous_response_id == "resp-3");
+  CHECK(parse_err(R"({"model": "sim-8b", "input": "x", "store": "yes"})").param == "store");
+  CHECK(parse_err(R"({"model": "sim-8b", "input": "x", "previous_response_id": ""})").param == "previous_response_id");
+  CHECK(parse_err(R"({"model": "sim-8b", "input": "x", "previous_response_id": 7})").param == "previous_response_id");
+}
