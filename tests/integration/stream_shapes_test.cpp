@@ -213,7 +213,7 @@ TEST_CASE("streams: a Responses API stream with reasoning: its deltas are the to
   CHECK(r.input_tokens == 11);
 }
 
-TEST_CASE("streams: a Responses stream cut before response.completed is truncated; an error event fails it") {
+TEST_CASE("streams: a Responses stream cut before response.completed is truncated, and an error event fails it") {
   const RequestRecord cut = replay_responses(named(
       {{"response.created", R"({"type":"response.created","response":{"id":"resp_2","output":[]}})"},
        {"response.output_text.delta", R"({"type":"response.output_text.delta","output_index":0,"delta":"Hel"})"}}));

@@ -129,7 +129,7 @@ TEST_CASE("apis: a whole (non-streamed) Responses answer is measured by its arri
   CHECK(step["mean_ttft_ms"].get<double>() == Approx(step["mean_e2el_ms"].get<double>()).margin(1));
 }
 
-TEST_CASE("apis: a Responses target with quality checks is refused, naming the field; nothing is stored") {
+TEST_CASE("apis: a Responses target with quality checks is refused, naming the field, and nothing is stored") {
   TempDir dir;
   Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
   const json side = {{"target", {{"base_url", "http://127.0.0.1:9"}, {"api", "responses"}, {"model", "sim-8b"}}}};

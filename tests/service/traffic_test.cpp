@@ -484,9 +484,7 @@ std::vector<std::size_t> body_sizes(const SimFixture& sim) {
 
 }  // namespace
 
-TEST_CASE(
-    "traffic: server_state sessions send bodies of constant size, client history growing ones; the context grows "
-    "alike") {
+TEST_CASE("traffic: server_state sessions send bodies of one size, client history growing ones, the context alike") {
   std::map<std::string, double> spread;  // largest over smallest body, by history
   for (const std::string history : {"server", "server_state"}) {
     INFO("history " << history);

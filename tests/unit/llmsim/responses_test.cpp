@@ -68,7 +68,7 @@ TEST_CASE("llmsim responses: bad requests name the field") {
   CHECK(parse_err(R"({"model": "other", "input": "x"})").status == 404);
 }
 
-TEST_CASE("llmsim responses: created, text deltas, then completed or incomplete with usage; no [DONE]") {
+TEST_CASE("llmsim responses: created, text deltas, then completed or incomplete with usage, and no [DONE]") {
   auto r = parse_ok(R"({"model": "sim-8b", "input": "a b", "max_output_tokens": 3, "stream": true})");
   ChunkFormatter f(r, "resp-4", 1700000000);
   std::string sse;
