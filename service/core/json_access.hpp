@@ -2,7 +2,9 @@
 // Reading JSON that may lack a key or hold null (API answers, stored summaries) without
 // inserting into it or throwing.
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 namespace capsweep {
 
@@ -18,6 +20,12 @@ inline const nlohmann::json& json_at(const nlohmann::json& j, const char* key) {
 inline const nlohmann::json& json_item(const nlohmann::json& j, std::size_t i) {
   static const nlohmann::json null;
   return j.is_array() && i < j.size() ? j[i] : null;
+}
+
+// j[key] as a whole number >= 0 (a usage count), nullopt when absent or of another type.
+inline std::optional<std::uint64_t> json_count(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = json_at(j, key);
+  return v.is_number_unsigned() ? std::optional<std::uint64_t>(v.get<std::uint64_t>()) : std::nullopt;
 }
 
 }  // namespace capsweep

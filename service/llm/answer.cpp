@@ -4,6 +4,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "core/json_access.hpp"
 #include "core/text.hpp"
 
 namespace capsweep::llm {
@@ -46,12 +47,9 @@ void read_response(const json& r, Answer& out, std::map<std::size_t, ToolCall>& 
   const std::string status = as_text(r.value("status", json()));
   if (status == "completed") out.finish_reason = "stop";
   if (status == "incomplete") out.finish_reason = "length";
-  if (auto u = r.find("usage"); u != r.end() && u->is_object()) {
-    if (auto c = u->find("output_tokens"); c != u->end() && c->is_number_unsigned())
-      out.completion_tokens = c->get<std::uint64_t>();
-    if (auto p = u->find("input_tokens"); p != u->end() && p->is_number_unsigned())
-      out.prompt_tokens = p->get<std::uint64_t>();
-  }
+  const json& usage = json_at(r, "usage");
+  if (const auto c = json_count(usage, "output_tokens")) out.completion_tokens = c;
+  if (const auto p = json_count(usage, "input_tokens")) out.prompt_tokens = p;
   const json& output = r.value("output", json::array());
   if (!output.is_array() || !out.text.empty() || !calls.empty()) return;
   for (std::size_t i = 0; i < output.size(); ++i) {
@@ -134,12 +132,9 @@ Answer assemble_answer(const std::vector<std::string>& events) {
       read_response(j, out, calls);
       continue;
     }
-    if (auto u = j.find("usage"); u != j.end() && u->is_object()) {
-      if (auto c = u->find("completion_tokens"); c != u->end() && c->is_number_unsigned())
-        out.completion_tokens = c->get<std::uint64_t>();
-      if (auto p = u->find("prompt_tokens"); p != u->end() && p->is_number_unsigned())
-        out.prompt_tokens = p->get<std::uint64_t>();
-    }
+    const json& usage = json_at(j, "usage");
+    if (const auto c = json_count(usage, "completion_tokens")) out.completion_tokens = c;
+    if (const auto p = json_count(usage, "prompt_tokens")) out.prompt_tokens = p;
     if (auto ch = j.find("choices"); ch != j.end() && ch->is_array() && !ch->empty() && (*ch)[0].is_object()) {
       read_choice((*ch)[0], out, calls);
     }

@@ -5,6 +5,7 @@
 // whole answer's usage (input_tokens, output_tokens, their details).
 #include <nlohmann/json.hpp>
 
+#include "core/json_access.hpp"
 #include "llm/api_rows.hpp"
 
 namespace capsweep::llm {
@@ -120,23 +121,13 @@ std::string_view unquote(std::string_view raw) {
   return raw.size() >= 2 && raw.front() == '"' ? raw.substr(1, raw.size() - 2) : std::string_view();
 }
 
-std::optional<std::uint64_t> count(const json& obj, const char* key) {
-  const auto it = obj.find(key);
-  return it != obj.end() && it->is_number_unsigned() ? std::optional(it->get<std::uint64_t>()) : std::nullopt;
-}
-
 // A response object's usage: input_tokens, output_tokens (reasoning inside), their details.
 UsageCounts response_usage(const json& response) {
-  UsageCounts u;
-  const auto usage = response.find("usage");
-  if (usage == response.end() || !usage->is_object()) return u;
-  u.prompt = count(*usage, "input_tokens");
-  u.completion = count(*usage, "output_tokens");
-  u.total = count(*usage, "total_tokens");
-  if (auto d = usage->find("output_tokens_details"); d != usage->end() && d->is_object()) {
-    u.reasoning = count(*d, "reasoning_tokens");
-  }
-  return u;
+  const json& usage = json_at(response, "usage");
+  return {.prompt = json_count(usage, "input_tokens"),
+          .completion = json_count(usage, "output_tokens"),
+          .reasoning = json_count(json_at(usage, "output_tokens_details"), "reasoning_tokens"),
+          .total = json_count(usage, "total_tokens")};
 }
 
 // The message of an error object (or of a bare string), at most 200 bytes.

@@ -4,6 +4,8 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
+#include "core/json_access.hpp"
+
 namespace capsweep::llm {
 namespace {
 
@@ -341,29 +343,14 @@ std::optional<std::uint64_t> generated_tokens(const UsageCounts& u) noexcept {
   return u.completion;
 }
 
-namespace {
-
-std::optional<std::uint64_t> usage_count(const nlohmann::json& obj, const char* key) {
-  const auto it = obj.find(key);
-  if (it == obj.end() || !it->is_number_unsigned()) return std::nullopt;
-  return it->get<std::uint64_t>();
-}
-
-}  // namespace
-
 std::optional<UsageCounts> read_answer_usage(std::string_view body) {
   const auto j = nlohmann::json::parse(body, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return std::nullopt;
-  UsageCounts u;
-  const auto usage = j.find("usage");
-  if (usage == j.end() || !usage->is_object()) return u;
-  u.prompt = usage_count(*usage, "prompt_tokens");
-  u.completion = usage_count(*usage, "completion_tokens");
-  u.total = usage_count(*usage, "total_tokens");
-  if (auto d = usage->find("completion_tokens_details"); d != usage->end() && d->is_object()) {
-    u.reasoning = usage_count(*d, "reasoning_tokens");
-  }
-  return u;
+  const nlohmann::json& usage = json_at(j, "usage");
+  return UsageCounts{.prompt = json_count(usage, "prompt_tokens"),
+                     .completion = json_count(usage, "completion_tokens"),
+                     .reasoning = json_count(json_at(usage, "completion_tokens_details"), "reasoning_tokens"),
+                     .total = json_count(usage, "total_tokens")};
 }
 
 }  // namespace capsweep::llm
