@@ -428,6 +428,12 @@ TEST_CASE("spec: regression errors name the field") {
   CHECK(first_error(with(r, "/sweep", json::object())) == "/sweep");
   CHECK(first_error(with(r, "/judge", json{{"target", r["baseline"]["target"]}, {"template", "no placeholder"}})) ==
         "/judge/template");
+  // Quality answers and a judge's are read as chat or completions answers: not over Responses.
+  CHECK(first_error(with(r, "/candidate/target/api", "responses")) == "/candidate/target/api");
+  json responses_judge = r["baseline"]["target"];
+  responses_judge["api"] = "responses";
+  CHECK(first_error(with(r, "/judge", json{{"target", responses_judge}, {"template", "Rate {answer}"}})) ==
+        "/judge/target/api");
   // judge.calibration: 10 to 1000 labelled answers, each score on the judge's scale.
   json labelled = json::array();
   for (int i = 0; i < 10; ++i)
