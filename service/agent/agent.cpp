@@ -253,6 +253,9 @@ Result<std::unique_ptr<loadgen::StepRunner>> make_runner(const loadgen::AgentSte
     if (!parsed) return parsed.error();
     spec = std::move(*parsed);
   }
+  auto fitted = llm::fit_to_api(std::move(spec), target->api, "/payload/workload");
+  if (!fitted) return fitted.error();
+  spec = std::move(*fitted);
   std::vector<llm::DatasetEntry> entries;
   if (step.dataset) {
     auto parsed = llm::parse_dataset(

@@ -1,5 +1,7 @@
 #include "api/schema.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <mutex>
@@ -14,6 +16,7 @@
 #include "core/schedule.hpp"
 #include "llm/api_table.hpp"
 #include "llm/session_shapes.hpp"
+#include "llm/workload.hpp"
 #include "sweep/kinds.hpp"
 
 namespace capsweep::api {
@@ -157,6 +160,17 @@ json job_spec_schema() {
   json s = embedded_schema("sweep-spec.schema.json");
   s["properties"]["arrival"]["properties"]["process"]["enum"] = arrival_process_names();
   s["definitions"]["target"]["properties"]["api"]["enum"] = llm::api_names();
+  // Each API row's count of items per request (embeddings' inputs_per_request, ...).
+  for (const std::string& name : llm::api_names()) {
+    const std::string& key = llm::api_row(*llm::parse_api(name)).items_key;
+    json& items = s["properties"]["workload"]["properties"];
+    if (key.empty() || items.contains(key)) continue;
+    items[key] = {{"oneOf", json::array({{{"type", "integer"}, {"minimum", 1}, {"maximum", llm::kMaxItemsPerRequest}},
+                                         {{"$ref", "#/definitions/length"}}})},
+                  {"description", fmt::format("The items of each request of a {} target (a count or a length "
+                                              "distribution, each of prompt_tokens; 1 when absent).",
+                                              name)}};
+  }
   add_session_shapes(s["properties"]["workload"]["properties"]["sessions"]["properties"]);
   json& names = s["properties"]["kind"]["enum"];
   for (sweep::JobKind k : sweep::all_kinds()) {

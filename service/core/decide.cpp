@@ -28,6 +28,8 @@ namespace {
 // forms; TPOT from two tokens on). ITL gives one per token gap and is counted apart.
 std::optional<double> value_ms(const RequestRecord& r, LatencyMetric m) {
   const Nanos first = *r.first_token(), last = *r.last_token();
+  // An answer of no generated tokens (embeddings, rerank) has an E2EL only.
+  if (!r.generated && m != LatencyMetric::e2el && m != LatencyMetric::e2el_sent) return std::nullopt;
   switch (m) {
     case LatencyMetric::ttft:
       return to_ms(first - r.scheduled);

@@ -14,12 +14,15 @@ double per_second(std::uint64_t n, double seconds) {
   return seconds > 0 ? static_cast<double>(n) / seconds : 0.0;
 }
 
-// One latency's summary keys as vLLM writes them: mean_, median_, std_ and pNN_<name>_ms.
-void put_latency(nlohmann::json& j, const char* name, const SampleSet& s, const std::vector<double>& percentiles) {
-  j[fmt::format("mean_{}_ms", name)] = s.mean();
-  j[fmt::format("median_{}_ms", name)] = s.percentile(50);
-  j[fmt::format("std_{}_ms", name)] = s.stddev();
-  for (double q : percentiles) j[fmt::format("{}_{}_ms", percentile_key(q), name)] = s.percentile(q);
+// One latency's summary keys as vLLM writes them: mean_, median_, std_ and pNN_<name>_ms; each
+// null where the step cannot have the latency (`absent`: answers of no generated tokens).
+void put_latency(nlohmann::json& j, const char* name, const SampleSet& s, const std::vector<double>& percentiles,
+                 bool absent = false) {
+  const auto value = [absent](double v) { return absent ? nlohmann::json(nullptr) : nlohmann::json(v); };
+  j[fmt::format("mean_{}_ms", name)] = value(s.mean());
+  j[fmt::format("median_{}_ms", name)] = value(s.percentile(50));
+  j[fmt::format("std_{}_ms", name)] = value(s.stddev());
+  for (double q : percentiles) j[fmt::format("{}_{}_ms", percentile_key(q), name)] = value(s.percentile(q));
 }
 
 // Each session turn's latencies and prompt lengths, turn 1 first.
@@ -80,6 +83,12 @@ double StepMetrics::output_throughput() const noexcept {
 }
 double StepMetrics::total_token_throughput() const noexcept {
   return per_second(output_tokens_in_window + input_tokens_in_window, duration_s());
+}
+double StepMetrics::input_throughput() const noexcept {
+  return per_second(inputs_in_window, duration_s());
+}
+double StepMetrics::input_token_throughput() const noexcept {
+  return per_second(input_tokens_in_window, duration_s());
 }
 double StepMetrics::request_goodput() const noexcept {
   return per_second(good_in_window, duration_s());
@@ -154,15 +163,23 @@ nlohmann::json StepMetrics::summary(const std::vector<double>& percentiles) cons
   j["achieved_rate_rps"] = achieved_rate_rps();
   put_failures(j, *this);
 
-  const auto put = [&](const char* name, const SampleSet& s) { put_latency(j, name, s, percentiles); };
-  put("ttft", ttft_ms);
-  put("tpot", tpot_ms);
-  put("itl", itl_ms);
+  const bool tokenless = no_tokens();
+  const auto put = [&](const char* name, const SampleSet& s, bool token = false) {
+    put_latency(j, name, s, percentiles, token && tokenless);
+  };
+  put("ttft", ttft_ms, true);
+  put("tpot", tpot_ms, true);
+  put("itl", itl_ms, true);
   put("e2el", e2el_ms);
-  put("ttft_sent", ttft_sent_ms);
+  put("ttft_sent", ttft_sent_ms, true);
   put("e2el_sent", e2el_sent_ms);
   // Reasoning models: time to the first visible token, and the thinking apart from the answer.
-  put("ttfo", ttfo_ms);
+  put("ttfo", ttfo_ms, true);
+  if (total_inputs > 0) {
+    j["total_inputs"] = total_inputs;
+    j["input_throughput"] = input_throughput();
+  }
+  j["input_token_throughput"] = input_token_throughput();
   j["total_reasoning_tokens"] = total_reasoning_tokens;
   j["total_visible_tokens"] = total_output_tokens - std::min(total_output_tokens, total_reasoning_tokens);
   j["requests_with_reasoning"] = requests_with_reasoning;
@@ -212,6 +229,9 @@ void StepMetrics::merge(const StepMetrics& o) {
   }
   total_reasoning_tokens += o.total_reasoning_tokens;
   requests_with_reasoning += o.requests_with_reasoning;
+  total_inputs += o.total_inputs;
+  pooled += o.pooled;
+  inputs_in_window += o.inputs_in_window;
   measured += o.measured;
   completed += o.completed;
   good += o.good;
@@ -278,6 +298,7 @@ void StepAccumulator::add(const RequestRecord& r) {
   if (ok && in_window(*r.last_token())) {
     ++m_.completions_in_window;
     m_.input_tokens_in_window += r.input_tokens;
+    m_.inputs_in_window += r.inputs;
     if (good) ++m_.good_in_window;
   }
   if (!measured) return;
@@ -310,6 +331,8 @@ void StepAccumulator::add(const RequestRecord& r) {
   }
   m_.total_input_tokens += r.input_tokens;
   m_.total_output_tokens += r.output_tokens;
+  m_.total_inputs += r.inputs;
+  if (!r.generated) ++m_.pooled;
   add_latencies(r);
 }
 
@@ -321,11 +344,13 @@ void StepAccumulator::add_censored(const RequestRecord& r, double elapsed_ms) {
 
 void StepAccumulator::add_latencies(const RequestRecord& r) {
   const Nanos first = *r.first_token(), last = *r.last_token();
-  m_.ttft_ms.add(to_ms(first - r.scheduled));
-  m_.ttft_sent_ms.add(to_ms(first - r.sent));
   m_.e2el_ms.add(to_ms(last - r.scheduled));
   m_.e2el_sent_ms.add(to_ms(last - r.sent));
-  if (r.output_tokens >= 2) {
+  if (!r.generated) return;  // an answer of no tokens has no first token, no gaps
+  m_.ttft_ms.add(to_ms(first - r.scheduled));
+  m_.ttft_sent_ms.add(to_ms(first - r.sent));
+  // A whole answer's tokens arrived at once: the time per token is not seen (not 0).
+  if (r.output_tokens >= 2 && r.streamed) {
     m_.tpot_ms.add(to_ms(last - first) / static_cast<double>(r.output_tokens - 1));
   }
   for_each_token_gap_ms(r, [this](double gap) { m_.itl_ms.add(gap); });

@@ -113,12 +113,17 @@ struct StepMetrics {
   std::uint64_t total_output_tokens = 0;      // over completed measured requests
   std::uint64_t total_reasoning_tokens = 0;   // of those, reasoning (record.reasoning_tokens)
   std::uint64_t requests_with_reasoning = 0;  // completed measured requests that reasoned
+  // APIs of several items per request (embeddings' inputs, rerank's documents): the items of
+  // completed measured requests, and the completed ones whose answer generated no tokens.
+  std::uint64_t total_inputs = 0;
+  std::uint64_t pooled = 0;
 
   // Counted by time of occurrence inside the window, whichever request it belongs to:
   std::uint64_t completions_in_window = 0;    // successful last tokens
   std::uint64_t good_in_window = 0;           // good measured requests finishing in the window
   std::uint64_t output_tokens_in_window = 0;  // tokens of ok / incomplete requests in it
   std::uint64_t input_tokens_in_window = 0;   // prompts of requests finishing in the window
+  std::uint64_t inputs_in_window = 0;         // items of requests finishing in the window
   std::uint64_t sent_in_window = 0;           // measured requests sent in the window
   std::uint64_t scheduled_in_window = 0;
 
@@ -146,6 +151,11 @@ struct StepMetrics {
   double request_throughput() const noexcept;  // successful completions in window per second
   double output_throughput() const noexcept;   // output tokens in window per second
   double total_token_throughput() const noexcept;
+  double input_throughput() const noexcept;        // items (inputs, documents) in window per second
+  double input_token_throughput() const noexcept;  // prompt tokens in window per second
+  // Every completed request's answer generated no tokens (embeddings, rerank): TTFT, TPOT, ITL
+  // and TTFO are not this step's (null in the summary, not 0).
+  bool no_tokens() const noexcept { return completed > 0 && pooled == completed; }
   double request_goodput() const noexcept;     // good completions in window per second
   double achieved_rate_rps() const noexcept;   // measured requests sent per second
   double goodput_attainment() const noexcept;  // good / measured, 0..1

@@ -32,7 +32,8 @@ inline constexpr std::size_t kOutcomeCount = 13;
 
 std::string_view to_string(Outcome o) noexcept;
 
-// One content chunk: when it arrived, how many tokens it carried (>= 1), and whether they were
+// One content chunk: when it arrived, how many tokens it carried (>= 1; 0 only as the one chunk
+// of an answer of no generated tokens), and whether they were
 // reasoning (a reasoning model's hidden thinking, before its visible answer).
 struct Chunk {
   Nanos arrival{0};
@@ -56,6 +57,11 @@ struct RequestRecord {
   std::uint32_t output_tokens = 0;  // from the server's usage, else counted
   bool output_tokens_estimated = false;
   bool streamed = true;  // false: a non-streamed answer, its one "chunk" the whole answer
+  // false: an answer of no generated tokens (embeddings, rerank): its one chunk, of 0 tokens,
+  // the whole answer's arrival; it has an E2EL and no TTFT, ITL or TPOT.
+  bool generated = true;
+  // The items the request sent (embeddings' inputs, rerank's documents); 0 for an API of none.
+  std::uint32_t inputs = 0;
   // Of output_tokens, the reasoning ones: usage's completion_tokens_details.reasoning_tokens
   // when the server sent it, else the reasoning chunks' tokens counted.
   std::uint32_t reasoning_tokens = 0;

@@ -151,7 +151,7 @@ std::string quality_body(const Target& t, const DatasetEntry& e, std::uint32_t d
   json j = t.extra_body;
   j["model"] = t.model;
   const std::uint32_t max_tokens = quality_max_tokens(e, default_max_tokens);
-  api_row(t.api).request(j, e.prompt, e.messages, max_tokens);
+  api_row(t.api).request(j, RequestText{.prompt = e.prompt, .messages = e.messages, .max_tokens = max_tokens});
   j["temperature"] = 0;
   j["seed"] = seed;
   if (!e.quality.empty()) {

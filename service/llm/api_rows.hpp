@@ -6,6 +6,10 @@
 
 namespace capsweep::llm {
 
-ApiRow responses_row();  // api_responses.cpp
+ApiRow responses_row();   // api_responses.cpp
+ApiRow embeddings_row();  // api_embeddings.cpp
+ApiRow rerank_row();      // api_rerank.cpp
+// A rerank answer's results counted and its usage read (api_embeddings.cpp: one reader of both).
+std::optional<UsageCounts> read_rerank_body(std::string_view body);
 
 }  // namespace capsweep::llm

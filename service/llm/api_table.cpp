@@ -1,4 +1,5 @@
-// The target API table: completions, chat and responses from the start, more by register_api.
+// The target API table: completions, chat, responses, embeddings and rerank from the start, more
+// by register_api.
 #include "llm/api_table.hpp"
 
 #include <nlohmann/json.hpp>
@@ -17,9 +18,9 @@ ApiRow completions_row() {
   ApiRow r;
   r.name = "completions";
   r.path = "/v1/completions";
-  r.request = [](json& body, std::string_view prompt, std::string_view, std::uint32_t max_tokens) {
-    body["prompt"] = prompt;
-    body["max_tokens"] = max_tokens;
+  r.request = [](json& body, const RequestText& text) {
+    body["prompt"] = text.prompt;
+    body["max_tokens"] = text.max_tokens;
   };
   return r;
 }
@@ -29,16 +30,17 @@ ApiRow chat_row() {
   r.name = "chat";
   r.path = "/v1/chat/completions";
   r.messages = true;
-  r.request = [](json& body, std::string_view prompt, std::string_view messages, std::uint32_t max_tokens) {
-    body["messages"] = messages.empty() ? json::array({{{"role", "user"}, {"content", prompt}}})
-                                        : json::parse(messages, nullptr, false);
-    body["max_completion_tokens"] = max_tokens;
+  r.request = [](json& body, const RequestText& text) {
+    body["messages"] = text.messages.empty() ? json::array({{{"role", "user"}, {"content", text.prompt}}})
+                                             : json::parse(text.messages, nullptr, false);
+    body["max_completion_tokens"] = text.max_tokens;
   };
   return r;
 }
 
 RowTable<ApiRow>& api_table() {
-  static RowTable<ApiRow> t("target API", {completions_row(), chat_row(), responses_row()});  // Api's order
+  static RowTable<ApiRow> t(
+      "target API", {completions_row(), chat_row(), responses_row(), embeddings_row(), rerank_row()});  // Api's order
   return t;
 }
 

@@ -8,6 +8,7 @@
 #include <functional>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,18 +17,24 @@
 
 namespace capsweep::llm {
 
-// The three named here first, then any that register_api adds (their values follow theirs).
-enum class Api : std::uint8_t { completions, chat, responses };
+// The five named here first, then any that register_api adds (their values follow theirs).
+enum class Api : std::uint8_t { completions, chat, responses, embeddings, rerank };
+
+// What one request sends, for a row to put into its body.
+struct RequestText {
+  std::string_view prompt = {};              // the prompt; rerank: the query
+  std::string_view messages = {};            // chat messages (a JSON array's text); "" for none
+  std::span<const std::string> inputs = {};  // the items of the request (embeddings' inputs, rerank's documents)
+  std::uint32_t max_tokens = 1;
+};
 
 struct ApiRow {
   std::string name;
   std::string path;       // below the target's base path: "/v1/completions"
   bool messages = false;  // takes chat messages: a session's history, a quality item's tools
   // The body's own fields: the prompt (or `messages`, a JSON array's text, where the row takes
-  // them) and the cap on the tokens generated. The model, stream and extra_body are common.
-  std::function<void(nlohmann::json& body, std::string_view prompt, std::string_view messages,
-                     std::uint32_t max_tokens)>
-      request = {};
+  // them), the items, the cap on the tokens generated. The model, stream and extra_body are common.
+  std::function<void(nlohmann::json& body, const RequestText& text)> request = {};
   // One SSE data payload of its stream, read.
   StreamChunk (*read_chunk)(std::string_view data) = interpret_chunk;
   // A whole (non-streamed) answer's body, read: its usage figures (nullopt: not an answer).
@@ -40,6 +47,18 @@ struct ApiRow {
   // body so that the server keeps its answer and names the answer it continues ("" for the
   // first turn). Null: the API keeps no conversation.
   std::function<void(nlohmann::json& body, std::string_view previous_id)> keep_state = {};
+  // Its answers are generated tokens (streamed or whole). False: an answer of no generated
+  // tokens (embeddings, rerank), never streamed, its latency the whole answer's (E2EL); its
+  // body gets no stream, stream_options or ignore_eos.
+  bool generates = true;
+  // A request of several items (workload.inputs_per_request, documents_per_request): the
+  // workload key of their count ("" for none), whether the prompt goes with them as a query,
+  // and whether an answer must hold one result per item (else at least one, at most all).
+  std::string items_key = {};
+  bool items_query = false;
+  bool items_exact = true;
+  // Spec fields of its body that extra_body may not set (beyond the common ones).
+  std::vector<std::string> own_fields = {};
 };
 
 // The row of an API (completions' for a value no row has).

@@ -435,25 +435,52 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
       co_return;
     }
     if (rec.events) rec.events->push_back(parser.get().body());
-    const auto usage = api_row(target.api).read_body(parser.get().body());
+    settle_whole(parser.get().body(), now, rec);
+  }
+
+  // A whole answer's body, read by the API's row, into the record (its one chunk at `now`).
+  void settle_whole(std::string_view body, Nanos now, RequestRecord& rec) const {
+    const ApiRow& row = api_row(target.api);
+    const auto usage = row.read_body(body);
+    rec.streamed = false;
     if (!usage) {
       rec.outcome = Outcome::stream_error;
-      co_return;
+      rec.error_message = "the answer is not a JSON object";
+      return;
     }
+    if (usage->prompt)
+      rec.input_tokens = static_cast<std::uint32_t>(std::min<std::uint64_t>(*usage->prompt, UINT32_MAX));
+    if (!row.generates) return settle_pooled(row, *usage, now, rec);
     std::uint32_t tokens = 1;
     rec.output_tokens_estimated = true;
-    rec.streamed = false;
     if (const auto generated = generated_tokens(*usage)) {
       tokens = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(*generated, 1, UINT32_MAX));
       rec.output_tokens_estimated = false;
     }
-    if (usage->prompt)
-      rec.input_tokens = static_cast<std::uint32_t>(std::min<std::uint64_t>(*usage->prompt, UINT32_MAX));
     if (usage->reasoning) {
       rec.reasoning_tokens = static_cast<std::uint32_t>(std::min<std::uint64_t>(*usage->reasoning, tokens));
     }
     rec.chunks.push_back({now, tokens});
     rec.output_tokens = tokens;
+    rec.outcome = Outcome::ok;
+  }
+
+  // An answer of no generated tokens (embeddings, rerank): one result per item it was sent
+  // (a row that is not exact: at least one, at most that many).
+  static void settle_pooled(const ApiRow& row, const UsageCounts& usage, Nanos now, RequestRecord& rec) {
+    rec.generated = false;
+    const std::uint64_t sent = std::max<std::uint32_t>(rec.inputs, 1);
+    const bool fits =
+        usage.items && (row.items_exact ? *usage.items == sent : *usage.items >= 1 && *usage.items <= sent);
+    if (!fits) {
+      rec.outcome = Outcome::stream_error;
+      rec.error_message = usage.items ? fmt::format("the answer holds {} results for {} items sent", *usage.items, sent)
+                                      : std::string("the answer holds no list of results");
+      return;
+    }
+    rec.chunks.push_back({now, 0});
+    rec.output_tokens = 0;
+    rec.output_tokens_estimated = false;
     rec.outcome = Outcome::ok;
   }
 

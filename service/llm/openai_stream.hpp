@@ -45,6 +45,8 @@ StreamChunk interpret_chunk(std::string_view data);
 // reasoning), completion plus reasoning. nullopt without completion_tokens.
 struct UsageCounts {
   std::optional<std::uint64_t> prompt, completion, reasoning, total;
+  // The items of an answer of no generated tokens (embeddings' data, rerank's results).
+  std::optional<std::uint64_t> items = std::nullopt;
 };
 std::optional<std::uint64_t> generated_tokens(const UsageCounts& u) noexcept;
 

@@ -12,7 +12,7 @@
 namespace capsweep::llm {
 
 std::string Target::completion_path() const {
-  return base_path + api_row(api).path;
+  return base_path + (path.empty() ? api_row(api).path : path);
 }
 
 Result<Target> parse_base_url(Target t, std::string_view url, const std::string& field) {
@@ -107,8 +107,10 @@ std::optional<Error> parse_extra_body(const nlohmann::json& j, const std::string
                                                                   "input",
                                                                   "max_output_tokens",
                                                                   "previous_response_id"};
+    const auto& own = api_row(t.api).own_fields;
     for (const auto& [k, v] : e->items()) {
-      if (std::find(kLoadFields.begin(), kLoadFields.end(), k) != kLoadFields.end()) {
+      if (std::find(kLoadFields.begin(), kLoadFields.end(), k) != kLoadFields.end() ||
+          std::find(own.begin(), own.end(), k) != own.end()) {
         return invalid(field + "/extra_body/" + k,
                        "defines the load and may not be overridden in extra_body; set it through the spec");
       }
@@ -162,6 +164,14 @@ Result<Target> parse_target(const nlohmann::json& j, const std::string& field) {
     if (!named) return invalid(field + "/api", fmt::format("must be one of: {}", fmt::join(api_names(), ", ")));
     t.api = *named;
   }
+  if (auto p = j.find("path"); p != j.end()) {
+    const std::string s = p->is_string() ? p->get<std::string>() : std::string();
+    const bool ok =
+        s.size() > 1 && s.size() <= 256 && s.front() == '/' && s.find_first_of("?# ") == std::string::npos &&
+        std::none_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+    if (!ok) return invalid(field + "/path", "must be a path from '/' (e.g. \"/rerank\"), at most 256 bytes, no query");
+    t.path = p->get<std::string>();
+  }
   auto model = j.find("model");
   if (model == j.end() || !model->is_string() || model->get<std::string>().empty()) {
     return invalid(field + "/model", "is required: the served model name");
@@ -176,16 +186,27 @@ Result<Target> parse_target(const nlohmann::json& j, const std::string& field) {
     }
   }
   if (auto e = parse_connection(j, field, t)) return *e;
+  if (!api_row(t.api).generates) {
+    // Its answers are whole, whatever `stream` says (the schema's default is true): nothing is
+    // streamed, and nothing generated to ignore EOS on.
+    t.stream = false;
+    t.ignore_eos = false;
+  }
   return t;
 }
 
 std::string completion_body(const Target& t, std::string_view prompt, std::uint32_t max_tokens,
                             std::string_view messages, std::optional<std::string_view> continues) {
+  return request_body(t, RequestText{.prompt = prompt, .messages = messages, .max_tokens = max_tokens}, continues);
+}
+
+std::string request_body(const Target& t, const RequestText& text, std::optional<std::string_view> continues) {
   nlohmann::json j = t.extra_body;
   j["model"] = t.model;
   const ApiRow& row = api_row(t.api);
-  row.request(j, prompt, messages, max_tokens);
+  row.request(j, text);
   if (continues && row.keep_state) row.keep_state(j, *continues);
+  if (!row.generates) return j.dump();
   j["stream"] = t.stream;
   if (t.stream && row.stream_usage_option) {
     j["stream_options"] = {{"include_usage", true}, {"continuous_usage_stats", true}};

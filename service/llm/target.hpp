@@ -22,6 +22,7 @@ struct Target {
   std::uint16_t port = 8000;
   std::string base_path;  // prefix before /v1/..., without a trailing '/'
   Api api = Api::completions;
+  std::string path;  // target.path: the request path below base_path, where it is not the API's own
   std::string model;
   std::vector<std::pair<std::string, std::string>> headers;  // secrets: never logged
   nlohmann::json extra_body = nlohmann::json::object();      // merged into every request body
@@ -47,7 +48,7 @@ struct Target {
 // Parses "http://host:port/prefix" into scheme, host, port and base path.
 Result<Target> parse_base_url(Target t, std::string_view url, const std::string& field);
 
-// Parses the spec's target object: {"base_url", "api": "completions"|"chat", "model",
+// Parses the spec's target object: {"base_url", "api" (a row of the API table), "path", "model",
 // "headers": {...}, "extra_body": {...}, "stream", "ignore_eos", "tls": {"verify", "ca_file"},
 // "timeouts": {"connect_s", "read_s", "request_s"}}. Errors carry a JSON pointer below `field`;
 // extra_body may not set a field that defines the load (model, prompt, messages, stream,
@@ -61,5 +62,9 @@ Result<Target> parse_target(const nlohmann::json& j, const std::string& field = 
 // of the answer it continues ("" for the first turn).
 std::string completion_body(const Target& t, std::string_view prompt, std::uint32_t max_tokens,
                             std::string_view messages = {}, std::optional<std::string_view> continues = std::nullopt);
+// The same from everything a request sends (its items too: embeddings' inputs, rerank's
+// documents). An API that generates no tokens gets no stream, stream_options or ignore_eos.
+std::string request_body(const Target& t, const RequestText& text,
+                         std::optional<std::string_view> continues = std::nullopt);
 
 }  // namespace capsweep::llm

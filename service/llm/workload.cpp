@@ -257,7 +257,52 @@ std::optional<Error> check_prefix_fits(const WorkloadSpec& w, const std::string&
   return std::nullopt;
 }
 
+// The API row whose requests' items `key` counts (inputs_per_request: embeddings'), or none.
+const ApiRow* items_row(std::string_view key) {
+  for (const std::string& name : api_names()) {
+    const ApiRow& row = api_row(*parse_api(name));
+    if (!row.items_key.empty() && row.items_key == key) return &row;
+  }
+  return nullptr;
+}
+
+// ", inputs_per_request or documents_per_request": the items keys of the API table.
+std::string items_keys() {
+  std::vector<std::string> keys;
+  for (const std::string& name : api_names()) {
+    const ApiRow& row = api_row(*parse_api(name));
+    if (!row.items_key.empty()) keys.push_back(row.items_key);
+  }
+  std::string out;
+  for (std::size_t i = 0; i < keys.size(); ++i) out += (i + 1 == keys.size() ? " or " : ", ") + keys[i];
+  return out;
+}
+
 }  // namespace
+
+Result<WorkloadSpec> fit_to_api(WorkloadSpec w, Api api, const std::string& field) {
+  const ApiRow& row = api_row(api);
+  if (w.items && w.items->key != row.items_key) {
+    return invalid(field + "/" + w.items->key,
+                   row.items_key.empty() ? fmt::format("the {} API sends no items per request", row.name)
+                                         : fmt::format("the {} API counts its items as {}", row.name, row.items_key));
+  }
+  if (!row.items_key.empty() && !w.items) w.items = ItemsSpec{row.items_key, LengthDist::fixed(1), row.items_query};
+  if (!w.items) return w;
+  const std::uint64_t most = std::uint64_t{w.items->count.upper_bound()} * w.prompt_tokens.upper_bound();
+  if (w.items->count.upper_bound() > kMaxItemsPerRequest || most > kMaxItemTokensPerRequest) {
+    return invalid(field + "/" + w.items->key,
+                   fmt::format("at most {} items and {} item tokens per request (prompt_tokens at its largest: {})",
+                               kMaxItemsPerRequest, kMaxItemTokensPerRequest, w.prompt_tokens.upper_bound()));
+  }
+  if (w.dataset || w.sessions) {
+    return invalid(field + (w.sessions ? "/sessions" : "/dataset"),
+                   fmt::format("the {} API's requests are {} made from prompt_tokens: not a dataset's or sessions' "
+                               "prompts",
+                               row.name, row.items_key));
+  }
+  return w;
+}
 
 Result<WorkloadSpec> parse_workload(const nlohmann::json& j, const std::string& field) {
   if (!j.is_object()) return invalid(field, "must be an object");
@@ -291,10 +336,15 @@ Result<WorkloadSpec> parse_workload(const nlohmann::json& j, const std::string& 
       auto p = parse_prefix(value, f);
       if (!p) return p.error();
       w.prefix = *p;
+    } else if (const ApiRow* row = items_row(key)) {
+      if (w.items) return invalid(f, fmt::format("a request's items are counted once: {} is given", w.items->key));
+      auto d = parse_length_dist(value, f);
+      if (!d) return d.error();
+      w.items = ItemsSpec{row->items_key, *d, row->items_query};
     } else {
-      return invalid(f,
-                     "unknown workload field (expected prompt_tokens, output_tokens, seed, "
-                     "shared_prefix_tokens, prefix, dataset, abandon or sessions)");
+      return invalid(f, fmt::format("unknown workload field (expected prompt_tokens, output_tokens, seed, "
+                                    "shared_prefix_tokens, prefix, dataset, abandon, sessions{})",
+                                    items_keys()));
     }
   }
   if (w.shared_prefix_tokens > 0) {
@@ -410,7 +460,24 @@ WorkItem Workload::item(std::uint64_t index, std::uint64_t salt) const {
   w.input_tokens = spec_.prompt_tokens.sample(rng);
   w.max_tokens = spec_.output_tokens.sample(rng);
   w.prompt = synth_.make(w.input_tokens, index, salt);
+  if (spec_.items) add_items(w, index, salt);
   return w;
+}
+
+void Workload::add_items(WorkItem& w, std::uint64_t index, std::uint64_t salt) const {
+  // Draws of their own, so that the prompt and its lengths do not change with the items.
+  Rng rng(splitmix64(spec_.seed ^ splitmix64(index ^ 0x17e35)));
+  const std::uint32_t n = std::max<std::uint32_t>(1, spec_.items->count.sample(rng));
+  const std::uint32_t query = spec_.items->query ? w.input_tokens : 0;
+  std::uint64_t tokens = 0;
+  w.inputs.reserve(n);
+  for (std::uint32_t k = 0; k < n; ++k) {
+    const std::uint32_t t = spec_.prompt_tokens.sample(rng);
+    w.inputs.push_back(synth_.make(t, index, salt ^ splitmix64(0x17e35 + k)));
+    tokens += std::uint64_t{t} + query;
+  }
+  w.input_tokens = saturate<std::uint32_t>(static_cast<double>(tokens));
+  w.max_tokens = 1;
 }
 
 }  // namespace capsweep::llm

@@ -14,6 +14,7 @@
 #include "core/lengths.hpp"
 #include "core/random.hpp"
 #include "core/time.hpp"
+#include "llm/api_table.hpp"
 #include "llm/dataset.hpp"
 #include "llm/session.hpp"
 
@@ -22,8 +23,9 @@ namespace capsweep::llm {
 // One request's content.
 struct WorkItem {
   std::string prompt;
-  std::string messages;            // a dataset's chat messages (JSON array text); "" = one user turn of `prompt`
-  std::uint32_t input_tokens = 0;  // expected (synthesised: the target; dataset: estimated)
+  std::string messages;             // a dataset's chat messages (JSON array text); "" = one user turn of `prompt`
+  std::vector<std::string> inputs;  // its items (embeddings' inputs, rerank's documents); empty for none
+  std::uint32_t input_tokens = 0;   // expected (synthesised: the target; dataset: estimated)
   std::uint32_t max_tokens = 1;
   // How this request's user gives up (workload.abandon), drawn from the seed and the index.
   std::optional<Nanos> abandon_without_first_token;  // from its scheduled time
@@ -108,6 +110,19 @@ struct AbandonSpec {
   double fraction = 1.0;
 };
 
+// Requests of several items (an API row's items_key: embeddings' inputs_per_request, rerank's
+// documents_per_request): how many, each of prompt_tokens, and whether the prompt goes with
+// them as a query (its tokens counted once per item, as a cross-encoder reads each pair).
+struct ItemsSpec {
+  std::string key;  // "inputs_per_request"
+  LengthDist count = LengthDist::fixed(1);
+  bool query = false;
+};
+// At most this many items per request, and item tokens (every item's prompt_tokens at its
+// largest) per request.
+inline constexpr std::uint32_t kMaxItemsPerRequest = 2048;
+inline constexpr std::uint64_t kMaxItemTokensPerRequest = 1u << 20;
+
 struct WorkloadSpec {
   LengthDist prompt_tokens = LengthDist::fixed(200);
   LengthDist output_tokens = LengthDist::fixed(64);
@@ -117,7 +132,12 @@ struct WorkloadSpec {
   std::optional<DatasetRef> dataset;
   std::optional<AbandonSpec> abandon;
   std::optional<SessionSpec> sessions;  // multi-turn sessions (llm/session.hpp)
+  std::optional<ItemsSpec> items;       // requests of several items (ItemsSpec)
 };
+// A workload for a target of `api`: an API whose requests carry items gets one item per
+// request where the spec does not say how many. An error names the items' field when the
+// spec gives them for an API that takes none or another kind (its own key).
+Result<WorkloadSpec> fit_to_api(WorkloadSpec w, Api api, const std::string& field = "/workload");
 // {"no_first_token_s": T, "after_tokens": k, "fraction": f}: at least one of the first two;
 // fraction (0, 1], default 1, only with after_tokens. Errors name the field.
 Result<AbandonSpec> parse_abandon(const nlohmann::json& j, const std::string& field);
@@ -160,6 +180,8 @@ class Workload {
   PromptSynth synth_;
   std::vector<DatasetEntry> dataset_;
   std::vector<std::uint32_t> order_;  // shuffled: the permutation; empty: sequential
+  // Item `index`'s items (spec_.items), made from the seed; its input tokens become theirs.
+  void add_items(WorkItem& w, std::uint64_t index, std::uint64_t salt) const;
 };
 
 }  // namespace capsweep::llm

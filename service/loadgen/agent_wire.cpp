@@ -38,7 +38,9 @@ std::optional<Error> decode_chunks(const json& j, const std::string& field, Requ
     r.chunks[i].arrival = Nanos(at);
     if (tokens.empty()) continue;
     const json& k = tokens[i];
-    if (!k.is_number_unsigned() || k.get<std::uint64_t>() < 1 || k.get<std::uint64_t>() > UINT32_MAX) {
+    // Only the one chunk of an answer of no generated tokens (flags bit 2) carries none.
+    const std::uint64_t least = r.generated ? 1 : 0;
+    if (!k.is_number_unsigned() || k.get<std::uint64_t>() < least || k.get<std::uint64_t>() > UINT32_MAX) {
       return invalid(fmt::format("{}/12/{}", field, i), "a chunk carries at least 1 token");
     }
     r.chunks[i].tokens = k.get<std::uint32_t>();
@@ -49,6 +51,23 @@ std::optional<Error> decode_chunks(const json& j, const std::string& field, Requ
       return invalid(fmt::format("{}/13/{}", field, i), "a reasoning position must name one of the chunks");
     }
     r.chunks[p.get<std::size_t>()].reasoning = true;
+  }
+  return std::nullopt;
+}
+
+// A record's length and its optional tail: the target's error message, the items sent.
+std::optional<Error> check_shape(const json& j, const std::string& field) {
+  if (!j.is_array() || j.size() < kFields || j.size() > kFields + 2) {
+    return invalid(field, fmt::format("a record is an array of {} elements (then the target's error message and the "
+                                      "items sent)",
+                                      kFields));
+  }
+  if (j.size() > kFields && (!j[kFields].is_string() || j[kFields].get_ref<const std::string&>().size() > 200)) {
+    return invalid(fmt::format("{}/{}", field, kFields), "the error message must be a string of at most 200 bytes");
+  }
+  if (j.size() > kFields + 1 && (!j[kFields + 1].is_number_unsigned() || j[kFields + 1].get<std::uint64_t>() < 1 ||
+                                 j[kFields + 1].get<std::uint64_t>() > UINT32_MAX)) {
+    return invalid(fmt::format("{}/{}", field, kFields + 1), "the items sent must be a whole number from 1 to 2^32-1");
   }
   return std::nullopt;
 }
@@ -69,21 +88,17 @@ json encode_record(std::uint64_t index, const RequestRecord& rec) {
   if (!all_ones) {
     for (const Chunk& c : rec.chunks) tokens.push_back(c.tokens);
   }
-  const int flags = (rec.output_tokens_estimated ? 1 : 0) | (rec.streamed ? 0 : 2);
+  const int flags = (rec.output_tokens_estimated ? 1 : 0) | (rec.streamed ? 0 : 2) | (rec.generated ? 0 : 4);
   json out = json::array({index, rec.scheduled.count(), rec.dispatched.count(), rec.sent.count(), rec.finished.count(),
                           rec.input_tokens, rec.output_tokens, rec.reasoning_tokens, static_cast<int>(rec.outcome),
                           rec.turn, flags, std::move(arrivals), std::move(tokens), std::move(reasoning)});
-  if (!rec.error_message.empty()) out.push_back(rec.error_message);
+  if (!rec.error_message.empty() || rec.inputs > 0) out.push_back(rec.error_message);
+  if (rec.inputs > 0) out.push_back(rec.inputs);
   return out;
 }
 
 Result<IndexedRecord> decode_record(const json& j, const std::string& field) {
-  if (!j.is_array() || (j.size() != kFields && j.size() != kFields + 1)) {
-    return invalid(field, fmt::format("a record is an array of {} elements (and the target's error message)", kFields));
-  }
-  if (j.size() == kFields + 1 && (!j[kFields].is_string() || j[kFields].get_ref<const std::string&>().size() > 200)) {
-    return invalid(fmt::format("{}/{}", field, kFields), "the error message must be a string of at most 200 bytes");
-  }
+  if (auto e = check_shape(j, field)) return *e;
   const auto whole = [&](std::size_t i, std::int64_t lo, std::int64_t hi) -> std::optional<std::int64_t> {
     const json& v = j[i];
     if (!v.is_number_integer()) return std::nullopt;
@@ -126,12 +141,17 @@ Result<IndexedRecord> decode_record(const json& j, const std::string& field) {
   auto turn = whole(9, 0, std::numeric_limits<std::uint16_t>::max());
   if (!turn) return bad(9, "the turn must be a whole number from 0 to 65535");
   r.turn = static_cast<std::uint16_t>(*turn);
-  auto flags = whole(10, 0, 3);
-  if (!flags) return bad(10, "the flags must be a whole number from 0 to 3");
+  auto flags = whole(10, 0, 7);
+  if (!flags) return bad(10, "the flags must be a whole number from 0 to 7");
   r.output_tokens_estimated = (*flags & 1) != 0;
   r.streamed = (*flags & 2) == 0;
+  r.generated = (*flags & 4) == 0;
+  if (!r.generated && (r.output_tokens > 0 || (j[11].is_array() && j[11].size() > 1))) {
+    return bad(11, "an answer of no generated tokens has at most one chunk and no output tokens");
+  }
   if (auto e = decode_chunks(j, field, r)) return *e;
-  if (j.size() == kFields + 1) r.error_message = j[kFields].get<std::string>();
+  if (j.size() > kFields) r.error_message = j[kFields].get<std::string>();
+  if (j.size() > kFields + 1) r.inputs = j[kFields + 1].get<std::uint32_t>();
   return out;
 }
 

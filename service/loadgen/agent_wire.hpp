@@ -16,10 +16,13 @@ namespace capsweep::loadgen {
 
 // [index, scheduled, dispatched, sent, finished, input_tokens, output_tokens,
 //  reasoning_tokens, outcome, turn, flags, arrivals, tokens, reasoning]: times in ns from
-// the step's origin; flags bit 0 output_tokens_estimated, bit 1 not streamed; arrivals the
+// the step's origin; flags bit 0 output_tokens_estimated, bit 1 not streamed, bit 2 no
+// generated tokens (embeddings, rerank: one chunk of 0 tokens); arrivals the
 // chunks' arrival times, the first from the origin and each next as a gap from the one
 // before; tokens each chunk's token count (empty when every chunk carried one); reasoning
-// the positions of the reasoning chunks.
+// the positions of the reasoning chunks. Then, where there is one, the target's error message
+// ("" when there is none but items follow), and the items the request sent (embeddings'
+// inputs, rerank's documents) where it sent any.
 nlohmann::json encode_record(std::uint64_t index, const RequestRecord& rec);
 // The record back, or an error naming the element at fault (under `field`).
 struct IndexedRecord {

@@ -52,7 +52,7 @@ RequestRow request_row(const RequestRecord& rec, std::uint64_t index, bool with_
   row.dispatched_ms = to_ms(rec.dispatched);
   row.sent_ms = to_ms(rec.sent);
   row.finished_ms = rec.outcome == Outcome::incomplete ? nan : to_ms(rec.finished);
-  row.ttft_ms = rec.chunks.empty() ? nan : to_ms(*rec.first_token() - rec.scheduled);
+  row.ttft_ms = rec.chunks.empty() || !rec.generated ? nan : to_ms(*rec.first_token() - rec.scheduled);
   row.e2el_ms = rec.outcome == Outcome::ok && !rec.chunks.empty() ? to_ms(*rec.last_token() - rec.scheduled) : nan;
   row.input_tokens = rec.input_tokens;
   row.output_tokens = rec.output_tokens;
@@ -102,8 +102,11 @@ asio::awaitable<void> EnginePart::one(std::uint64_t index, Nanos scheduled, Nano
     rec.input_tokens = item.input_tokens;
     if (item.abandon_without_first_token) rec.abandon_at = scheduled + *item.abandon_without_first_token;
     rec.abandon_after_tokens = item.abandon_after_tokens;
+    rec.inputs = static_cast<std::uint32_t>(item.inputs.size());
     rec.chunks.reserve(std::min<std::uint32_t>(item.max_tokens, 4096));  // no regrowth on typical answers
-    return llm::completion_body(target, item.prompt, item.max_tokens, item.messages);
+    return llm::request_body(
+        target,
+        {.prompt = item.prompt, .messages = item.messages, .inputs = item.inputs, .max_tokens = item.max_tokens});
   });
   finish(rec, index);
 }
@@ -136,7 +139,7 @@ void EnginePart::finish(RequestRecord& rec, std::uint64_t index) {
   if (spec.track_live) live.erase(index);
   record_row(rec, index);
   if (spec.on_ended) spec.on_ended(rec);
-  if (rec.outcome == Outcome::ok && !rec.chunks.empty() && rec.scheduled >= spec.warmup) {
+  if (rec.outcome == Outcome::ok && !rec.chunks.empty() && rec.generated && rec.scheduled >= spec.warmup) {
     live_ttft_ms.add(to_ms(*rec.first_token() - rec.scheduled));
   }
   acc.add(rec);

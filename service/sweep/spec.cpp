@@ -254,6 +254,10 @@ Result<JobSpec> parse_job_spec(const json& spec) {
     if (!w) return w.error();
     js.workload = *w;
   }
+  // The items of an API whose requests carry several (embeddings' inputs, rerank's documents).
+  auto fitted = llm::fit_to_api(std::move(js.workload), js.target.api);
+  if (!fitted) return fitted.error();
+  js.workload = std::move(*fitted);
   if (auto a = spec.find("arrival"); a != spec.end()) {
     auto arrival = parse_arrival(*a);
     if (!arrival) return arrival.error();

@@ -62,8 +62,49 @@ TrafficRow decided_row() {
               "\"fixed\")"};
 }
 
+// Whether a side's API answers with no generated tokens (embeddings, rerank).
+bool tokenless(const llm::Target& t) {
+  return !llm::api_row(t.api).generates;
+}
+
+// What needs generated tokens refused where answers have none: an SLO or goodput bound on a
+// latency of tokens, abandonment, a scenario's TTFT windows, a regression's gates.
+std::optional<Error> tokenless_fit(const JobSpec& js) {
+  const std::string& name = llm::api_row(js.target.api).name;
+  const auto why = [&name](const std::string& what) {
+    return fmt::format("{} answers generate no tokens: {}; bound e2el_ms", name, what);
+  };
+  for (const LatencyBound& b : js.slo.latency) {
+    if (b.metric != LatencyMetric::e2el && b.metric != LatencyMetric::e2el_sent)
+      return invalid("/slo/" + std::string(to_string(b.metric)),
+                     why("they have no " + std::string(to_string(b.metric))));
+  }
+  const GoodputBounds& g = js.slo.goodput;
+  for (const auto& [bound, key] :
+       {std::pair{&g.ttft, "ttft_ms"}, std::pair{&g.tpot, "tpot_ms"}, std::pair{&g.ttft_sent, "ttft_sent_ms"}}) {
+    if (*bound) return invalid(std::string("/slo/goodput/") + key, why(std::string("they have no ") + key));
+  }
+  if (js.workload.abandon) return invalid("/workload/abandon", why("a user waits for the whole answer"));
+  if (js.kind == JobKind::scenario) return invalid(target_field(js) + "/api", why("a scenario judges windows of TTFT"));
+  if (js.kind == JobKind::regression) {
+    const bool baseline = tokenless(js.target);
+    return invalid(target_field(js, baseline ? Role::baseline : Role::candidate) + "/api",
+                   why("a regression's gates judge TTFT, ITL and output throughput"));
+  }
+  return std::nullopt;
+}
+
+TrafficRow tokenless_row() {
+  return {
+      .name = "answers of no tokens",
+      .field = "/target/api",
+      .on = [](const JobSpec& js) { return tokenless(js.target) || (js.candidate && tokenless(js.candidate->target)); },
+      .fits = tokenless_fit};
+}
+
 RowTable<TrafficRow>& traffic_table() {
-  static RowTable<TrafficRow> t("traffic", {sessions_row(), trace_row(), abandon_row(), decided_row()});
+  static RowTable<TrafficRow> t("traffic",
+                                {sessions_row(), trace_row(), abandon_row(), decided_row(), tokenless_row()});
   return t;
 }
 

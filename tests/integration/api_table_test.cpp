@@ -49,9 +49,9 @@ llm::ApiRow lines_row() {
   llm::ApiRow row;
   row.name = "lines";
   row.path = "/v1/lines";
-  row.request = [](json& body, std::string_view prompt, std::string_view, std::uint32_t max_tokens) {
-    body["input"] = prompt;
-    body["limit"] = max_tokens;
+  row.request = [](json& body, const llm::RequestText& text) {
+    body["input"] = text.prompt;
+    body["limit"] = text.max_tokens;
   };
   row.read_chunk = read_lines_chunk;
   return row;

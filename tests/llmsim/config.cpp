@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -29,7 +30,41 @@ bool probability(double p) {
   return std::isfinite(p) && p >= 0 && p <= 1;
 }
 
+// "adapters": [{"name", "decode_base_ms", "decode_per_seq_ms", "prefill_ms_per_token"}].
+Result<std::vector<AdapterConfig>> parse_adapters(const nlohmann::json& v) {
+  if (!v.is_array() || v.size() > 16) return invalid("/adapters", "must be a list of at most 16 adapters");
+  std::vector<AdapterConfig> out;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const std::string at = "/adapters/" + std::to_string(i);
+    const nlohmann::json& a = v[i];
+    if (!a.is_object() || !a.contains("name") || !a["name"].is_string() || a["name"].get<std::string>().empty())
+      return invalid(at + "/name", "an adapter is an object with a non-empty name");
+    AdapterConfig c{a["name"].get<std::string>(), {}, {}, {}};
+    for (const auto& [key, value] : a.items()) {
+      if (key == "name") continue;
+      std::optional<double>* slot = key == "decode_base_ms"         ? &c.decode_base_ms
+                                    : key == "decode_per_seq_ms"    ? &c.decode_per_seq_ms
+                                    : key == "prefill_ms_per_token" ? &c.prefill_ms_per_token
+                                                                    : nullptr;
+      if (!slot) return invalid(at + "/" + key, "unknown adapter setting");
+      if (!value.is_number() || value.get<double>() < 0 || value.get<double>() > 60'000)
+        return invalid(at + "/" + key, "must be a number of ms in [0, 60000]");
+      *slot = value.get<double>();
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 }  // namespace
+
+EngineParams AdapterConfig::params(const EngineParams& base) const {
+  EngineParams p = base;
+  p.decode_base_ms = decode_base_ms.value_or(base.decode_base_ms);
+  p.decode_per_seq_ms = decode_per_seq_ms.value_or(base.decode_per_seq_ms);
+  p.prefill_ms_per_token = prefill_ms_per_token.value_or(base.prefill_ms_per_token);
+  return p;
+}
 
 Result<SimConfig> apply_json(SimConfig cfg, const nlohmann::json& j) {
   if (!j.is_object()) return invalid("", "the configuration must be a JSON object");
@@ -67,6 +102,12 @@ Result<SimConfig> apply_json(SimConfig cfg, const nlohmann::json& j) {
     CAPSWEEP_SIM_KEY("seed", cfg.seed, std::uint64_t)
     CAPSWEEP_SIM_KEY("drain_s", cfg.drain_s, double)
 #undef CAPSWEEP_SIM_KEY
+    if (key == "adapters") {
+      auto a = parse_adapters(v);
+      if (!a) return a.error();
+      cfg.adapters = std::move(*a);
+      continue;
+    }
     if (key == "cold_start_mode") {
       auto r = get<std::string>(v, key);
       if (!r) return r.error();
@@ -88,6 +129,12 @@ Result<SimConfig> apply_json(SimConfig cfg, const nlohmann::json& j) {
 Result<SimConfig> validate(const SimConfig& cfg) {
   if (auto e = validate(cfg.engine); !e) return e.error();
   if (cfg.model.empty()) return invalid("/model", "must not be empty");
+  for (std::size_t i = 0; i < cfg.adapters.size(); ++i) {
+    const std::string& name = cfg.adapters[i].name;
+    const bool taken = name == cfg.model || std::any_of(cfg.adapters.begin(), cfg.adapters.begin() + i,
+                                                        [&](const AdapterConfig& a) { return a.name == name; });
+    if (name.empty() || taken) return invalid("/adapters/" + std::to_string(i) + "/name", "must be a name of its own");
+  }
   if (cfg.tokens_per_chunk < 1) return invalid("/tokens_per_chunk", "must be >= 1");
   if (cfg.reasoning_tokens > cfg.engine.max_model_len) {
     return invalid("/reasoning_tokens", "must be at most max_model_len");

@@ -4,7 +4,9 @@
 
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "llmsim/engine.hpp"
 
@@ -14,12 +16,22 @@ namespace capsweep::llmsim {
 // (a replica whose readiness lies: it accepts traffic and gives no first token for a while).
 enum class ColdStartMode { refuse, unavailable, hold };  // "refuse" | "503" | "hold"
 
+// An adapter (a LoRA adapter, or another model) served beside the base model: requests naming
+// it run on an engine of its own, with the base's parameters but for the costs it sets.
+struct AdapterConfig {
+  std::string name;
+  std::optional<double> decode_base_ms, decode_per_seq_ms, prefill_ms_per_token;
+  // Its engine: the base's with this adapter's costs.
+  EngineParams params(const EngineParams& base) const;
+};
+
 struct SimConfig {
   std::string listen = "127.0.0.1:8000";
   std::string model = "sim-8b";
   EngineParams engine;
-  std::uint32_t tokens_per_chunk = 1;  // tokens per SSE content chunk (first chunk: 1)
-  std::uint32_t events_per_write = 1;  // SSE events grouped into one socket write
+  std::vector<AdapterConfig> adapters;  // served beside `model`, each on an engine of its own
+  std::uint32_t tokens_per_chunk = 1;   // tokens per SSE content chunk (first chunk: 1)
+  std::uint32_t events_per_write = 1;   // SSE events grouped into one socket write
   // A reasoning model: the first N tokens of a chat answer are reasoning (delta
   // "reasoning_content", counted in usage's completion_tokens_details.reasoning_tokens) before
   // the visible content; max_tokens bounds both together, as vLLM's does.

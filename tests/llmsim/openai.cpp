@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <nlohmann/json.hpp>
@@ -259,6 +260,12 @@ bool read_response_state(const json& j, CompletionRequest& req, ApiError& error)
 
 std::optional<CompletionRequest> parse_completion_request(std::string_view body, Api api, std::string_view served_model,
                                                           std::uint64_t server_seed, ApiError& error) {
+  return parse_completion_request(body, api, std::vector<std::string>{std::string(served_model)}, server_seed, error);
+}
+
+std::optional<CompletionRequest> parse_completion_request(std::string_view body, Api api,
+                                                          const std::vector<std::string>& served_models,
+                                                          std::uint64_t server_seed, ApiError& error) {
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return fail(error, "", "request body is not valid JSON");
   if (!j.is_object()) return fail(error, "", "request body must be a JSON object");
@@ -267,7 +274,7 @@ std::optional<CompletionRequest> parse_completion_request(std::string_view body,
   auto model = j.find("model");
   if (model == j.end() || !model->is_string()) return fail(error, "model", "'model' is required");
   req.model = model->get<std::string>();
-  if (req.model != served_model) {
+  if (std::find(served_models.begin(), served_models.end(), req.model) == served_models.end()) {
     return fail(error, "model", fmt::format("The model `{}` does not exist.", req.model), 404);
   }
   std::uint64_t text_hash = 0;

@@ -62,8 +62,13 @@ struct ApiError {
 std::string error_body(const ApiError& e);
 
 // Parses a /v1/completions, /v1/chat/completions or /v1/responses body (its `input`: a text
-// or messages; its `max_output_tokens`). `served_model` is the one model served; a request
+// or messages; its `max_output_tokens`). `served_models` are the models served (the base model
+// and its adapters); a request
 // without a token cap gets OpenAI's default (completions: 16, else 256).
+std::optional<CompletionRequest> parse_completion_request(std::string_view body, Api api,
+                                                          const std::vector<std::string>& served_models,
+                                                          std::uint64_t server_seed, ApiError& error);
+// The same for one served model.
 std::optional<CompletionRequest> parse_completion_request(std::string_view body, Api api, std::string_view served_model,
                                                           std::uint64_t server_seed, ApiError& error);
 

@@ -23,6 +23,7 @@
 #include "http/server.hpp"
 #include "llmsim/answers.hpp"
 #include "llmsim/openai.hpp"
+#include "llmsim/pooling.hpp"
 #include "observe/text_writer.hpp"
 
 namespace capsweep::llmsim {
@@ -61,15 +62,12 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
   Impl(asio::io_context& io_context, SimConfig c)
       : io(io_context),
         cfg(std::move(c)),
-        engine(cfg.engine),
         server(
             io.get_executor(), [this](http::Request& req, beast::tcp_stream& s) { return handle(req, s); },
             http::ServerOptions{.body_limit = 1 << 20,
                                 .read_timeout = std::chrono::milliseconds(30'000),
                                 .idle_timeout = std::chrono::milliseconds(120'000),
                                 .server_name = "capsweep-llmsim"}),
-        wake(io),
-        iteration_timer(io),
         shutdown_timer(io),
         rng(cfg.seed ^ 0x5eedull),
         ttft(kLatencyBuckets),
@@ -77,21 +75,44 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
         itl(kItlBuckets),
         lateness_hist({0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.1}) {
     labels = observe::label("model_name", cfg.model);
+    lanes.push_back(std::make_unique<Lane>(io, cfg.model, cfg.engine));
+    for (const AdapterConfig& a : cfg.adapters)
+      lanes.push_back(std::make_unique<Lane>(io, a.name, a.params(cfg.engine)));
+    for (const auto& l : lanes) served_names.push_back(l->model);
+  }
+
+  // One served model (the base, or an adapter) and its engine, with its own iteration clock.
+  struct Lane {
+    Lane(asio::io_context& io, std::string name, EngineParams params)
+        : model(std::move(name)), engine(params), wake(io), iteration_timer(io) {}
+    std::string model;
+    Engine engine;
+    asio::steady_timer wake;             // wakes the idle engine loop on a submission
+    asio::steady_timer iteration_timer;  // the iteration clock
+    std::vector<Emission> emissions;
+  };
+  std::vector<std::unique_ptr<Lane>> lanes;  // the base model's first
+  std::vector<std::string> served_names;     // theirs, in that order
+
+  Lane* lane_of(std::string_view model) const {
+    for (const auto& l : lanes) {
+      if (l->model == model) return l.get();
+    }
+    return nullptr;
+  }
+  bool all_idle() const {
+    return std::all_of(lanes.begin(), lanes.end(), [](const auto& l) { return l->engine.idle(); });
   }
 
   asio::io_context& io;
   SimConfig cfg;
-  Engine engine;
   http::Server server;
-  asio::steady_timer wake;             // wakes the idle engine loop on a submission
-  asio::steady_timer iteration_timer;  // the iteration clock
   asio::steady_timer shutdown_timer;
   Rng rng;  // fault decisions
   bool loading = false;
   bool stopping = false;
   std::uint64_t next_request = 1;
   std::size_t active_streams = 0;
-  std::vector<Emission> emissions;
   Clock::time_point drain_deadline{};
 
   // Metrics.
@@ -141,6 +162,7 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
     Impl& sim;
     beast::tcp_stream& conn;
     CompletionRequest req;
+    Engine* engine = nullptr;  // its model's
     std::string response_id;
     std::vector<std::uint64_t> kept_blocks;  // the prompt's blocks, kept with the answer (store)
     ChunkFormatter formatter;
@@ -164,8 +186,23 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
     bool done = false;
     bool drop_after_write = false;
     std::array<char, 16> chunk_header{};  // hex size of an HTTP chunk
+    // A pooling request (embeddings, rerank): its sequences in the engine, and how many have
+    // not run yet; the answer is whole once none is left.
+    std::vector<SeqId> parts;
+    std::size_t parts_left = 0;
+
+    // One of a pooling request's sequences ran (prefill only: its one emission).
+    void on_part(Clock::time_point now) {
+      if (--parts_left > 0) return;
+      finished = true;
+      emitted = 1;
+      ++sim.success_total;
+      sim.e2e.observe(seconds(now - arrival));
+      finish();
+    }
 
     void on_token(const Emission& e, Clock::time_point now) {
+      if (!parts.empty()) return on_part(now);
       emitted = e.index + 1;
       ++sim.generation_tokens_total;
       if (e.index == 0)
@@ -203,7 +240,7 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
       }
       if (e.index >= disconnect_at && !finished) {
         drop_after_write = true;
-        sim.engine.cancel(id);  // the server drops the stream: no more tokens
+        engine->cancel(id);  // the server drops the stream: no more tokens
       }
       maybe_write();
     }
@@ -268,7 +305,8 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
 
     void fail_stream() {
       if (!finished) {
-        sim.engine.cancel(id);
+        engine->cancel(id);
+        for (const SeqId part : parts) engine->cancel(part);
         ++sim.aborted_total;
       }
       failed = true;
@@ -285,13 +323,16 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
 
   // --- the iteration clock --------------------------------------------------------------
 
-  asio::awaitable<void> engine_loop() {
+  asio::awaitable<void> engine_loop(Lane& lane) {
     auto self = shared_from_this();
+    Engine& engine = lane.engine;
+    std::vector<Emission>& emissions = lane.emissions;
+    asio::steady_timer& iteration_timer = lane.iteration_timer;
     Clock::time_point next_start = Clock::now();
     for (;;) {
       if (engine.idle()) {
-        wake.expires_at(Clock::time_point::max());
-        co_await wake.async_wait(use_tuple);
+        lane.wake.expires_at(Clock::time_point::max());
+        co_await lane.wake.async_wait(use_tuple);
         if (stopping && engine.idle() && active_streams == 0) co_return;
         next_start = Clock::now();
         continue;
@@ -352,8 +393,9 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
       if (auto r = only(bhttp::verb::get)) co_return *r;
       co_return http::Reply{http::json_response(req, bhttp::status::ok, render_spans()), true};
     }
+    const auto pooling = pooling_kind(target);
     const bool known = target == "/v1/models" || target == "/tokenize" || target == "/v1/completions" ||
-                       target == "/v1/chat/completions" || target == "/v1/responses";
+                       target == "/v1/chat/completions" || target == "/v1/responses" || pooling;
     if (!known) {
       co_return error_reply(req, {404, fmt::format("no route for {}", target), "NotFoundError", ""}, false);
     }
@@ -370,16 +412,21 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
     }
     if (target == "/v1/models") {
       if (auto r = only(bhttp::verb::get)) co_return *r;
-      json j{{"object", "list"},
-             {"data", json::array({{{"id", cfg.model},
-                                    {"object", "model"},
-                                    {"created", Stream::created_now()},
-                                    {"owned_by", "capsweep-llmsim"},
-                                    {"max_model_len", cfg.engine.max_model_len}}})}};
+      json data = json::array();
+      for (const auto& l : lanes) {  // adapters as vLLM lists LoRA adapters: with their parent
+        data.push_back({{"id", l->model},
+                        {"object", "model"},
+                        {"created", Stream::created_now()},
+                        {"owned_by", "capsweep-llmsim"},
+                        {"parent", l->model == cfg.model ? json(nullptr) : json(cfg.model)},
+                        {"max_model_len", cfg.engine.max_model_len}});
+      }
+      json j{{"object", "list"}, {"data", std::move(data)}};
       co_return http::Reply{http::json_response(req, bhttp::status::ok, j.dump()), true};
     }
     if (auto r = only(bhttp::verb::post)) co_return *r;
     if (target == "/tokenize") co_return tokenize(req);
+    if (pooling) co_return co_await pool(req, conn, *pooling);
     const Api api = target == "/v1/chat/completions" ? Api::chat
                     : target == "/v1/responses"      ? Api::responses
                                                      : Api::completions;
@@ -476,7 +523,7 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
   asio::awaitable<http::Reply> complete(http::Request& req, beast::tcp_stream& conn, Api api) {
     keep_span(req);
     ApiError error;
-    auto parsed = parse_completion_request(req.body(), api, cfg.model, cfg.seed, error);
+    auto parsed = parse_completion_request(req.body(), api, served(), cfg.seed, error);
     if (!parsed || !continue_kept(*parsed, error)) co_return error_reply(req, error);
     script_answer(*parsed, cfg, rng);
     if (api != Api::completions && parsed->script.pieces.empty()) parsed->reasoning_tokens = cfg.reasoning_tokens;
@@ -492,8 +539,10 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
         (script.empty() ? stream->req.max_tokens
                         : std::min<std::uint32_t>(stream->req.max_tokens, static_cast<std::uint32_t>(script.size()))) +
         stream->req.reported_tokens_extra;
-    auto id = engine.submit({stream->req.prompt_tokens, tokens, reinterpret_cast<std::uintptr_t>(stream.get()),
-                             std::move(stream->req.blocks)});
+    Lane& lane = *lane_of(stream->req.model);
+    stream->engine = &lane.engine;
+    auto id = lane.engine.submit({stream->req.prompt_tokens, tokens, reinterpret_cast<std::uintptr_t>(stream.get()),
+                                  std::move(stream->req.blocks)});
     if (!id) {
       co_return error_reply(req, {400, id.error().message, "BadRequestError", "max_tokens"});
     }
@@ -506,7 +555,7 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
       stream->stall_at = static_cast<std::uint32_t>(rng.uniform_int(0, stream->req.max_tokens - 1));
     }
     ++active_streams;
-    wake.cancel();
+    lane.wake.cancel();
     beast::error_code nb_ec;
     conn.socket().non_blocking(true, nb_ec);  // streamed writes try the socket directly
 
@@ -535,17 +584,73 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
     co_return http::Reply{std::move(res), true};
   }
 
+  static std::optional<PoolKind> pooling_kind(std::string_view target) {
+    if (target == "/v1/embeddings") return PoolKind::embeddings;
+    if (target == "/rerank" || target == "/v1/rerank") return PoolKind::rerank;
+    return std::nullopt;
+  }
+
+  // An embeddings or rerank request: its sequences queued in the engine, answered whole once
+  // each has run.
+  asio::awaitable<http::Reply> pool(http::Request& req, beast::tcp_stream& conn, PoolKind kind) {
+    keep_span(req);
+    ApiError error;
+    auto parsed = parse_pooling_request(req.body(), kind, served(), error);
+    if (!parsed) co_return error_reply(req, error);
+    if (cfg.error_rate > 0 && rng.uniform01() < cfg.error_rate) {
+      co_return error_reply(req, {500, "injected server error", "InternalServerError", ""});
+    }
+    CompletionRequest as_run;
+    as_run.model = parsed->model;
+    as_run.prompt_tokens = parsed->prompt_tokens;
+    as_run.max_tokens = 1;
+    const std::string id = fmt::format("{}-{}", kind == PoolKind::embeddings ? "embd" : "rerank", next_request++);
+    auto stream = std::make_shared<Stream>(*this, conn, std::move(as_run), id);
+    Lane& lane = *lane_of(parsed->model);
+    stream->engine = &lane.engine;
+    for (const std::uint32_t tokens : parsed->sequences) {
+      auto seq = lane.engine.submit({tokens, 1, reinterpret_cast<std::uintptr_t>(stream.get()), {}});
+      if (!seq) {
+        for (const SeqId part : stream->parts) lane.engine.cancel(part);
+        co_return error_reply(
+            req, {400, seq.error().message, "BadRequestError", kind == PoolKind::embeddings ? "input" : "documents"});
+      }
+      stream->parts.push_back(*seq);
+    }
+    stream->parts_left = stream->parts.size();
+    prompt_tokens_total += parsed->prompt_tokens;
+    ++active_streams;
+    lane.wake.cancel();
+    co_await stream->done_timer.async_wait(use_tuple);
+    --active_streams;
+    if (stopping) check_drained();
+    co_return http::Reply{http::json_response(req, bhttp::status::ok, pooling_response(*parsed, id)), true};
+  }
+
+  // The served models' names: the base model's first.
+  const std::vector<std::string>& served() const { return served_names; }
+
+  // A figure summed over every served model's engine.
+  template <class F>
+  double over_lanes(F&& f) const {
+    double sum = 0;
+    for (const auto& l : lanes) sum += static_cast<double>(f(l->engine));
+    return sum;
+  }
+
   std::string render_metrics() {
     std::string out;
     out.reserve(8192);
+    const double kv_usage = over_lanes([](const Engine& e) { return e.kv_reserved(); }) /
+                            over_lanes([](const Engine& e) { return e.params().kv_cache_tokens; });
     observe::render_sample(out, "vllm:num_requests_running", "gauge", "Number of requests in model execution batches.",
-                           labels, double(engine.running()));
+                           labels, over_lanes([](const Engine& e) { return e.running(); }));
     observe::render_sample(out, "vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.",
-                           labels, double(engine.waiting()));
+                           labels, over_lanes([](const Engine& e) { return e.waiting(); }));
     observe::render_sample(out, "vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.",
-                           labels, engine.kv_usage());
+                           labels, kv_usage);
     observe::render_sample(out, "vllm:gpu_cache_usage_perc", "gauge",
-                           "GPU KV-cache usage (older name). 1 means 100 percent usage.", labels, engine.kv_usage());
+                           "GPU KV-cache usage (older name). 1 means 100 percent usage.", labels, kv_usage);
     observe::render_sample(out, "vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", labels,
                            double(prompt_tokens_total));
     observe::render_sample(out, "vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",
@@ -553,10 +658,10 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
     if (cfg.engine.prefix_cache_blocks > 0) {
       observe::render_sample(out, "vllm:prefix_cache_queries_total", "counter",
                              "Prefix cache queries, in terms of number of queried tokens.", labels,
-                             double(engine.prefix_queries()));
+                             over_lanes([](const Engine& e) { return e.prefix_queries(); }));
       observe::render_sample(out, "vllm:prefix_cache_hits_total", "counter",
                              "Prefix cache hits, in terms of number of cached tokens.", labels,
-                             double(engine.prefix_hits()));
+                             over_lanes([](const Engine& e) { return e.prefix_hits(); }));
     }
     observe::render_sample(out, "vllm:request_success_total", "counter", "Count of successfully processed requests.",
                            labels + ",finished_reason=\"length\"", double(success_total));
@@ -577,7 +682,7 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
   void start() {
     auto ep = http::parse_listen_address(cfg.listen).value();
     server.bind(ep);
-    asio::co_spawn(io, engine_loop(), asio::detached);
+    for (const auto& l : lanes) asio::co_spawn(io, engine_loop(*l), asio::detached);
     const bool delay_listen = cfg.load_time_s > 0 && cfg.cold_start_mode == ColdStartMode::refuse && !cfg.ready_lies;
     if (cfg.load_time_s > 0) {
       loading = true;
@@ -607,7 +712,7 @@ struct SimServer::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void check_drained() {
-    if (active_streams == 0 && engine.idle()) {
+    if (active_streams == 0 && all_idle()) {
       // Let the last responses flush, then stop.
       auto t = std::make_shared<asio::steady_timer>(io, std::chrono::milliseconds(50));
       t->async_wait([self = shared_from_this(), t](beast::error_code) {

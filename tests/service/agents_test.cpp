@@ -37,11 +37,6 @@ const std::string kSubmit = "submitter-0123456789abcdef";
 const std::string kAgentToken = "agent-token-0123456789abcdef";
 const std::map<std::string, std::string> kAuth{{"Authorization", "Bearer " + kSubmit}};
 
-bool ended(const json& v) {
-  const auto s = v.value("status", "");
-  return s == "succeeded" || s == "failed" || s == "cancelled";
-}
-
 // One capsweep-agent process, killed at the end of the test if it still runs.
 class AgentProcess {
  public:
@@ -255,7 +250,7 @@ json wait_view(const Daemon& d, const std::string& id, std::chrono::seconds limi
   json v;
   while (std::chrono::steady_clock::now() < until) {
     v = json::parse(d.get("/v1/sweeps/" + id, kAuth).body, nullptr, false);
-    if (v.is_object() && ended(v)) break;
+    if (v.is_object() && job_ended(v)) break;
     std::this_thread::sleep_for(100ms);
   }
   return v;
@@ -436,7 +431,7 @@ TEST_CASE("agents: a wrong token, or a token of another role, is refused") {
   CHECK(d.post("/v1/agents/register", json{{"run_id", id}, {"index", 0}, {"epoch", 5}}.dump(), agent).status == 200);
   CHECK(d.post("/v1/agents/register", reg, agent).status == 409);
   d.post("/v1/sweeps/" + id + "/cancel", "", kAuth);
-  CHECK(ended(wait_view(d, id, 30s)));
+  CHECK(job_ended(wait_view(d, id, 30s)));
 }
 
 TEST_CASE("agents: a made-up run, a deep or malformed message are refused before anything is kept") {
@@ -467,7 +462,7 @@ TEST_CASE("agents: a made-up run, a deep or malformed message are refused before
   CHECK(yes.status == 400);
   CHECK(yes.body.find("/done") != std::string::npos);
   d.post("/v1/sweeps/" + id + "/cancel", "", kAuth);
-  CHECK(ended(wait_view(d, id, 30s)));
+  CHECK(job_ended(wait_view(d, id, 30s)));
   // A job that has ended: its agents hear done and keep nothing.
   const auto after = d.post("/v1/agents/register", json{{"run_id", id}, {"index", 0}, {"epoch", 2}}.dump(), agent);
   CHECK(after.status == 200);

@@ -16,13 +16,8 @@ using json = nlohmann::json;
 
 namespace {
 
-bool ended(const json& v) {
-  const auto s = v.value("status", "");
-  return s == "succeeded" || s == "failed" || s == "cancelled";
-}
-
 std::string base_url(const SimFixture& sim) {
-  return "http://127.0.0.1:" + std::to_string(sim.endpoint().port());
+  return loopback_url(sim.endpoint().port());
 }
 
 // Submits `spec`, waits (bounded) for the job to end and requires that it succeeded; its id
@@ -32,7 +27,7 @@ std::pair<std::string, json> run_job(const Daemon& d, const json& spec, std::chr
   INFO(r.body);
   REQUIRE(r.status == 201);
   const std::string id = json::parse(r.body)["id"].get<std::string>();
-  const json view = d.wait_for(id, ended, limit);
+  const json view = d.wait_for(id, job_ended, limit);
   INFO(view.dump(1));
   REQUIRE(view["status"] == "succeeded");
   return {id, view};

@@ -28,7 +28,7 @@ llmsim::SimConfig default_sim() {
 }
 
 std::string base_url(const SimFixture& sim) {
-  return "http://127.0.0.1:" + std::to_string(sim.endpoint().port());
+  return loopback_url(sim.endpoint().port());
 }
 
 // The demo spec aimed at the simulator, with short steps.
@@ -77,11 +77,6 @@ std::string submit(const Daemon& d, const json& spec) {
   return body["id"].get<std::string>();
 }
 
-bool ended(const json& v) {
-  const auto s = v.value("status", "");
-  return s == "succeeded" || s == "failed" || s == "cancelled";
-}
-
 void validate_result(const json& view) {
   static const api::SchemaValidator v(api::embedded_schema("result.schema.json"));
   auto ok = v.validate(view);
@@ -124,7 +119,7 @@ TEST_CASE("capsweepd: a full sweep finds llmsim's capacity within 15% of its mod
   CHECK(running["progress"]["percent"].get<double>() <= 100);
   validate_result(running);
 
-  const json done = d.wait_for(id, ended, 240s);
+  const json done = d.wait_for(id, job_ended, 240s);
   INFO(done.dump(1));
   REQUIRE(done["status"] == "succeeded");
   // The model is the ground truth only while the simulator kept its iteration times: a
@@ -197,7 +192,7 @@ TEST_CASE("capsweepd: check jobs pass below capacity and fail above it, recordin
   // 15 req/s for 8 s: ~120 measured requests, enough for a p95 whose confidence interval
   // has an upper end (at least 72 samples at 95% confidence).
   const std::string pass_id = submit(d, check_spec(sim, 15, 8));
-  const json pass = d.wait_for(pass_id, ended, 60s);
+  const json pass = d.wait_for(pass_id, job_ended, 60s);
   INFO(pass.dump(1));
   REQUIRE(pass["status"] == "succeeded");
   validate_result(pass);
@@ -256,7 +251,7 @@ TEST_CASE("capsweepd: check jobs pass below capacity and fail above it, recordin
   CHECK(d.get("/v1/sweeps/sw-0000000000000000/requests.json?step=0").status == 404);
 
   const std::string fail_id = submit(d, check_spec(sim, 60, 5));  // 1.7x the capacity
-  const json fail = d.wait_for(fail_id, ended, 90s);
+  const json fail = d.wait_for(fail_id, job_ended, 90s);
   INFO(fail.dump(1));
   REQUIRE(fail["status"] == "succeeded");
   validate_result(fail);
@@ -271,7 +266,7 @@ TEST_CASE("capsweepd: a closed-loop check keeps N users in flight and reports wh
   json spec = check_spec(sim, 1, 8);
   spec["check"] = {{"concurrency", 4}, {"duration_s", 8}, {"warmup_s", 1}};
   const std::string id = submit(d, spec);
-  const json v = d.wait_for(id, ended, 60s);
+  const json v = d.wait_for(id, job_ended, 60s);
   INFO(v.dump(1));
   REQUIRE(v["status"] == "succeeded");
   validate_result(v);
@@ -298,7 +293,7 @@ TEST_CASE("capsweepd: a concurrency sweep runs one closed-loop step per level an
   spec["workload"]["output_tokens"] = {{"dist", "fixed"}, {"value", 16}};
   spec["slo"] = {{"ttft_ms", {{"p95", 800}}}, {"max_error_rate", 0.01}};
   const std::string id = submit(d, spec);
-  const json v = d.wait_for(id, ended, 120s);
+  const json v = d.wait_for(id, job_ended, 120s);
   INFO(v.dump(1));
   REQUIRE(v["status"] == "succeeded");
   validate_result(v);
@@ -552,7 +547,7 @@ TEST_CASE("capsweepd: one sweep per target at a time - cancel stops a running sw
 
   const auto t0 = std::chrono::steady_clock::now();
   REQUIRE(d.post("/v1/sweeps/" + first + "/cancel", "").status == 202);
-  const json cancelled = d.wait_for(first, ended, 10s);
+  const json cancelled = d.wait_for(first, job_ended, 10s);
   const auto took = std::chrono::steady_clock::now() - t0;
   CHECK(cancelled["status"] == "cancelled");
   CHECK(took < 5s);  // within about a second; generous for a loaded machine
@@ -563,7 +558,7 @@ TEST_CASE("capsweepd: one sweep per target at a time - cancel stops a running sw
       second, [](const json& v) { return v["status"] == "running"; }, 20s);
   CHECK(next["status"] == "running");
   REQUIRE(d.post("/v1/sweeps/" + second + "/cancel", "").status == 202);
-  CHECK(d.wait_for(second, ended, 10s)["status"] == "cancelled");
+  CHECK(d.wait_for(second, job_ended, 10s)["status"] == "cancelled");
   CHECK(d.del("/v1/sweeps/" + first).status == 204);
   CHECK(d.get("/v1/sweeps/" + first).status == 404);
 }
@@ -599,7 +594,7 @@ TEST_CASE("capsweepd: after kill -9 and after SIGTERM the sweep resumes from its
     }
     d.restart();
   }
-  const json done = d.wait_for(id, ended, 180s);
+  const json done = d.wait_for(id, job_ended, 180s);
   INFO(done.dump(1));
   REQUIRE(done["status"] == "succeeded");
   const json after = steps_of();
@@ -646,7 +641,7 @@ TEST_CASE(
   spec["slo"] = {{"ttft_ms", {{"p50", 8000}}}, {"itl_ms", {{"p50", 1000}}}, {"confidence", 0.9}};
   spec["step"] = {{"stop", "decided"}, {"min_s", 5}, {"min_requests", 5}, {"looks", 5}, {"max_s", 90}};
   const std::string id = submit(d, spec);
-  const json done = d.wait_for(id, ended, 420s);
+  const json done = d.wait_for(id, job_ended, 420s);
   INFO(done.dump(1));
   REQUIRE(done["status"] == "succeeded");
   validate_result(done);

@@ -49,6 +49,15 @@ std::size_t count_of(const std::string& text, const std::string& what) {
   return n;
 }
 
+bool job_ended(const nlohmann::json& view) {
+  const auto s = view.value("status", "");
+  return s == "succeeded" || s == "failed" || s == "cancelled";
+}
+
+std::string loopback_url(std::uint16_t port) {
+  return "http://127.0.0.1:" + std::to_string(port);
+}
+
 nlohmann::json sim_job(const std::string& base_url, const std::string& name) {
   return {
       {"name", name},

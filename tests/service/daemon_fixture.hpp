@@ -43,6 +43,11 @@ nlohmann::json sim_job(const std::string& base_url, const std::string& name);
 // own and reads what the server answers until it closes the connection, or 10 s have passed.
 std::string raw_exchange(const boost::asio::ip::tcp::endpoint& ep, const std::string& request);
 
+// Whether a job's view says it ended: succeeded, failed or cancelled.
+bool job_ended(const nlohmann::json& view);
+// "http://127.0.0.1:<port>": a loopback server's base URL.
+std::string loopback_url(std::uint16_t port);
+
 class Daemon {
  public:
   // Starts capsweepd --listen 127.0.0.1:<free port> --db <db> plus `args`; waits for /healthz.

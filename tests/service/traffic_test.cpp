@@ -20,11 +20,6 @@ using json = nlohmann::json;
 
 namespace {
 
-bool ended(const json& v) {
-  const auto s = v.value("status", "");
-  return s == "succeeded" || s == "failed" || s == "cancelled";
-}
-
 // llmsim's count of streams that ended before their last token (its client went away).
 double sim_aborted(const SimFixture& sim) {
   const auto r = http_request(sim.endpoint(), "GET", "/metrics");
@@ -91,7 +86,7 @@ std::pair<std::string, json> run_job(const Daemon& d, const json& spec) {
   INFO(r.body);
   REQUIRE(r.status == 201);
   const std::string id = json::parse(r.body)["id"].get<std::string>();
-  const json view = d.wait_for(id, ended, 60s);
+  const json view = d.wait_for(id, job_ended, 60s);
   INFO(view.dump(1));
   REQUIRE(view["status"] == "succeeded");
   return {id, view};
@@ -661,7 +656,7 @@ TEST_CASE("traffic: a sweep and a regression replay a trace scaled to their rate
   INFO(r.body);
   REQUIRE(r.status == 201);
   const std::string sid = json::parse(r.body)["id"];
-  const json view = d.wait_for(sid, ended, 120s);
+  const json view = d.wait_for(sid, job_ended, 120s);
   INFO(view.dump(1));
   REQUIRE(view["status"] == "succeeded");
   CHECK(view["result"]["trace"]["dataset"] == trace_id);

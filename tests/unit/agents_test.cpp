@@ -131,8 +131,11 @@ TEST_CASE("agents: a malformed record is refused, naming the element") {
   b[9] = 70000;
   refused(b, "/records/3/9");
   b = good;
-  b[10] = 4;
+  b[10] = 8;
   refused(b, "/records/3/10");
+  b = good;
+  b[10] = 4;  // no generated tokens, yet 7 output tokens in 4 chunks
+  refused(b, "/records/3/11");
   b = good;
   b[11][2] = -1;  // a negative gap
   refused(b, "/records/3/11/2");
@@ -166,6 +169,60 @@ TEST_CASE("agents: a malformed record is refused, naming the element") {
   failed.error_message = "the request exceeds the available context size";
   CHECK(loadgen::decode_record(loadgen::encode_record(7, failed), "/r").value().rec.error_message ==
         failed.error_message);
+}
+
+TEST_CASE("agents: an answer of no generated tokens crosses the wire with the items it sent") {
+  RequestRecord r;
+  r.scheduled = r.dispatched = r.sent = 10ns;
+  r.finished = 50ns;
+  r.chunks = {{40ns, 0, false}};
+  r.streamed = false;
+  r.generated = false;
+  r.inputs = 8;
+  r.input_tokens = 2048;
+  const json j = loadgen::encode_record(3, r);
+  REQUIRE(j.size() == 16);
+  CHECK(j[14] == "");
+  CHECK(j[15] == 8);
+  auto back = loadgen::decode_record(json::parse(j.dump()), "/records/0");
+  REQUIRE(back.has_value());
+  CHECK_FALSE(back->rec.generated);
+  CHECK_FALSE(back->rec.streamed);
+  CHECK(back->rec.inputs == 8);
+  CHECK(back->rec.input_tokens == 2048);
+  REQUIRE(back->rec.chunks.size() == 1);
+  CHECK(back->rec.chunks[0].tokens == 0);
+  CHECK(back->rec.chunks[0].arrival == 40ns);
+  CHECK(back->rec.error_message.empty());
+  const auto refused = [](json bad, const std::string& field) {
+    auto b = loadgen::decode_record(bad, "/r");
+    REQUIRE_FALSE(b.has_value());
+    CHECK(b.error().field == field);
+  };
+  json bad = j;
+  bad[15] = 0;  // items are 1 or more
+  refused(bad, "/r/15");
+  bad = j;
+  bad[15] = "8";
+  refused(bad, "/r/15");
+  bad = j;
+  bad.push_back(1);  // 17 elements
+  refused(bad, "/r");
+  bad = j;
+  bad[10] = 2;  // a chunk of 0 tokens is only a tokenless answer's
+  refused(bad, "/r/12/0");
+  bad = j;
+  bad[11] = json::array({40, 1});
+  bad[12] = json::array({0, 0});
+  refused(bad, "/r/11");  // a tokenless answer has one chunk
+  // A failure's message and the items both cross.
+  r.outcome = Outcome::stream_error;
+  r.error_message = "the answer holds 7 results for 8 items sent";
+  r.chunks.clear();
+  auto failed = loadgen::decode_record(loadgen::encode_record(4, r), "/r");
+  REQUIRE(failed.has_value());
+  CHECK(failed->rec.error_message == r.error_message);
+  CHECK(failed->rec.inputs == 8);
 }
 
 TEST_CASE("agents: the clock estimate keeps the smallest round trip") {

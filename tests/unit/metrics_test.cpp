@@ -420,3 +420,80 @@ TEST_CASE("the output token count states its source, and a usage that outruns th
     CHECK(std::move(acc).finish().summary()["output_tokens_source"].is_null());
   }
 }
+
+namespace {
+
+// An answer of no generated tokens (embeddings, rerank) of `inputs` items that arrived whole.
+RequestRecord pooled_request(Nanos scheduled, Nanos arrival, std::uint32_t inputs) {
+  RequestRecord r;
+  r.scheduled = r.dispatched = r.sent = scheduled;
+  r.chunks.push_back({arrival, 0});
+  r.finished = arrival;
+  r.streamed = false;
+  r.generated = false;
+  r.inputs = inputs;
+  r.input_tokens = 100 * inputs;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("answers of no generated tokens: E2EL and items only, token latencies null and not 0") {
+  GoodputBounds bounds;
+  bounds.e2el = 60ms;
+  StepAccumulator acc({0s, 10s, 12s, 1.0}, bounds);
+  for (int i = 0; i < 10; ++i) acc.add(pooled_request(1s * i, 1s * i + 50ms, 4));
+  acc.add(pooled_request(500ms, 500ms + 80ms, 4));  // past the goodput bound
+  const StepMetrics m = std::move(acc).finish();
+  CHECK(m.no_tokens());
+  CHECK(m.completed == 11);
+  CHECK(m.good == 10);
+  CHECK(m.total_inputs == 44);
+  CHECK(m.total_output_tokens == 0);
+  CHECK(m.ttft_ms.empty());
+  CHECK(m.itl_ms.empty());
+  CHECK(m.tpot_ms.empty());
+  const auto s = m.summary();
+  for (const char* key :
+       {"mean_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p95_itl_ms", "std_ttfo_ms", "p50_ttft_sent_ms"}) {
+    INFO(key);
+    CHECK(s.at(key).is_null());
+  }
+  CHECK(s["p50_e2el_ms"].get<double>() == Approx(50));
+  CHECK(s["total_inputs"] == 44);
+  CHECK(s["input_throughput"].get<double>() == Approx(44 / 10.0));
+  CHECK(s["input_token_throughput"].get<double>() == Approx(4400 / 10.0));
+  CHECK(s["output_throughput"] == 0);
+}
+
+TEST_CASE("answers of no generated tokens beside generated ones keep the token latencies, merges add items") {
+  StepAccumulator a({0s, 10s, 12s, 1.0}), b({0s, 10s, 12s, 1.0});
+  a.add(pooled_request(1s, 1050ms, 3));
+  b.add(ok_request(2s, 2100ms, 10ms, 5));
+  a.merge(std::move(b));
+  const StepMetrics m = std::move(a).finish();
+  CHECK_FALSE(m.no_tokens());
+  CHECK(m.pooled == 1);
+  CHECK(m.total_inputs == 3);
+  CHECK(m.ttft_ms.count() == 1);  // the generated answer's only
+  CHECK(m.e2el_ms.count() == 2);
+  CHECK(m.summary()["mean_ttft_ms"].get<double>() == Approx(100));
+  // Nothing completed: not "no tokens", the summary as ever (no items key).
+  StepAccumulator none({0s, 10s, 12s, 1.0});
+  const auto empty = std::move(none).finish();
+  CHECK_FALSE(empty.no_tokens());
+  CHECK_FALSE(empty.summary().contains("total_inputs"));
+}
+
+TEST_CASE("a whole (non-streamed) answer gives no TPOT sample: its tokens' pace was not seen") {
+  StepAccumulator acc({0s, 10s, 12s, 1.0});
+  RequestRecord whole = ok_request(1s, 1300ms, 0ms, 1);
+  whole.output_tokens = 64;
+  whole.streamed = false;
+  acc.add(whole);
+  acc.add(ok_request(2s, 2100ms, 10ms, 5));
+  const StepMetrics m = std::move(acc).finish();
+  CHECK(m.tpot_ms.count() == 1);
+  CHECK(m.tpot_ms.mean() == Approx(10));
+  CHECK(m.ttft_ms.count() == 2);
+}

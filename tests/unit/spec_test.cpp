@@ -680,3 +680,39 @@ TEST_CASE("spec: a history the server keeps needs a target API that keeps conver
   const auto js = sweep::parse_job_spec(responses).value();
   CHECK(js.workload.sessions->history == llm::History::server_state);
 }
+
+TEST_CASE("spec: an API of no generated tokens takes E2EL bounds only, and the items of its own kind") {
+  json embed = with(demo(), "/target/api", "embeddings");
+  embed["slo"] = {{"e2el_ms", {{"p95", 200}}}, {"max_error_rate", 0.01}, {"goodput", {{"e2el_ms", 150}}}};
+  embed["workload"]["inputs_per_request"] = {{"dist", "uniform"}, {"min", 1}, {"max", 16}};
+  REQUIRE(first_error(embed).empty());
+  validator().apply_defaults(embed);
+  const auto js = sweep::parse_job_spec(embed).value();
+  REQUIRE(js.workload.items.has_value());
+  CHECK(js.workload.items->count.upper_bound() == 16);
+  CHECK_FALSE(js.target.stream);
+  // Bounds on latencies of tokens are refused where they are asked for.
+  CHECK(first_error(with(embed, "/slo/ttft_ms", json{{"p95", 800}})) == "/slo/ttft_ms");
+  CHECK(first_error(with(embed, "/slo/itl_ms", json{{"p95", 50}})) == "/slo/itl_ms");
+  CHECK(first_error(with(embed, "/slo/goodput/tpot_ms", 50)) == "/slo/goodput/tpot_ms");
+  CHECK(first_error(with(embed, "/workload/abandon", json{{"no_first_token_s", 2}})) == "/workload/abandon");
+  // Another API's items; items for an API of none.
+  CHECK(first_error(with(without(embed, "/workload", "inputs_per_request"), "/workload/documents_per_request", 4)) ==
+        "/workload/documents_per_request");
+  CHECK(first_error(with(demo(), "/workload/inputs_per_request", 2)) == "/workload/inputs_per_request");
+  json rerank = with(without(embed, "/workload", "inputs_per_request"), "/target/api", "rerank");
+  CHECK(first_error(with(rerank, "/workload/documents_per_request", 8)).empty());
+  CHECK(first_error(with(rerank, "/target/path", "/rerank")).empty());
+  CHECK(first_error(with(rerank, "/target/path", "rerank")) == "/target/path");
+}
+
+TEST_CASE("spec: a regression or a scenario over an API of no generated tokens is refused, naming its API") {
+  json spec = regression_spec();
+  spec.erase("quality");
+  spec["slo"] = {{"e2el_ms", {{"p95", 200}}}};
+  REQUIRE(first_error(spec).empty());
+  spec["candidate"]["target"]["api"] = "embeddings";
+  CHECK(first_error(spec) == "/candidate/target/api");
+  spec["baseline"]["target"]["api"] = "rerank";
+  CHECK(first_error(spec) == "/baseline/target/api");
+}

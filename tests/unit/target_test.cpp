@@ -58,7 +58,7 @@ TEST_CASE("target: bad target objects name the field") {
       {R"({"model": "m"})", "/target/base_url"},
       {R"({"base_url": "http://h:1"})", "/target/model"},
       {R"({"base_url": "http://h:1", "model": ""})", "/target/model"},
-      {R"({"base_url": "http://h:1", "model": "m", "api": "embeddings"})", "/target/api"},
+      {R"({"base_url": "http://h:1", "model": "m", "api": "images"})", "/target/api"},
       {R"({"base_url": "http://h:1", "model": "m", "headers": []})", "/target/headers"},
       {R"({"base_url": "http://h:1", "model": "m", "headers": {"X": 1}})", "/target/headers/X"},
       {R"({"base_url": "http://h:1", "model": "m", "headers": {"X": "a\r\nInjected: 1"}})", "/target/headers/X"},

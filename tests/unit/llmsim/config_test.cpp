@@ -54,3 +54,37 @@ TEST_CASE("llmsim config: bad settings name the key") {
     CHECK(r.error().field == field);
   }
 }
+
+TEST_CASE("llmsim config: adapters take the base engine's parameters but for the costs they set") {
+  auto cfg = apply_json(SimConfig{}, json::parse(R"({"decode_base_ms": 5, "max_num_seqs": 32,
+      "adapters": [{"name": "a1", "decode_base_ms": 20}, {"name": "a2", "prefill_ms_per_token": 0.1}]})"));
+  REQUIRE(cfg.has_value());
+  REQUIRE(validate(*cfg).has_value());
+  REQUIRE(cfg->adapters.size() == 2);
+  const EngineParams a1 = cfg->adapters[0].params(cfg->engine), a2 = cfg->adapters[1].params(cfg->engine);
+  CHECK(a1.decode_base_ms == 20);
+  CHECK(a1.max_num_seqs == 32);
+  CHECK(a1.prefill_ms_per_token == cfg->engine.prefill_ms_per_token);
+  CHECK(a2.decode_base_ms == 5);  // the base's, whatever the order of the keys
+  CHECK(a2.prefill_ms_per_token == 0.1);
+  const std::vector<std::pair<std::string, std::string>> bad{
+      {R"({"adapters": {}})", "/adapters"},
+      {R"({"adapters": [{"decode_base_ms": 1}]})", "/adapters/0/name"},
+      {R"({"adapters": [{"name": ""}]})", "/adapters/0/name"},
+      {R"({"adapters": [{"name": "a", "decode_base_ms": -1}]})", "/adapters/0/decode_base_ms"},
+      {R"({"adapters": [{"name": "a", "max_num_seqs": 4}]})", "/adapters/0/max_num_seqs"},
+  };
+  for (const auto& [text, field] : bad) {
+    INFO(text);
+    auto r = apply_json(SimConfig{}, json::parse(text));
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.error().field == field);
+  }
+  for (const char* text :
+       {R"({"adapters": [{"name": "sim-8b"}]})", R"({"adapters": [{"name": "a"}, {"name": "a"}]})"}) {
+    INFO(text);
+    auto r = validate(apply_json(SimConfig{}, json::parse(text)).value());
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.error().field.rfind("/adapters/", 0) == 0);
+  }
+}
