@@ -44,6 +44,56 @@ Answer get_report(Env& env, const Call& c) {
                        report::render_report(sweep_view(env, *row), steps_view(env, c.id), windows));
 }
 
+namespace {
+
+// A CSV field (RFC 4180): quoted, its quotes doubled, where it holds a comma, a quote or a line break.
+std::string csv_field(const std::string& v) {
+  if (v.find_first_of(",\"\r\n") == std::string::npos) return v;
+  std::string out = "\"";
+  for (const char c : v) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+// A target of several models (target.models): each model's columns, model 1 to the most any
+// step measured: its name, its SLO verdict, its counts and latencies.
+struct ModelColumns {
+  std::vector<std::string> keys;
+  std::size_t models = 0;
+
+  ModelColumns(const std::vector<store::StepRow>& steps, const std::vector<double>& qs) {
+    keys = {"completed", "failed", "request_throughput", "output_throughput"};
+    for (const char* metric : {"ttft", "itl", "e2el"}) {
+      for (auto& k : report::latency_keys(metric, qs)) keys.push_back(std::move(k));
+    }
+    for (const auto& s : steps) models = std::max(models, json_at(s.summary, "models").size());
+  }
+  std::string header() const {
+    std::string out;
+    for (std::size_t m = 1; m <= models; ++m) {
+      out += fmt::format(",model{0}_name,model{0}_slo_verdict", m);
+      for (const auto& k : keys) out += fmt::format(",model{}_{}", m, k);
+    }
+    return out;
+  }
+  // One step's cells; `cell` writes a number's.
+  template <class Cell>
+  std::string cells(const json& summary, const Cell& cell) const {
+    std::string out;
+    const json& list = json_at(summary, "models");
+    for (std::size_t m = 0; m < models; ++m) {
+      const json& one = m < list.size() ? list[m] : json::object();
+      for (const char* text : {"model", "slo_verdict"}) {
+        const json& v = json_at(one, text);
+        out += "," + (v.is_string() ? csv_field(v.get<std::string>()) : std::string());
+      }
+      for (const auto& k : keys) out += cell(one, k);
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
 // GET /v1/sweeps/{id}/steps.csv: one line per step with its main figures: the latencies at
 // the job's report.percentiles, and the target's scraped gauges (empty when not scraped).
 Answer get_steps_csv(Env& env, const Call& c) {
@@ -66,6 +116,7 @@ Answer get_steps_csv(Env& env, const Call& c) {
   turn_keys.emplace_back("mean_e2el_ms");
   std::size_t turns = 0;
   for (const auto& s : steps) turns = std::max(turns, json_at(s.summary, "turns").size());
+  const ModelColumns model_columns(steps, qs);
   std::string csv = "step,kind,phase,offered_rate_rps,verdict,generator_limited";
   for (const auto& k : keys) csv += "," + k;
   for (const char* k : server_keys) csv += std::string(",server_") + k;
@@ -73,7 +124,7 @@ Answer get_steps_csv(Env& env, const Call& c) {
   for (std::size_t t = 1; t <= turns; ++t) {
     for (const auto& k : turn_keys) csv += fmt::format(",turn{}_{}", t, k);
   }
-  csv += "\n";
+  csv += model_columns.header() + "\n";
   auto cell = [](const json& j, const std::string& k) {
     auto it = j.find(k);
     return it != j.end() && it->is_number() ? fmt::format(",{:.4f}", it->get<double>()) : std::string(",");
@@ -91,7 +142,7 @@ Answer get_steps_csv(Env& env, const Call& c) {
       const json& turn = t < step_turns.size() ? step_turns[t] : json::object();
       for (const auto& k : turn_keys) csv += cell(turn, k);
     }
-    csv += "\n";
+    csv += model_columns.cells(s.summary, cell) + "\n";
   }
   return text_response(c.req, "text/csv; charset=utf-8", std::move(csv), c.id + "-steps.csv");
 }

@@ -140,6 +140,18 @@ void put_failures(nlohmann::json& j, const StepMetrics& m) {
   j["incomplete"] = m.outcomes[static_cast<std::size_t>(Outcome::incomplete)];
 }
 
+// Each model's summary (its name first), without the distributions the total already draws.
+nlohmann::json models_summary(const StepMetrics& m, const std::vector<double>& percentiles) {
+  nlohmann::json out = nlohmann::json::array();
+  for (std::size_t k = 0; k < m.by_model.size(); ++k) {
+    nlohmann::json one = m.by_model[k].summary(percentiles);
+    one.erase("distribution");
+    one["model"] = k < m.model_names.size() ? m.model_names[k] : std::to_string(k);
+    out.push_back(std::move(one));
+  }
+  return out;
+}
+
 }  // namespace
 
 nlohmann::json StepMetrics::summary(const std::vector<double>& percentiles) const {
@@ -188,6 +200,7 @@ nlohmann::json StepMetrics::summary(const std::vector<double>& percentiles) cons
     put("itl_output", itl_output_ms);
   }
   if (!turns.empty()) j["turns"] = turns_summary(turns, percentiles);
+  if (!by_model.empty()) j["models"] = models_summary(*this, percentiles);
   j["distribution"] = {
       {"ttft_ms", distribution(ttft_ms)}, {"itl_ms", distribution(itl_ms)}, {"e2el_ms", distribution(e2el_ms)}};
   j["itl_samples"] = itl_ms.count();
@@ -231,6 +244,9 @@ void StepMetrics::merge(const StepMetrics& o) {
   requests_with_reasoning += o.requests_with_reasoning;
   total_inputs += o.total_inputs;
   pooled += o.pooled;
+  if (model_names.empty()) model_names = o.model_names;
+  if (by_model.size() < o.by_model.size()) by_model.resize(o.by_model.size());
+  for (std::size_t k = 0; k < o.by_model.size(); ++k) by_model[k].merge(o.by_model[k]);
   inputs_in_window += o.inputs_in_window;
   measured += o.measured;
   completed += o.completed;
@@ -280,6 +296,7 @@ void StepMetrics::note_error(Outcome outcome, const std::string& message, std::u
 }
 
 void StepAccumulator::add(const RequestRecord& r) {
+  if (r.model < by_model_.size()) by_model_[r.model].add(r);
   const bool ok = r.outcome == Outcome::ok && !r.chunks.empty();
   const bool measured = r.scheduled >= window_.warmup && (!window_.end || r.scheduled < *window_.end);
   const bool good = measured && is_good(r, goodput_);
@@ -378,9 +395,24 @@ void StepAccumulator::add_turn(const RequestRecord& r, bool ok) {
 void StepAccumulator::merge(StepAccumulator&& other) {
   m_.merge(other.m_);
   last_event_ = std::max(last_event_, other.last_event_);
+  for (std::size_t k = 0; k < by_model_.size() && k < other.by_model_.size(); ++k)
+    by_model_[k].merge(std::move(other.by_model_[k]));
+}
+
+void StepAccumulator::split_by_model(const std::vector<std::string>& names) {
+  by_model_.clear();
+  if (names.size() < 2) return;
+  m_.model_names = names;
+  for (std::size_t k = 0; k < names.size(); ++k)
+    by_model_.emplace_back(window_, goodput_, StepMetrics::kTurnExactSamples);
 }
 
 StepMetrics StepAccumulator::finish() && {
+  for (StepAccumulator& a : by_model_) {
+    a.window_ = window_;  // every model's window is the step's, however it ended
+    a.last_event_ = std::max(a.last_event_, last_event_);
+    m_.by_model.push_back(std::move(a).finish());
+  }
   m_.window_end = window_.end ? *window_.end : std::max(last_event_, window_.warmup);
   if (window_.sessions) {
     // Sessions arrive at the offered rate; the requests are their turns as they were due.

@@ -137,6 +137,11 @@ struct StepMetrics {
   };
   std::vector<Turn> turns;
 
+  // A target of several models (target.models): each model's own metrics, in the models'
+  // order, and their names; empty for a target of one.
+  std::vector<StepMetrics> by_model;
+  std::vector<std::string> model_names;
+
   Nanos window_start{0};
   Nanos window_end{0};
   double offered_rate_rps = 0;      // requests; with sessions, the turns scheduled per second
@@ -192,6 +197,7 @@ class StepAccumulator {
   // Ends the measured window early at `end` (a step that stopped once decided; before any
   // request scheduled from `end` on was added), and the drain at `drain_end`.
   void end_window(Nanos end, Nanos drain_end) noexcept {
+    for (StepAccumulator& a : by_model_) a.end_window(end, drain_end);
     if (!window_.end || end < *window_.end) window_.end = end;
     window_.drain_end = drain_end;
   }
@@ -199,6 +205,9 @@ class StepAccumulator {
   // Folds in another accumulator of the same step and window (one part of a step split by
   // index): the result is what one accumulator fed every record would hold.
   void merge(StepAccumulator&& other);
+
+  // Keeps each model's metrics apart too (a record's `model` indexes `names`), beside the total.
+  void split_by_model(const std::vector<std::string>& names);
 
   // Closes the window (resolving an open end) and returns the metrics.
   StepMetrics finish() &&;
@@ -220,6 +229,7 @@ class StepAccumulator {
   GoodputBounds goodput_;
   StepMetrics m_;
   Nanos last_event_{0};  // latest in-window event, closes an open-ended window
+  std::vector<StepAccumulator> by_model_;
 };
 
 }  // namespace capsweep

@@ -62,6 +62,8 @@ struct RequestRecord {
   bool generated = true;
   // The items the request sent (embeddings' inputs, rerank's documents); 0 for an API of none.
   std::uint32_t inputs = 0;
+  // The model it asked for: its index in the target's models (target.models; 0 without).
+  std::uint16_t model = 0;
   // Of output_tokens, the reasoning ones: usage's completion_tokens_details.reasoning_tokens
   // when the server sent it, else the reasoning chunks' tokens counted.
   std::uint32_t reasoning_tokens = 0;

@@ -26,6 +26,7 @@ struct RequestText {
   std::string_view messages = {};            // chat messages (a JSON array's text); "" for none
   std::span<const std::string> inputs = {};  // the items of the request (embeddings' inputs, rerank's documents)
   std::uint32_t max_tokens = 1;
+  std::string_view model = {};  // the model asked for ("": the target's)
 };
 
 struct ApiRow {

@@ -8,8 +8,23 @@
 #include <charconv>
 
 #include "core/fields.hpp"
+#include "core/random.hpp"
 
 namespace capsweep::llm {
+
+std::uint16_t Target::model_for(std::uint64_t seed, std::uint64_t unit) const noexcept {
+  if (models.size() < 2) return 0;
+  double total = 0;
+  for (const ModelShare& m : models) total += m.weight;
+  // A uniform draw in [0, total) from the seed and the unit alone: the same on every agent.
+  const std::uint64_t bits = splitmix64(seed ^ 0x6d6f64656cULL ^ splitmix64(unit + 1)) >> 11;
+  double x = static_cast<double>(bits) * 0x1.0p-53 * total;
+  for (std::size_t i = 0; i + 1 < models.size(); ++i) {
+    if (x < models[i].weight) return static_cast<std::uint16_t>(i);
+    x -= models[i].weight;
+  }
+  return static_cast<std::uint16_t>(models.size() - 1);
+}
 
 std::string Target::completion_path() const {
   return base_path + (path.empty() ? api_row(api).path : path);
@@ -80,6 +95,50 @@ std::optional<Error> parse_headers(const nlohmann::json& j, const std::string& f
       t.headers.emplace_back(k, s);
     }
   }
+  return std::nullopt;
+}
+
+// target.models: [{"name", "weight" (1)}], 1 to 16 distinct names, weights > 0.
+std::optional<Error> parse_model_list(const nlohmann::json& list, const std::string& field, Target& t) {
+  if (!list.is_array() || list.empty() || list.size() > 16)
+    return invalid(field, "must be a list of 1 to 16 models: [{\"name\", \"weight\"}]");
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::string at = fmt::format("{}/{}", field, i);
+    const nlohmann::json& m = list[i];
+    if (!m.is_object()) return invalid(at, "must be an object {\"name\", \"weight\"}");
+    if (auto e = fields::known_keys(m, {"name", "weight"}, at, "field of a model")) return e;
+    const auto name = m.find("name");
+    if (name == m.end() || !name->is_string() || name->get<std::string>().empty() ||
+        name->get<std::string>().size() > 500)
+      return invalid(at + "/name", "is required: a served model's name (at most 500 bytes)");
+    ModelShare share{name->get<std::string>(), 1};
+    if (auto w = m.find("weight"); w != m.end()) {
+      if (!w->is_number() || !(w->get<double>() > 0) || w->get<double>() > 1e6)
+        return invalid(at + "/weight", "must be a number in (0, 1000000]");
+      share.weight = w->get<double>();
+    }
+    for (const ModelShare& before : t.models) {
+      if (before.name == share.name) return invalid(at + "/name", fmt::format("'{}' is listed twice", share.name));
+    }
+    t.models.push_back(std::move(share));
+  }
+  return std::nullopt;
+}
+
+// target.model, or target.models (the first of them is `model`): one of the two.
+std::optional<Error> parse_models(const nlohmann::json& j, const std::string& field, Target& t) {
+  const auto model = j.find("model");
+  const auto models = j.find("models");
+  if (models != j.end()) {
+    if (model != j.end()) return invalid(field + "/models", "give model or models, not both");
+    if (auto e = parse_model_list(*models, field + "/models", t)) return e;
+    t.model = t.models.front().name;
+    return std::nullopt;
+  }
+  if (model == j.end() || !model->is_string() || model->get<std::string>().empty()) {
+    return invalid(field + "/model", "is required: the served model name (or models: a list)");
+  }
+  t.model = model->get<std::string>();
   return std::nullopt;
 }
 
@@ -172,11 +231,7 @@ Result<Target> parse_target(const nlohmann::json& j, const std::string& field) {
     if (!ok) return invalid(field + "/path", "must be a path from '/' (e.g. \"/rerank\"), at most 256 bytes, no query");
     t.path = p->get<std::string>();
   }
-  auto model = j.find("model");
-  if (model == j.end() || !model->is_string() || model->get<std::string>().empty()) {
-    return invalid(field + "/model", "is required: the served model name");
-  }
-  t.model = model->get<std::string>();
+  if (auto e = parse_models(j, field, t)) return *e;
   if (auto e = parse_headers(j, field, t)) return *e;
   if (auto e = parse_extra_body(j, field, t)) return *e;
   for (const char* key : {"stream", "ignore_eos"}) {
@@ -202,7 +257,7 @@ std::string completion_body(const Target& t, std::string_view prompt, std::uint3
 
 std::string request_body(const Target& t, const RequestText& text, std::optional<std::string_view> continues) {
   nlohmann::json j = t.extra_body;
-  j["model"] = t.model;
+  j["model"] = text.model.empty() ? std::string_view(t.model) : text.model;
   const ApiRow& row = api_row(t.api);
   row.request(j, text);
   if (continues && row.keep_state) row.keep_state(j, *continues);

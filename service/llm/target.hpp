@@ -16,14 +16,23 @@
 
 namespace capsweep::llm {
 
+// One of the models a target serves (target.models: LoRA adapters behind one base model, or
+// models behind one gateway) and its share of the requests.
+struct ModelShare {
+  std::string name;
+  double weight = 1;
+};
+
 struct Target {
   std::string scheme = "http";  // "http" | "https"
   std::string host = "127.0.0.1";
   std::uint16_t port = 8000;
   std::string base_path;  // prefix before /v1/..., without a trailing '/'
   Api api = Api::completions;
-  std::string path;  // target.path: the request path below base_path, where it is not the API's own
-  std::string model;
+  std::string path;   // target.path: the request path below base_path, where it is not the API's own
+  std::string model;  // the model (with `models`: the first of them)
+  // target.models: request i's model drawn by weight from the seed (empty: `model` alone).
+  std::vector<ModelShare> models;
   std::vector<std::pair<std::string, std::string>> headers;  // secrets: never logged
   nlohmann::json extra_body = nlohmann::json::object();      // merged into every request body
   bool stream = true;
@@ -41,6 +50,9 @@ struct Target {
   Nanos request_timeout = std::chrono::seconds(600);  // whole request
 
   bool tls() const noexcept { return scheme == "https"; }
+  // The model `unit` (a request's index, a session's id) of a run seeded `seed` asks for: its
+  // index in `models`, drawn by weight (0 without models).
+  std::uint16_t model_for(std::uint64_t seed, std::uint64_t unit) const noexcept;
   // The request path of the completion endpoint.
   std::string completion_path() const;
 };
@@ -48,7 +60,8 @@ struct Target {
 // Parses "http://host:port/prefix" into scheme, host, port and base path.
 Result<Target> parse_base_url(Target t, std::string_view url, const std::string& field);
 
-// Parses the spec's target object: {"base_url", "api" (a row of the API table), "path", "model",
+// Parses the spec's target object: {"base_url", "api" (a row of the API table), "path", "model"
+// or "models": [{"name", "weight"}],
 // "headers": {...}, "extra_body": {...}, "stream", "ignore_eos", "tls": {"verify", "ca_file"},
 // "timeouts": {"connect_s", "read_s", "request_s"}}. Errors carry a JSON pointer below `field`;
 // extra_body may not set a field that defines the load (model, prompt, messages, stream,

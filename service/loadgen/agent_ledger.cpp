@@ -35,7 +35,7 @@ std::uint64_t record_digest(const IndexedRecord& r) noexcept {
   h = mix(h, (std::uint64_t{x.reasoning_tokens} << 32) | (std::uint64_t{x.turn} << 16) |
                  (static_cast<std::uint64_t>(x.outcome) << 8) | (x.output_tokens_estimated ? 1U : 0U) |
                  (x.streamed ? 2U : 0U) | (x.generated ? 4U : 0U));
-  h = mix(h, x.inputs);
+  h = mix(h, (std::uint64_t{x.model} << 32) | x.inputs);
   for (const Chunk& c : x.chunks)
     h = mix(mix(h, bits(c.arrival)), (std::uint64_t{c.tokens} << 1) | (c.reasoning ? 1U : 0U));
   return mix(h, x.chunks.size());

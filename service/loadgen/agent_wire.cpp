@@ -57,17 +57,20 @@ std::optional<Error> decode_chunks(const json& j, const std::string& field, Requ
 
 // A record's length and its optional tail: the target's error message, the items sent.
 std::optional<Error> check_shape(const json& j, const std::string& field) {
-  if (!j.is_array() || j.size() < kFields || j.size() > kFields + 2) {
-    return invalid(field, fmt::format("a record is an array of {} elements (then the target's error message and the "
-                                      "items sent)",
+  if (!j.is_array() || j.size() < kFields || j.size() > kFields + 3) {
+    return invalid(field, fmt::format("a record is an array of {} elements (then the target's error message, the "
+                                      "items sent and the model's index)",
                                       kFields));
   }
   if (j.size() > kFields && (!j[kFields].is_string() || j[kFields].get_ref<const std::string&>().size() > 200)) {
     return invalid(fmt::format("{}/{}", field, kFields), "the error message must be a string of at most 200 bytes");
   }
-  if (j.size() > kFields + 1 && (!j[kFields + 1].is_number_unsigned() || j[kFields + 1].get<std::uint64_t>() < 1 ||
-                                 j[kFields + 1].get<std::uint64_t>() > UINT32_MAX)) {
-    return invalid(fmt::format("{}/{}", field, kFields + 1), "the items sent must be a whole number from 1 to 2^32-1");
+  if (j.size() > kFields + 1 &&
+      (!j[kFields + 1].is_number_unsigned() || j[kFields + 1].get<std::uint64_t>() > UINT32_MAX)) {
+    return invalid(fmt::format("{}/{}", field, kFields + 1), "the items sent must be a whole number from 0 to 2^32-1");
+  }
+  if (j.size() > kFields + 2 && (!j[kFields + 2].is_number_unsigned() || j[kFields + 2].get<std::uint64_t>() > 65535)) {
+    return invalid(fmt::format("{}/{}", field, kFields + 2), "the model must be a whole number from 0 to 65535");
   }
   return std::nullopt;
 }
@@ -92,8 +95,11 @@ json encode_record(std::uint64_t index, const RequestRecord& rec) {
   json out = json::array({index, rec.scheduled.count(), rec.dispatched.count(), rec.sent.count(), rec.finished.count(),
                           rec.input_tokens, rec.output_tokens, rec.reasoning_tokens, static_cast<int>(rec.outcome),
                           rec.turn, flags, std::move(arrivals), std::move(tokens), std::move(reasoning)});
-  if (!rec.error_message.empty() || rec.inputs > 0) out.push_back(rec.error_message);
-  if (rec.inputs > 0) out.push_back(rec.inputs);
+  // The optional tail, as far as its last element that is not the default.
+  const std::size_t tail = rec.model > 0 ? 3 : rec.inputs > 0 ? 2 : !rec.error_message.empty() ? 1 : 0;
+  if (tail >= 1) out.push_back(rec.error_message);
+  if (tail >= 2) out.push_back(rec.inputs);
+  if (tail >= 3) out.push_back(rec.model);
   return out;
 }
 
@@ -152,6 +158,7 @@ Result<IndexedRecord> decode_record(const json& j, const std::string& field) {
   if (auto e = decode_chunks(j, field, r)) return *e;
   if (j.size() > kFields) r.error_message = j[kFields].get<std::string>();
   if (j.size() > kFields + 1) r.inputs = j[kFields + 1].get<std::uint32_t>();
+  if (j.size() > kFields + 2) r.model = j[kFields + 2].get<std::uint16_t>();
   return out;
 }
 

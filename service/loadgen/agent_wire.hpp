@@ -21,8 +21,9 @@ namespace capsweep::loadgen {
 // chunks' arrival times, the first from the origin and each next as a gap from the one
 // before; tokens each chunk's token count (empty when every chunk carried one); reasoning
 // the positions of the reasoning chunks. Then, where there is one, the target's error message
-// ("" when there is none but items follow), and the items the request sent (embeddings'
-// inputs, rerank's documents) where it sent any.
+// ("" when there is none but more follows), the items the request sent (embeddings' inputs,
+// rerank's documents; 0 for none) and the model it asked for (its index in target.models),
+// each only as far as the last that is not the default.
 nlohmann::json encode_record(std::uint64_t index, const RequestRecord& rec);
 // The record back, or an error naming the element at fault (under `field`).
 struct IndexedRecord {

@@ -32,12 +32,14 @@ std::uint64_t peak_in_flight_of(const std::vector<IndexedRecord>& records) {
 
 // The agents' records as one part of the step (in completion order over every agent; requests
 // that never finished last, by index): one accumulator and the step's rows, for fold_step.
-PartResult records_part(std::vector<IndexedRecord>& records, const StepSpec& spec, const StepWindow& window) {
+PartResult records_part(std::vector<IndexedRecord>& records, const StepSpec& spec, const StepWindow& window,
+                        const llm::Target& target) {
   completion_order(records, [](const IndexedRecord& r) {
     return r.rec.outcome == Outcome::incomplete ? Nanos::max() : r.rec.finished;
   });
   PartResult part;
   part.acc.emplace(window, spec.goodput, spec.exact_samples);
+  part.acc->split_by_model(model_names(target));
   RowKeeper keeper;
   for (const IndexedRecord& r : records) {
     part.acc->add(r.rec);
@@ -103,7 +105,7 @@ Result<StepResult> StepRunner::run_on_agents(const StepSpec& spec) {
   result.concurrency_cap_per_part = cap_per_part(spec, a.parts);
   result.peak_in_flight = peak_in_flight_of(got.records);
   std::vector<PartResult> parts;
-  parts.push_back(records_part(got.records, spec, plan->window));
+  parts.push_back(records_part(got.records, spec, plan->window, target_));
   parts.front().cancelled = got.cancelled;
   fold_step(parts, agent_shares(got.outcome.agents), wall, spec, workload_->spec().sessions, result);
   progress_.done = result.metrics.completed;

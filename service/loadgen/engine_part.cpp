@@ -65,6 +65,16 @@ RequestRow request_row(const RequestRecord& rec, std::uint64_t index, bool with_
   return row;
 }
 
+std::vector<std::string> model_names(const llm::Target& t) {
+  std::vector<std::string> out;
+  for (const llm::ModelShare& m : t.models) out.push_back(m.name);
+  return out;
+}
+
+std::string_view EnginePart::model_name(std::uint16_t model) const {
+  return model < target.models.size() ? std::string_view(target.models[model].name) : std::string_view();
+}
+
 void EnginePart::record_row(const RequestRecord& rec, std::uint64_t index) {
   if (spec.on_record) spec.on_record(index, rec);
   if (spec.keep_rows) keeper.keep(rec, index, RowKeeper::kMaxItlSamples / share.parts, rows);
@@ -98,15 +108,19 @@ asio::awaitable<void> EnginePart::one(std::uint64_t index, Nanos scheduled, Nano
   rec.dispatched = dispatched;
   if (spec.track_live) live[index] = &rec;
   co_await exchange(index, rec, [&] {
-    const llm::WorkItem item = workload.item(spec.request_index_base + index, spec.prompt_salt);
+    const std::uint64_t unit = spec.request_index_base + index;
+    const llm::WorkItem item = workload.item(unit, spec.prompt_salt);
+    rec.model = target.model_for(workload.spec().seed, unit);
     rec.input_tokens = item.input_tokens;
     if (item.abandon_without_first_token) rec.abandon_at = scheduled + *item.abandon_without_first_token;
     rec.abandon_after_tokens = item.abandon_after_tokens;
     rec.inputs = static_cast<std::uint32_t>(item.inputs.size());
     rec.chunks.reserve(std::min<std::uint32_t>(item.max_tokens, 4096));  // no regrowth on typical answers
-    return llm::request_body(
-        target,
-        {.prompt = item.prompt, .messages = item.messages, .inputs = item.inputs, .max_tokens = item.max_tokens});
+    return llm::request_body(target, {.prompt = item.prompt,
+                                      .messages = item.messages,
+                                      .inputs = item.inputs,
+                                      .max_tokens = item.max_tokens,
+                                      .model = model_name(rec.model)});
   });
   finish(rec, index);
 }

@@ -113,6 +113,9 @@ inline std::uint32_t cap_per_part(const StepSpec& spec, std::uint32_t parts) {
   return spec.concurrency == 0 || parts == 0 ? 0 : (spec.concurrency + parts - 1) / parts;
 }
 
+// The names of a target's models (target.models), for each model's metrics; none for one model.
+std::vector<std::string> model_names(const llm::Target& t);
+
 // Everything one engine part of a step needs on its generator thread: its share of the
 // schedule (the indices j ≡ part mod parts), its own io_context, connections and accumulator.
 // Only the progress counters and the peak of requests in flight are shared between parts.
@@ -128,7 +131,9 @@ struct EnginePart {
         acc(window, s.goodput, s.exact_samples),
         dispatch_timer(io),
         drained(io),
-        monitor_timer(io) {}
+        monitor_timer(io) {
+    acc.split_by_model(model_names(t));
+  }
 
   asio::io_context io{1};
   std::unique_ptr<Endpoint> endpoint;
@@ -176,6 +181,8 @@ struct EnginePart {
   // Keeps the request's row for requests.csv (spec.keep_rows), with its ITL list while the
   // step's cap of them allows; hands the record to spec.on_record (an agent's).
   void record_row(const RequestRecord& rec, std::uint64_t index);
+  // The name a request of `model` (its index in target.models) asks for ("": the target's model).
+  std::string_view model_name(std::uint16_t model) const;
   Nanos now() const { return SteadyClock::now() - t0; }
 
   // The closed loop's next request index of this part: part, part + parts, part + 2 parts …

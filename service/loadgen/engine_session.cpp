@@ -19,14 +19,21 @@ constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 // The request a turn sends: the conversation as chat messages where the target's API takes
 // them, else as one prompt; where the server keeps it, the new messages and what they continue.
-std::string turn_body(const llm::Target& target, const llm::SessionFlow& flow, std::uint32_t max_tokens) {
+// `model`: the session's model ("": the target's).
+std::string turn_body(const llm::Target& target, const llm::SessionFlow& flow, std::uint32_t max_tokens,
+                      std::string_view model) {
   const llm::Conversation& chat = flow.conversation();
   if (const auto kept = flow.kept_turn()) {
-    return llm::completion_body(target, {}, max_tokens, chat.messages_json(kept->first_new),
-                                std::string_view(kept->previous_id));
+    const std::string messages = chat.messages_json(kept->first_new);
+    return llm::request_body(target, {.messages = messages, .max_tokens = max_tokens, .model = model},
+                             std::string_view(kept->previous_id));
   }
-  if (llm::api_row(target.api).messages) return llm::completion_body(target, {}, max_tokens, chat.messages_json());
-  return llm::completion_body(target, chat.as_prompt(), max_tokens);
+  if (llm::api_row(target.api).messages) {
+    const std::string messages = chat.messages_json();
+    return llm::request_body(target, {.messages = messages, .max_tokens = max_tokens, .model = model});
+  }
+  const std::string prompt = chat.as_prompt();
+  return llm::request_body(target, {.prompt = prompt, .max_tokens = max_tokens, .model = model});
 }
 }  // namespace
 
@@ -104,7 +111,9 @@ asio::awaitable<std::optional<std::uint32_t>> EnginePart::send_turn(std::uint64_
   ++session_counts.turns_sent;
   co_await exchange(index, rec, [&] {
     rec.input_tokens = flow.conversation().tokens();
-    return turn_body(target, flow, turn.max_tokens);
+    // A session talks to one model: drawn for the session, as a request's is for the request.
+    rec.model = target.model_for(workload.spec().seed, spec.request_index_base + index / llm::kMaxSessionTurns);
+    return turn_body(target, flow, turn.max_tokens, model_name(rec.model));
   });
   const bool ok = rec.outcome == Outcome::ok && !rec.chunks.empty();
   const std::uint32_t answered = rec.output_tokens;

@@ -120,6 +120,19 @@ Saturation saturation_of(const loadgen::StepResult& result, json& evaluation) {
   return sat;
 }
 
+// Each model's own SLO verdict (target.models): does this adapter meet the SLO while the
+// others carry their share of the load.
+void put_model_verdicts(const JobSpec& spec, const StepMetrics& m, bool generator_limited, json& summary) {
+  if (!summary.contains("models")) return;
+  json& models = summary["models"];
+  for (std::size_t k = 0; k < m.by_model.size() && k < models.size(); ++k) {
+    const SloEvaluation ev = evaluate_slo(spec.slo, m.by_model[k], generator_limited);
+    const auto* lim = ev.limiting();
+    models[k]["slo_verdict"] = to_string(ev.verdict);
+    models[k]["limiting_metric"] = lim ? json(lim->name) : json(nullptr);
+  }
+}
+
 // The verdict: the SLO, then (fixed-rate steps) saturation, then two rules no bound can
 // override: a step without one success never passes, and an outage is a failure whose limit
 // is the error rate, never saturation.
@@ -128,6 +141,7 @@ Verdict judge_verdict(const JobSpec& spec, const loadgen::StepResult& result, bo
   const StepMetrics& m = result.metrics;
   const SloEvaluation ev = evaluate_slo(spec.slo, m, generator_limited);
   evaluation = ev.to_json();
+  put_model_verdicts(spec, m, generator_limited, summary);
   Verdict verdict = ev.verdict;
   const auto* lim = ev.limiting();
   o.limiting_metric = lim ? lim->name : "";

@@ -146,3 +146,46 @@ TEST_CASE("apis: a Responses target with quality checks is refused, naming the f
   CHECK(d.get_json("/v1/sweeps")["sweeps"].empty());
   CHECK(d.get("/healthz").status == 200);
 }
+
+TEST_CASE("apis: a check over two adapters gives each model's figures and verdict, each matching its adapter's cost") {
+  // Two adapters on llmsim, each on an engine of its own costing only its decode_base_ms an
+  // iteration: every token of "fast" comes 4 ms after the one before, of "slow" 16 ms after.
+  llmsim::SimConfig cfg;
+  cfg.adapters = {{"fast", 4.0, 0.0, 0.0}, {"slow", 16.0, 0.0, 0.0}};
+  SimFixture sim(cfg);
+  TempDir dir;
+  Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
+  json spec = sim_job(base_url(sim), "two adapters");
+  spec["kind"] = "check";
+  spec["target"].erase("model");
+  spec["target"]["models"] = {{{"name", "fast"}, {"weight", 3}}, {{"name", "slow"}, {"weight", 1}}};
+  spec["workload"]["output_tokens"] = {{"dist", "fixed"}, {"value", 32}};
+  spec["check"] = {{"rate_rps", 8}, {"duration_s", 8}, {"warmup_s", 1}};
+  spec["slo"] = {{"itl_ms", {{"p50", 10}}}};  // fast meets it, slow cannot
+  const auto [id, done] = run_job(d, spec, 90s);
+  const json step = d.get_json("/v1/sweeps/" + id + "/steps")["steps"][0]["summary"];
+  INFO(step.dump());
+  REQUIRE(step["models"].size() == 2);
+  const json& fast = step["models"][0];
+  const json& slow = step["models"][1];
+  CHECK(fast["model"] == "fast");
+  CHECK(slow["model"] == "slow");
+  const auto total = step["completed"].get<double>();
+  REQUIRE(total >= 40);
+  CHECK(fast["completed"].get<double>() + slow["completed"].get<double>() == total);
+  CHECK(fast["completed"].get<double>() / total == Approx(0.75).margin(0.15));  // weights 3 : 1
+  CHECK(fast["median_itl_ms"].get<double>() == Approx(4).epsilon(0.10));
+  CHECK(slow["median_itl_ms"].get<double>() == Approx(16).epsilon(0.10));
+  // 32 tokens a request, the first after at most one iteration's wait and one of its own.
+  CHECK(fast["median_e2el_ms"].get<double>() == Approx(32 * 4).epsilon(0.10));
+  CHECK(slow["median_e2el_ms"].get<double>() == Approx(32 * 16).epsilon(0.10));
+  CHECK(fast["slo_verdict"] == "pass");
+  CHECK(slow["slo_verdict"] == "fail");
+  // steps.csv and the report give them too.
+  const auto csv = d.get("/v1/sweeps/" + id + "/steps.csv");
+  CHECK(csv.body.find("model1_name,model1_slo_verdict,model1_completed") != std::string::npos);
+  CHECK(csv.body.find(",fast,pass,") != std::string::npos);
+  CHECK(csv.body.find(",slow,fail,") != std::string::npos);
+  const auto report = d.get("/v1/sweeps/" + id + "/report");
+  CHECK(report.body.find("Models, one by one") != std::string::npos);
+}

@@ -200,13 +200,17 @@ TEST_CASE("agents: an answer of no generated tokens crosses the wire with the it
     CHECK(b.error().field == field);
   };
   json bad = j;
-  bad[15] = 0;  // items are 1 or more
+  bad[15] = -1;
   refused(bad, "/r/15");
   bad = j;
   bad[15] = "8";
   refused(bad, "/r/15");
   bad = j;
-  bad.push_back(1);  // 17 elements
+  bad.push_back(70000);  // a model's index past 65535
+  refused(bad, "/r/16");
+  bad = j;
+  bad.push_back(1);
+  bad.push_back(1);  // 18 elements
   refused(bad, "/r");
   bad = j;
   bad[10] = 2;  // a chunk of 0 tokens is only a tokenless answer's
@@ -223,6 +227,14 @@ TEST_CASE("agents: an answer of no generated tokens crosses the wire with the it
   REQUIRE(failed.has_value());
   CHECK(failed->rec.error_message == r.error_message);
   CHECK(failed->rec.inputs == 8);
+  // The model asked for crosses too; a record of the first model has no tail.
+  RequestRecord adapter = sample_record();
+  adapter.model = 2;
+  const json a = loadgen::encode_record(5, adapter);
+  REQUIRE(a.size() == 17);
+  CHECK(a[15] == 0);
+  CHECK(loadgen::decode_record(a, "/r").value().rec.model == 2);
+  CHECK(loadgen::encode_record(5, sample_record()).size() == 14);
 }
 
 TEST_CASE("agents: the clock estimate keeps the smallest round trip") {

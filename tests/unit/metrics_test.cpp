@@ -497,3 +497,35 @@ TEST_CASE("a whole (non-streamed) answer gives no TPOT sample: its tokens' pace 
   CHECK(m.tpot_ms.mean() == Approx(10));
   CHECK(m.ttft_ms.count() == 2);
 }
+
+TEST_CASE("a target of several models: each model's metrics beside the total, parts merged alike") {
+  StepAccumulator a({0s, 10s, 12s, 1.0}), b({0s, 10s, 12s, 1.0});
+  a.split_by_model({"fast", "slow"});
+  b.split_by_model({"fast", "slow"});
+  RequestRecord fast = ok_request(1s, 1010ms, 4ms, 9);   // ITL 4 ms
+  RequestRecord slow = ok_request(2s, 2040ms, 16ms, 9);  // ITL 16 ms
+  slow.model = 1;
+  a.add(fast);
+  a.add(slow);
+  b.add(fast);
+  a.merge(std::move(b));
+  const StepMetrics m = std::move(a).finish();
+  REQUIRE(m.by_model.size() == 2);
+  CHECK(m.completed == 3);
+  CHECK(m.by_model[0].completed == 2);
+  CHECK(m.by_model[1].completed == 1);
+  CHECK(m.by_model[0].itl_ms.percentile(50) == Approx(4));
+  CHECK(m.by_model[1].itl_ms.percentile(50) == Approx(16));
+  CHECK(m.by_model[0].duration_s() == m.duration_s());
+  const auto s = m.summary();
+  REQUIRE(s["models"].size() == 2);
+  CHECK(s["models"][0]["model"] == "fast");
+  CHECK(s["models"][1]["model"] == "slow");
+  CHECK(s["models"][1]["median_itl_ms"].get<double>() == Approx(16));
+  CHECK_FALSE(s["models"][0].contains("distribution"));
+  // One model: no split.
+  StepAccumulator one({0s, 10s, 12s, 1.0});
+  one.split_by_model({"only"});
+  one.add(fast);
+  CHECK_FALSE(std::move(one).finish().summary().contains("models"));
+}

@@ -104,3 +104,52 @@ TEST_CASE("target: request bodies carry the API's fields, streaming options and 
   CHECK_FALSE(h.contains("stream_options"));
   CHECK_FALSE(h.contains("prompt"));
 }
+
+TEST_CASE("target: models are drawn per request by weight from the seed, the same everywhere") {
+  auto t = parse_target(json::parse(
+      R"({"base_url": "http://h:1", "models": [{"name": "base", "weight": 6}, {"name": "lora-a", "weight": 3}, {"name": "lora-b"}]})"));
+  REQUIRE(t.has_value());
+  REQUIRE(t->models.size() == 3);
+  CHECK(t->model == "base");
+  CHECK(t->models[2].weight == 1);
+  std::array<int, 3> counts{};
+  for (std::uint64_t i = 0; i < 10'000; ++i) ++counts[t->model_for(7, i)];
+  CHECK(counts[0] == Approx(6000).margin(300));
+  CHECK(counts[1] == Approx(3000).margin(300));
+  CHECK(counts[2] == Approx(1000).margin(200));
+  CHECK(t->model_for(7, 123) == t->model_for(7, 123));
+  int differ = 0;
+  for (std::uint64_t i = 0; i < 100; ++i) differ += t->model_for(7, i) != t->model_for(8, i);
+  CHECK(differ > 20);  // another seed, another draw
+  // A request names its model; a target of one model never draws.
+  const json body = json::parse(request_body(*t, {.prompt = "x", .max_tokens = 2, .model = "lora-b"}));
+  CHECK(body.at("model") == "lora-b");
+  CHECK(json::parse(completion_body(*t, "x", 2)).at("model") == "base");
+  auto one = parse_target(json::parse(R"({"base_url": "http://h:1", "model": "m"})"));
+  CHECK(one->model_for(7, 5) == 0);
+}
+
+TEST_CASE("target: bad models name the field") {
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {R"({"base_url": "http://h:1"})", "/target/model"},
+      {R"({"base_url": "http://h:1", "model": "m", "models": [{"name": "a"}]})", "/target/models"},
+      {R"({"base_url": "http://h:1", "models": []})", "/target/models"},
+      {R"({"base_url": "http://h:1", "models": {"name": "a"}})", "/target/models"},
+      {R"({"base_url": "http://h:1", "models": [{"weight": 2}]})", "/target/models/0/name"},
+      {R"({"base_url": "http://h:1", "models": [{"name": ""}]})", "/target/models/0/name"},
+      {R"({"base_url": "http://h:1", "models": [{"name": "a"}, {"name": "a"}]})", "/target/models/1/name"},
+      {R"({"base_url": "http://h:1", "models": [{"name": "a", "weight": 0}]})", "/target/models/0/weight"},
+      {R"({"base_url": "http://h:1", "models": [{"name": "a", "weight": "2"}]})", "/target/models/0/weight"},
+      {R"({"base_url": "http://h:1", "models": [{"name": "a", "share": 2}]})", "/target/models/0/share"},
+      {R"({"base_url": "http://h:1", "models": ["a"]})", "/target/models/0"},
+  };
+  for (const auto& [text, field] : cases) {
+    INFO(text);
+    auto r = parse_target(json::parse(text));
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.error().field == field);
+  }
+  json many = {{"base_url", "http://h:1"}, {"models", json::array()}};
+  for (int i = 0; i < 17; ++i) many["models"].push_back({{"name", "m" + std::to_string(i)}});
+  CHECK(parse_target(many).error().field == "/target/models");
+}
