@@ -110,7 +110,9 @@ TEST_CASE("apis: a rerank check on /rerank sends a query with each document and 
   check_no_token_latencies(m);
 }
 
-TEST_CASE("apis: a bound on a latency of tokens over an embeddings target is refused, naming it, nothing stored") {
+TEST_CASE(
+    "apis: token-latency bounds on embeddings, foreign items and bad models are refused, naming the field, nothing "
+    "stored") {
   TempDir dir;
   Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
   json spec = sim_job("http://127.0.0.1:9", "embeddings with a TTFT bound");
@@ -128,6 +130,20 @@ TEST_CASE("apis: a bound on a latency of tokens over an embeddings target is ref
   INFO(r.body);
   CHECK(r.status == 400);
   CHECK(r.body.find("/workload/documents_per_request") != std::string::npos);
+  // A target's models: listed twice, or beside model.
+  spec["target"]["api"] = "chat";
+  spec["workload"].erase("documents_per_request");
+  spec["target"].erase("model");
+  spec["target"]["models"] = {{{"name", "a"}}, {{"name", "a"}}};
+  r = d.post("/v1/sweeps", spec.dump());
+  INFO(r.body);
+  CHECK(r.status == 400);
+  CHECK(r.body.find("/target/models/1/name") != std::string::npos);
+  spec["target"]["model"] = "sim-8b";
+  spec["target"]["models"] = {{{"name", "a"}}};
+  r = d.post("/v1/sweeps", spec.dump());
+  CHECK(r.status == 400);
+  CHECK(r.body.find("/target/models") != std::string::npos);
   CHECK(d.get_json("/v1/sweeps")["sweeps"].empty());
   CHECK(d.get("/healthz").status == 200);
 }
