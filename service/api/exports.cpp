@@ -54,24 +54,30 @@ std::string csv_field(const std::string& v) {
   return out + "\"";
 }
 
-// A target of several models (target.models): each model's columns, model 1 to the most any
-// step measured: its name, its SLO verdict, its counts and latencies.
-struct ModelColumns {
+// A target of several models (target.models) or replicas (target.base_urls): each one's
+// columns, 1 to the most any step measured: its name, its SLO verdict, its counts and
+// latencies. `list`: the summary's list ("models"), `name`: its name's key and the columns'
+// prefix ("model": model1_name, model1_slo_verdict, ...).
+struct SplitColumns {
+  const char* list;
+  const char* name;
   std::vector<std::string> keys;
-  std::size_t models = 0;
+  std::size_t count = 0;
 
-  ModelColumns(const std::vector<store::StepRow>& steps, const std::vector<double>& qs) {
+  SplitColumns(const char* list_key, const char* name_key, const std::vector<store::StepRow>& steps,
+               const std::vector<double>& qs)
+      : list(list_key), name(name_key) {
     keys = {"completed", "failed", "request_throughput", "output_throughput"};
     for (const char* metric : {"ttft", "itl", "e2el"}) {
       for (auto& k : report::latency_keys(metric, qs)) keys.push_back(std::move(k));
     }
-    for (const auto& s : steps) models = std::max(models, json_at(s.summary, "models").size());
+    for (const auto& s : steps) count = std::max(count, json_at(s.summary, list).size());
   }
   std::string header() const {
     std::string out;
-    for (std::size_t m = 1; m <= models; ++m) {
-      out += fmt::format(",model{0}_name,model{0}_slo_verdict", m);
-      for (const auto& k : keys) out += fmt::format(",model{}_{}", m, k);
+    for (std::size_t m = 1; m <= count; ++m) {
+      out += fmt::format(",{0}{1}_name,{0}{1}_slo_verdict", name, m);
+      for (const auto& k : keys) out += fmt::format(",{}{}_{}", name, m, k);
     }
     return out;
   }
@@ -79,10 +85,10 @@ struct ModelColumns {
   template <class Cell>
   std::string cells(const json& summary, const Cell& cell) const {
     std::string out;
-    const json& list = json_at(summary, "models");
-    for (std::size_t m = 0; m < models; ++m) {
-      const json& one = m < list.size() ? list[m] : json::object();
-      for (const char* text : {"model", "slo_verdict"}) {
+    const json& all = json_at(summary, list);
+    for (std::size_t m = 0; m < count; ++m) {
+      const json& one = m < all.size() ? all[m] : json::object();
+      for (const char* text : {name, "slo_verdict"}) {
         const json& v = json_at(one, text);
         out += "," + (v.is_string() ? csv_field(v.get<std::string>()) : std::string());
       }
@@ -116,7 +122,7 @@ Answer get_steps_csv(Env& env, const Call& c) {
   turn_keys.emplace_back("mean_e2el_ms");
   std::size_t turns = 0;
   for (const auto& s : steps) turns = std::max(turns, json_at(s.summary, "turns").size());
-  const ModelColumns model_columns(steps, qs);
+  const SplitColumns model_columns("models", "model", steps, qs), replica_columns("replicas", "replica", steps, qs);
   std::string csv = "step,kind,phase,offered_rate_rps,verdict,generator_limited";
   for (const auto& k : keys) csv += "," + k;
   for (const char* k : server_keys) csv += std::string(",server_") + k;
@@ -124,7 +130,7 @@ Answer get_steps_csv(Env& env, const Call& c) {
   for (std::size_t t = 1; t <= turns; ++t) {
     for (const auto& k : turn_keys) csv += fmt::format(",turn{}_{}", t, k);
   }
-  csv += model_columns.header() + "\n";
+  csv += model_columns.header() + replica_columns.header() + "\n";
   auto cell = [](const json& j, const std::string& k) {
     auto it = j.find(k);
     return it != j.end() && it->is_number() ? fmt::format(",{:.4f}", it->get<double>()) : std::string(",");
@@ -142,7 +148,7 @@ Answer get_steps_csv(Env& env, const Call& c) {
       const json& turn = t < step_turns.size() ? step_turns[t] : json::object();
       for (const auto& k : turn_keys) csv += cell(turn, k);
     }
-    csv += model_columns.cells(s.summary, cell) + "\n";
+    csv += model_columns.cells(s.summary, cell) + replica_columns.cells(s.summary, cell) + "\n";
   }
   return text_response(c.req, "text/csv; charset=utf-8", std::move(csv), c.id + "-steps.csv");
 }

@@ -140,13 +140,14 @@ void put_failures(nlohmann::json& j, const StepMetrics& m) {
   j["incomplete"] = m.outcomes[static_cast<std::size_t>(Outcome::incomplete)];
 }
 
-// Each model's summary (its name first), without the distributions the total already draws.
-nlohmann::json models_summary(const StepMetrics& m, const std::vector<double>& percentiles) {
+// Each model's (replica's) summary, its name under `key`, without the distributions the total
+// already draws.
+nlohmann::json split_summary(const StepMetrics::Split& split, const char* key, const std::vector<double>& percentiles) {
   nlohmann::json out = nlohmann::json::array();
-  for (std::size_t k = 0; k < m.by_model.size(); ++k) {
-    nlohmann::json one = m.by_model[k].summary(percentiles);
+  for (std::size_t k = 0; k < split.parts.size(); ++k) {
+    nlohmann::json one = split.parts[k].summary(percentiles);
     one.erase("distribution");
-    one["model"] = k < m.model_names.size() ? m.model_names[k] : std::to_string(k);
+    one[key] = k < split.names.size() ? split.names[k] : std::to_string(k);
     out.push_back(std::move(one));
   }
   return out;
@@ -200,7 +201,8 @@ nlohmann::json StepMetrics::summary(const std::vector<double>& percentiles) cons
     put("itl_output", itl_output_ms);
   }
   if (!turns.empty()) j["turns"] = turns_summary(turns, percentiles);
-  if (!by_model.empty()) j["models"] = models_summary(*this, percentiles);
+  if (!by_model.empty()) j["models"] = split_summary(by_model, "model", percentiles);
+  if (!by_replica.empty()) j["replicas"] = split_summary(by_replica, "replica", percentiles);
   j["distribution"] = {
       {"ttft_ms", distribution(ttft_ms)}, {"itl_ms", distribution(itl_ms)}, {"e2el_ms", distribution(e2el_ms)}};
   j["itl_samples"] = itl_ms.count();
@@ -244,9 +246,8 @@ void StepMetrics::merge(const StepMetrics& o) {
   requests_with_reasoning += o.requests_with_reasoning;
   total_inputs += o.total_inputs;
   pooled += o.pooled;
-  if (model_names.empty()) model_names = o.model_names;
-  if (by_model.size() < o.by_model.size()) by_model.resize(o.by_model.size());
-  for (std::size_t k = 0; k < o.by_model.size(); ++k) by_model[k].merge(o.by_model[k]);
+  by_model.merge(o.by_model);
+  by_replica.merge(o.by_replica);
   inputs_in_window += o.inputs_in_window;
   measured += o.measured;
   completed += o.completed;
@@ -264,6 +265,12 @@ void StepMetrics::merge(const StepMetrics& o) {
   input_tokens_in_window += o.input_tokens_in_window;
   sent_in_window += o.sent_in_window;
   scheduled_in_window += o.scheduled_in_window;
+}
+
+void StepMetrics::Split::merge(const Split& other) {
+  if (names.empty()) names = other.names;
+  if (parts.size() < other.parts.size()) parts.resize(other.parts.size());
+  for (std::size_t k = 0; k < other.parts.size(); ++k) parts[k].merge(other.parts[k]);
 }
 
 StepAccumulator::StepAccumulator(StepWindow window, GoodputBounds goodput, std::size_t exact_samples)
@@ -297,6 +304,7 @@ void StepMetrics::note_error(Outcome outcome, const std::string& message, std::u
 
 void StepAccumulator::add(const RequestRecord& r) {
   if (r.model < by_model_.size()) by_model_[r.model].add(r);
+  if (r.replica < by_replica_.size()) by_replica_[r.replica].add(r);
   const bool ok = r.outcome == Outcome::ok && !r.chunks.empty();
   const bool measured = r.scheduled >= window_.warmup && (!window_.end || r.scheduled < *window_.end);
   const bool good = measured && is_good(r, goodput_);
@@ -397,21 +405,34 @@ void StepAccumulator::merge(StepAccumulator&& other) {
   last_event_ = std::max(last_event_, other.last_event_);
   for (std::size_t k = 0; k < by_model_.size() && k < other.by_model_.size(); ++k)
     by_model_[k].merge(std::move(other.by_model_[k]));
+  for (std::size_t k = 0; k < by_replica_.size() && k < other.by_replica_.size(); ++k)
+    by_replica_[k].merge(std::move(other.by_replica_[k]));
+}
+
+void StepAccumulator::split_into(std::vector<StepAccumulator>& parts, StepMetrics::Split& split,
+                                 const std::vector<std::string>& names) {
+  parts.clear();
+  split = {};
+  if (names.size() < 2) return;
+  split.names = names;
+  for (std::size_t k = 0; k < names.size(); ++k) parts.emplace_back(window_, goodput_, StepMetrics::kTurnExactSamples);
 }
 
 void StepAccumulator::split_by_model(const std::vector<std::string>& names) {
-  by_model_.clear();
-  if (names.size() < 2) return;
-  m_.model_names = names;
-  for (std::size_t k = 0; k < names.size(); ++k)
-    by_model_.emplace_back(window_, goodput_, StepMetrics::kTurnExactSamples);
+  split_into(by_model_, m_.by_model, names);
+}
+
+void StepAccumulator::split_by_replica(const std::vector<std::string>& urls) {
+  split_into(by_replica_, m_.by_replica, urls);
 }
 
 StepMetrics StepAccumulator::finish() && {
-  for (StepAccumulator& a : by_model_) {
-    a.window_ = window_;  // every model's window is the step's, however it ended
-    a.last_event_ = std::max(a.last_event_, last_event_);
-    m_.by_model.push_back(std::move(a).finish());
+  for (auto [parts, split] : {std::pair{&by_model_, &m_.by_model}, std::pair{&by_replica_, &m_.by_replica}}) {
+    for (StepAccumulator& a : *parts) {
+      a.window_ = window_;  // every part's window is the step's, however it ended
+      a.last_event_ = std::max(a.last_event_, last_event_);
+      split->parts.push_back(std::move(a).finish());
+    }
   }
   m_.window_end = window_.end ? *window_.end : std::max(last_event_, window_.warmup);
   if (window_.sessions) {

@@ -137,10 +137,16 @@ struct StepMetrics {
   };
   std::vector<Turn> turns;
 
-  // A target of several models (target.models): each model's own metrics, in the models'
-  // order, and their names; empty for a target of one.
-  std::vector<StepMetrics> by_model;
-  std::vector<std::string> model_names;
+  // The step broken down by a label of its requests: each value's own metrics, in order, and
+  // their names; empty where the label has one value.
+  struct Split {
+    std::vector<std::string> names;
+    std::vector<StepMetrics> parts;
+    bool empty() const noexcept { return parts.empty(); }
+    void merge(const Split& other);
+  };
+  Split by_model;    // target.models: each model's, by name
+  Split by_replica;  // target.base_urls: each replica's, by URL
 
   Nanos window_start{0};
   Nanos window_end{0};
@@ -197,7 +203,9 @@ class StepAccumulator {
   // Ends the measured window early at `end` (a step that stopped once decided; before any
   // request scheduled from `end` on was added), and the drain at `drain_end`.
   void end_window(Nanos end, Nanos drain_end) noexcept {
-    for (StepAccumulator& a : by_model_) a.end_window(end, drain_end);
+    for (auto* split : {&by_model_, &by_replica_}) {
+      for (StepAccumulator& a : *split) a.end_window(end, drain_end);
+    }
     if (!window_.end || end < *window_.end) window_.end = end;
     window_.drain_end = drain_end;
   }
@@ -208,6 +216,8 @@ class StepAccumulator {
 
   // Keeps each model's metrics apart too (a record's `model` indexes `names`), beside the total.
   void split_by_model(const std::vector<std::string>& names);
+  // Keeps each replica's metrics apart too (a record's `replica` indexes `urls`).
+  void split_by_replica(const std::vector<std::string>& urls);
 
   // Closes the window (resolving an open end) and returns the metrics.
   StepMetrics finish() &&;
@@ -229,7 +239,10 @@ class StepAccumulator {
   GoodputBounds goodput_;
   StepMetrics m_;
   Nanos last_event_{0};  // latest in-window event, closes an open-ended window
-  std::vector<StepAccumulator> by_model_;
+  // One accumulator per name into `parts`, the names into `split` (none for fewer than two).
+  void split_into(std::vector<StepAccumulator>& parts, StepMetrics::Split& split,
+                  const std::vector<std::string>& names);
+  std::vector<StepAccumulator> by_model_, by_replica_;
 };
 
 }  // namespace capsweep

@@ -64,6 +64,8 @@ struct RequestRecord {
   std::uint32_t inputs = 0;
   // The model it asked for: its index in the target's models (target.models; 0 without).
   std::uint16_t model = 0;
+  // The replica it was sent to: its index in the target's base_urls (0 without).
+  std::uint16_t replica = 0;
   // Of output_tokens, the reasoning ones: usage's completion_tokens_details.reasoning_tokens
   // when the server sent it, else the reasoning chunks' tokens counted.
   std::uint32_t reasoning_tokens = 0;

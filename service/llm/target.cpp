@@ -26,6 +26,25 @@ std::uint16_t Target::model_for(std::uint64_t seed, std::uint64_t unit) const no
   return static_cast<std::uint16_t>(models.size() - 1);
 }
 
+Target Target::at_replica(std::size_t k) const {
+  Target t = *this;
+  if (k >= replicas.size()) return t;
+  const Replica& r = replicas[k];
+  t.scheme = r.scheme;
+  t.host = r.host;
+  t.port = r.port;
+  t.base_path = r.base_path;
+  t.replicas.clear();
+  return t;
+}
+
+std::vector<std::string> Target::replica_urls() const {
+  std::vector<std::string> out;
+  if (replicas.size() < 2) return out;
+  for (const Replica& r : replicas) out.push_back(r.url);
+  return out;
+}
+
 std::string Target::completion_path() const {
   return base_path + (path.empty() ? api_row(api).path : path);
 }
@@ -142,6 +161,54 @@ std::optional<Error> parse_models(const nlohmann::json& j, const std::string& fi
   return std::nullopt;
 }
 
+// target.base_urls: 1 to kMaxReplicas distinct URLs, each parsed alone.
+std::optional<Error> parse_replicas(const nlohmann::json& list, const std::string& field, Target& t) {
+  if (!list.is_array() || list.empty() || list.size() > kMaxReplicas) {
+    return invalid(field, fmt::format("must be a list of 1 to {} URLs like http://127.0.0.1:8000", kMaxReplicas));
+  }
+  for (std::size_t k = 0; k < list.size(); ++k) {
+    const std::string f = fmt::format("{}/{}", field, k);
+    if (!list[k].is_string()) return invalid(f, "must be a URL like http://127.0.0.1:8000");
+    const std::string url = list[k].get<std::string>();
+    auto one = parse_base_url(Target{}, url, f);
+    if (!one) return one.error();
+    for (const Replica& r : t.replicas) {
+      if (r.scheme == one->scheme && r.host == one->host && r.port == one->port && r.base_path == one->base_path)
+        return invalid(f, fmt::format("names the replica {} again", r.url));
+    }
+    t.replicas.push_back({url, one->scheme, one->host, one->port, one->base_path});
+  }
+  return std::nullopt;
+}
+
+// target.base_url, or target.base_urls (the replicas) with target.balance.
+std::optional<Error> parse_urls(const nlohmann::json& j, const std::string& field, Target& t) {
+  const auto url = j.find("base_url");
+  const auto urls = j.find("base_urls");
+  if (urls != j.end()) {
+    if (url != j.end()) return invalid(field + "/base_urls", "give base_url or base_urls, not both");
+    if (auto e = parse_replicas(*urls, field + "/base_urls", t)) return e;
+    const Replica& first = t.replicas.front();
+    t.scheme = first.scheme;
+    t.host = first.host;
+    t.port = first.port;
+    t.base_path = first.base_path;
+  } else {
+    if (url == j.end() || !url->is_string())
+      return invalid(field + "/base_url", "is required: a URL like http://127.0.0.1:8000 (or base_urls: a list)");
+    auto parsed = parse_base_url(t, url->get<std::string>(), field + "/base_url");
+    if (!parsed) return parsed.error();
+    t = std::move(*parsed);
+  }
+  if (auto b = j.find("balance"); b != j.end()) {
+    const std::string s = b->is_string() ? b->get<std::string>() : std::string();
+    if (s != "round_robin" && s != "least_in_flight")
+      return invalid(field + "/balance", "must be round_robin or least_in_flight");
+    t.balance = s == "round_robin" ? Balance::round_robin : Balance::least_in_flight;
+  }
+  return std::nullopt;
+}
+
 // target.extra_body: merged into every request body, but never over a field that defines the load.
 std::optional<Error> parse_extra_body(const nlohmann::json& j, const std::string& field, Target& t) {
   if (auto e = j.find("extra_body"); e != j.end()) {
@@ -212,12 +279,7 @@ std::optional<Error> parse_connection(const nlohmann::json& j, const std::string
 Result<Target> parse_target(const nlohmann::json& j, const std::string& field) {
   if (!j.is_object()) return invalid(field, "must be an object");
   Target t;
-  auto url = j.find("base_url");
-  if (url == j.end() || !url->is_string())
-    return invalid(field + "/base_url", "is required: a URL like http://127.0.0.1:8000");
-  auto parsed = parse_base_url(t, url->get<std::string>(), field + "/base_url");
-  if (!parsed) return parsed.error();
-  t = std::move(*parsed);
+  if (auto e = parse_urls(j, field, t)) return *e;
   if (auto api = j.find("api"); api != j.end()) {
     const auto named = api->is_string() ? parse_api(api->get<std::string>()) : std::nullopt;
     if (!named) return invalid(field + "/api", fmt::format("must be one of: {}", fmt::join(api_names(), ", ")));

@@ -23,11 +23,27 @@ struct ModelShare {
   double weight = 1;
 };
 
+// One of the servers a target's requests are spread over (target.base_urls): its URL as given
+// (its name in every figure and outage) and its parts.
+struct Replica {
+  std::string url;
+  std::string scheme, host;
+  std::uint16_t port = 0;
+  std::string base_path;
+};
+
+// How requests are spread over replicas: request (session) i to replica i mod n, or each to
+// the replica with the fewest of this generator's requests in flight.
+enum class Balance : std::uint8_t { round_robin, least_in_flight };
+
 struct Target {
   std::string scheme = "http";  // "http" | "https"
   std::string host = "127.0.0.1";
   std::uint16_t port = 8000;
   std::string base_path;  // prefix before /v1/..., without a trailing '/'
+  // target.base_urls: the replicas, the first's parts also above (empty: base_url alone).
+  std::vector<Replica> replicas;
+  Balance balance = Balance::round_robin;
   Api api = Api::completions;
   std::string path;   // target.path: the request path below base_path, where it is not the API's own
   std::string model;  // the model (with `models`: the first of them)
@@ -50,6 +66,12 @@ struct Target {
   Nanos request_timeout = std::chrono::seconds(600);  // whole request
 
   bool tls() const noexcept { return scheme == "https"; }
+  // The replicas' count: 1 for a target of one base_url.
+  std::size_t replica_count() const noexcept { return replicas.empty() ? 1 : replicas.size(); }
+  // The target as replica `k` serves it: its scheme, host, port and base path, the rest shared.
+  Target at_replica(std::size_t k) const;
+  // The replicas' URLs, for each one's figures; none for a target of one base_url.
+  std::vector<std::string> replica_urls() const;
   // The model `unit` (a request's index, a session's id) of a run seeded `seed` asks for: its
   // index in `models`, drawn by weight (0 without models).
   std::uint16_t model_for(std::uint64_t seed, std::uint64_t unit) const noexcept;
@@ -60,8 +82,11 @@ struct Target {
 // Parses "http://host:port/prefix" into scheme, host, port and base path.
 Result<Target> parse_base_url(Target t, std::string_view url, const std::string& field);
 
-// Parses the spec's target object: {"base_url", "api" (a row of the API table), "path", "model"
-// or "models": [{"name", "weight"}],
+// The most replicas one target spreads its requests over (target.base_urls).
+inline constexpr std::size_t kMaxReplicas = 64;
+
+// Parses the spec's target object: {"base_url" or "base_urls": [...] with "balance", "api" (a
+// row of the API table), "path", "model" or "models": [{"name", "weight"}],
 // "headers": {...}, "extra_body": {...}, "stream", "ignore_eos", "tls": {"verify", "ca_file"},
 // "timeouts": {"connect_s", "read_s", "request_s"}}. Errors carry a JSON pointer below `field`;
 // extra_body may not set a field that defines the load (model, prompt, messages, stream,

@@ -35,7 +35,7 @@ std::uint64_t record_digest(const IndexedRecord& r) noexcept {
   h = mix(h, (std::uint64_t{x.reasoning_tokens} << 32) | (std::uint64_t{x.turn} << 16) |
                  (static_cast<std::uint64_t>(x.outcome) << 8) | (x.output_tokens_estimated ? 1U : 0U) |
                  (x.streamed ? 2U : 0U) | (x.generated ? 4U : 0U));
-  h = mix(h, (std::uint64_t{x.model} << 32) | x.inputs);
+  h = mix(h, (std::uint64_t{x.replica} << 48) | (std::uint64_t{x.model} << 32) | x.inputs);
   for (const Chunk& c : x.chunks)
     h = mix(mix(h, bits(c.arrival)), (std::uint64_t{c.tokens} << 1) | (c.reasoning ? 1U : 0U));
   return mix(h, x.chunks.size());
@@ -85,6 +85,10 @@ std::string ShareLedger::check(const IndexedRecord& r) const {
       (turn == 0 || turn > expect_->max_turns || r.index % llm::kMaxSessionTurns != turn - 1U)) {
     return fmt::format("agent {} sent request {} as turn {}: a session's turns are 1 to {}, each at its own index",
                        part_, r.index, turn, expect_->max_turns);
+  }
+  if (r.rec.model >= expect_->models || r.rec.replica >= expect_->replicas) {
+    return fmt::format("agent {} sent request {} to model {} of replica {}: the target has {} model(s), {} replica(s)",
+                       part_, r.index, r.rec.model, r.rec.replica, expect_->models, expect_->replicas);
   }
   const std::uint64_t unit = unit_of(r);
   if (unit % parts_ != part_) {

@@ -28,6 +28,9 @@ struct StepExpectation {
   std::uint32_t max_turns = 0;
   // How far two instants on an agent's clock may disagree with their order.
   Nanos tolerance = std::chrono::milliseconds(1);
+  // The target's models and replicas (target.models, target.base_urls): a record's indices
+  // into them are below these.
+  std::uint32_t models = 1, replicas = 1;
 };
 
 class ShareLedger {

@@ -57,9 +57,9 @@ std::optional<Error> decode_chunks(const json& j, const std::string& field, Requ
 
 // A record's length and its optional tail: the target's error message, the items sent.
 std::optional<Error> check_shape(const json& j, const std::string& field) {
-  if (!j.is_array() || j.size() < kFields || j.size() > kFields + 3) {
+  if (!j.is_array() || j.size() < kFields || j.size() > kFields + 4) {
     return invalid(field, fmt::format("a record is an array of {} elements (then the target's error message, the "
-                                      "items sent and the model's index)",
+                                      "items sent, the model's index and the replica's)",
                                       kFields));
   }
   if (j.size() > kFields && (!j[kFields].is_string() || j[kFields].get_ref<const std::string&>().size() > 200)) {
@@ -71,6 +71,9 @@ std::optional<Error> check_shape(const json& j, const std::string& field) {
   }
   if (j.size() > kFields + 2 && (!j[kFields + 2].is_number_unsigned() || j[kFields + 2].get<std::uint64_t>() > 65535)) {
     return invalid(fmt::format("{}/{}", field, kFields + 2), "the model must be a whole number from 0 to 65535");
+  }
+  if (j.size() > kFields + 3 && (!j[kFields + 3].is_number_unsigned() || j[kFields + 3].get<std::uint64_t>() > 65535)) {
+    return invalid(fmt::format("{}/{}", field, kFields + 3), "the replica must be a whole number from 0 to 65535");
   }
   return std::nullopt;
 }
@@ -96,10 +99,15 @@ json encode_record(std::uint64_t index, const RequestRecord& rec) {
                           rec.input_tokens, rec.output_tokens, rec.reasoning_tokens, static_cast<int>(rec.outcome),
                           rec.turn, flags, std::move(arrivals), std::move(tokens), std::move(reasoning)});
   // The optional tail, as far as its last element that is not the default.
-  const std::size_t tail = rec.model > 0 ? 3 : rec.inputs > 0 ? 2 : !rec.error_message.empty() ? 1 : 0;
+  const std::size_t tail = rec.replica > 0              ? 4
+                           : rec.model > 0              ? 3
+                           : rec.inputs > 0             ? 2
+                           : !rec.error_message.empty() ? 1
+                                                        : 0;
   if (tail >= 1) out.push_back(rec.error_message);
   if (tail >= 2) out.push_back(rec.inputs);
   if (tail >= 3) out.push_back(rec.model);
+  if (tail >= 4) out.push_back(rec.replica);
   return out;
 }
 
@@ -159,6 +167,7 @@ Result<IndexedRecord> decode_record(const json& j, const std::string& field) {
   if (j.size() > kFields) r.error_message = j[kFields].get<std::string>();
   if (j.size() > kFields + 1) r.inputs = j[kFields + 1].get<std::uint32_t>();
   if (j.size() > kFields + 2) r.model = j[kFields + 2].get<std::uint16_t>();
+  if (j.size() > kFields + 3) r.replica = j[kFields + 3].get<std::uint16_t>();
   return out;
 }
 

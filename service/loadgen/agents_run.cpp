@@ -40,6 +40,7 @@ PartResult records_part(std::vector<IndexedRecord>& records, const StepSpec& spe
   PartResult part;
   part.acc.emplace(window, spec.goodput, spec.exact_samples);
   part.acc->split_by_model(model_names(target));
+  part.acc->split_by_replica(target.replica_urls());
   RowKeeper keeper;
   for (const IndexedRecord& r : records) {
     part.acc->add(r.rec);
@@ -74,6 +75,8 @@ std::shared_ptr<const StepExpectation> StepRunner::expectation(const StepSpec& s
     e->max_turns = workload_->spec().dataset ? llm::kMaxSessionTurns : llm::most_session_turns(*sessions);
   }
   if (spec.agents) e->tolerance = spec.agents->hub->settings().max_offset_error;
+  e->models = static_cast<std::uint32_t>(std::max<std::size_t>(target_.models.size(), 1));
+  e->replicas = static_cast<std::uint32_t>(target_.replica_count());
   return e;
 }
 

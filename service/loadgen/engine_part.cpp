@@ -75,6 +75,20 @@ std::string_view EnginePart::model_name(std::uint16_t model) const {
   return model < target.models.size() ? std::string_view(target.models[model].name) : std::string_view();
 }
 
+std::uint16_t EnginePart::pick_replica(std::uint64_t unit) const {
+  const std::size_t n = std::min(target.replica_count(), llm::kMaxReplicas);
+  const auto first = static_cast<std::uint16_t>(unit % n);
+  if (target.balance == llm::Balance::round_robin) return first;
+  std::uint16_t best = first;
+  std::uint32_t least = progress.replica_in_flight[first].load(std::memory_order_relaxed);
+  for (std::size_t d = 1; d < n; ++d) {
+    const auto k = static_cast<std::uint16_t>((first + d) % n);
+    const std::uint32_t here = progress.replica_in_flight[k].load(std::memory_order_relaxed);
+    if (here < least) best = k, least = here;
+  }
+  return best;
+}
+
 void EnginePart::record_row(const RequestRecord& rec, std::uint64_t index) {
   if (spec.on_record) spec.on_record(index, rec);
   if (spec.keep_rows) keeper.keep(rec, index, RowKeeper::kMaxItlSamples / share.parts, rows);
@@ -111,6 +125,7 @@ asio::awaitable<void> EnginePart::one(std::uint64_t index, Nanos scheduled, Nano
     const std::uint64_t unit = spec.request_index_base + index;
     const llm::WorkItem item = workload.item(unit, spec.prompt_salt);
     rec.model = target.model_for(workload.spec().seed, unit);
+    rec.replica = pick_replica(unit);
     rec.input_tokens = item.input_tokens;
     if (item.abandon_without_first_token) rec.abandon_at = scheduled + *item.abandon_without_first_token;
     rec.abandon_after_tokens = item.abandon_after_tokens;
@@ -136,6 +151,13 @@ asio::awaitable<void> EnginePart::exchange(std::uint64_t index, RequestRecord& r
     // value to the endpoint's coroutine crashed at its destruction (free(): invalid pointer);
     // named and moved, it does not.
     RequestIds ids{fmt::format("capsweep-{}-{}", spec.seed, index), traceparent(spec.trace_id, index)};
+    // In flight on its replica while it is sent (least_in_flight reads it), however it ends.
+    std::atomic<std::uint32_t>& on_replica = progress.replica_in_flight[rec.replica % llm::kMaxReplicas];
+    on_replica.fetch_add(1, std::memory_order_relaxed);
+    struct Leave {
+      std::atomic<std::uint32_t>& n;
+      ~Leave() { n.fetch_sub(1, std::memory_order_relaxed); }
+    } leave{on_replica};
     co_await endpoint->send(std::move(body), rec, t0, std::move(ids));
     peak_connections = std::max<std::uint64_t>(peak_connections, endpoint->open_connections());
   } catch (const std::exception& e) {

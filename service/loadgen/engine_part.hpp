@@ -133,6 +133,7 @@ struct EnginePart {
         drained(io),
         monitor_timer(io) {
     acc.split_by_model(model_names(t));
+    acc.split_by_replica(t.replica_urls());
   }
 
   asio::io_context io{1};
@@ -183,6 +184,10 @@ struct EnginePart {
   void record_row(const RequestRecord& rec, std::uint64_t index);
   // The name a request of `model` (its index in target.models) asks for ("": the target's model).
   std::string_view model_name(std::uint16_t model) const;
+  // The replica request (or session) `unit` goes to (target.base_urls; 0 for one): unit mod n
+  // (round_robin), or the one with the fewest requests in flight over every part, ties going
+  // to the first from unit mod n (least_in_flight).
+  std::uint16_t pick_replica(std::uint64_t unit) const;
   Nanos now() const { return SteadyClock::now() - t0; }
 
   // The closed loop's next request index of this part: part, part + parts, part + 2 parts …
@@ -219,12 +224,14 @@ struct EnginePart {
   // One turn of a session, request `index`, its k-th (from 0), sent with the flow's
   // conversation and settled: its output tokens when answered, nullopt when it failed.
   // `events` keeps its stream where the flow reads it.
-  struct TurnTimes {
+  // When the turn was due and taken up, and the replica the session talks to.
+  struct TurnPlan {
     Nanos due, dispatched;
+    std::uint16_t replica = 0;
   };
   asio::awaitable<std::optional<std::uint32_t>> send_turn(std::uint64_t index, std::uint32_t k,
                                                           const llm::NextTurn& turn, const llm::SessionFlow& flow,
-                                                          TurnTimes times, std::vector<std::string>& events);
+                                                          TurnPlan plan, std::vector<std::string>& events);
   // Rate mode: counts session `s` open and spawns it. With a concurrency cap, the cap holds
   // the sessions open: one past it waits (`capped`) for a session to end.
   void start_session(std::uint64_t s, Nanos arrival, Nanos dispatched);

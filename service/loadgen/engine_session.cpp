@@ -62,6 +62,9 @@ asio::awaitable<void> EnginePart::session(std::uint64_t s, Nanos arrival, Nanos 
   const llm::SessionShapeRow& row = llm::session_shape_row(workload.spec().sessions->shape);
   const std::unique_ptr<llm::SessionFlow> flow = row.start(workload, spec.request_index_base + s, spec.prompt_salt);
   Nanos due = arrival;
+  // A session talks to one replica, as to one model: a server keeping the conversation
+  // (server_state) or its prefix cache holds it there.
+  const std::uint16_t replica = pick_replica(spec.request_index_base + s);
   bool ended = true;  // every turn answered
   std::vector<std::string> events;
   llm::TurnAnswer answer;
@@ -81,7 +84,7 @@ asio::awaitable<void> EnginePart::session(std::uint64_t s, Nanos arrival, Nanos 
     }
     events.clear();
     const std::optional<std::uint32_t> answered =
-        co_await send_turn(s * llm::kMaxSessionTurns + k, k, *turn, *flow, {due, dispatched}, events);
+        co_await send_turn(s * llm::kMaxSessionTurns + k, k, *turn, *flow, {due, dispatched, replica}, events);
     if (!answered) {
       // A failed turn: its user does not go on with a conversation missing an answer.
       if (!turn_may_go(due)) {
@@ -99,11 +102,12 @@ asio::awaitable<void> EnginePart::session(std::uint64_t s, Nanos arrival, Nanos 
 
 asio::awaitable<std::optional<std::uint32_t>> EnginePart::send_turn(std::uint64_t index, std::uint32_t k,
                                                                     const llm::NextTurn& turn,
-                                                                    const llm::SessionFlow& flow, TurnTimes times,
+                                                                    const llm::SessionFlow& flow, TurnPlan plan,
                                                                     std::vector<std::string>& events) {
   RequestRecord rec;
-  rec.scheduled = times.due;
-  rec.dispatched = times.dispatched;
+  rec.scheduled = plan.due;
+  rec.dispatched = plan.dispatched;
+  rec.replica = plan.replica;
   rec.turn = static_cast<std::uint16_t>(k + 1);
   if (flow.wants_answer()) rec.events = &events;
   if (spec.track_live) live[index] = &rec;

@@ -5,6 +5,7 @@
 // target (/metrics every scrape interval, on a thread of its own), and returns the step's
 // metrics. Progress can be read and the step cancelled from any thread.
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -239,10 +240,14 @@ struct Progress {
   std::atomic<std::uint64_t> failed{0};
   std::atomic<std::uint64_t> in_flight{0};
   std::atomic<double> p95_ttft_ms{0};  // over measured requests finished so far (engine part 0's)
+  // Requests in flight on each replica (target.base_urls) over every part: what
+  // least_in_flight balances by.
+  std::array<std::atomic<std::uint32_t>, llm::kMaxReplicas> replica_in_flight{};
   // A step begins: every count back to zero.
   void reset() noexcept {
     scheduled = sent = done = failed = in_flight = 0;
     p95_ttft_ms = 0;
+    for (auto& n : replica_in_flight) n = 0;
   }
 };
 

@@ -19,18 +19,22 @@ WarmUp warm_up(const llm::Target& target, const EndpointFactory& make_endpoint, 
   auto endpoint = make_endpoint(io);
   const auto origin = SteadyClock::now();
   std::size_t next = 0;
+  // Every replica (target.base_urls) is sent every prompt: each caches its own prefixes.
+  const std::size_t total = prompts.size() * target.replica_count();
   // A sender takes the next prompt until none is left (one thread: no locking).
   auto sender = [&]() -> boost::asio::awaitable<void> {
-    while (next < prompts.size() && !stop()) {
+    while (next < total && !stop()) {
       const std::size_t k = next++;
       RequestRecord rec;
+      rec.replica = static_cast<std::uint16_t>(k / prompts.size());
       RequestIds ids{fmt::format("capsweep-warm-{}", k), {}};  // named: see EnginePart::exchange
-      co_await endpoint->send(llm::completion_body(target, prompts[k], 1), rec, origin, std::move(ids));
+      co_await endpoint->send(llm::completion_body(target, prompts[k % prompts.size()], 1), rec, origin,
+                              std::move(ids));
       ++out.sent;
       if (rec.outcome != Outcome::ok) ++out.failed;
     }
   };
-  const std::size_t senders = std::min(prompts.size(), kWarmUpInFlight);
+  const std::size_t senders = std::min(total, kWarmUpInFlight);
   for (std::size_t i = 0; i < senders; ++i) {
     boost::asio::co_spawn(io, sender(), [](std::exception_ptr e) { log_escaped("loadgen: warm-up failed", e); });
   }

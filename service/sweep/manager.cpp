@@ -24,13 +24,19 @@ namespace {
 
 using json = nlohmann::json;
 
-// The targets a job holds while it runs: its target, and a regression's candidate too (two
-// jobs against one server corrupt both).
+// The targets a job holds while it runs: its target (each of its replicas), and a
+// regression's candidate too (two jobs against one server corrupt both).
 std::vector<std::string> target_keys(const store::SweepRow& row) {
   std::vector<std::string> keys{row.target_key};
-  const json candidate = json_at(json_at(json_at(row.spec, "candidate"), "target"), "base_url");
-  if (candidate.is_string() && candidate.get<std::string>() != row.target_key)
-    keys.push_back(candidate.get<std::string>());
+  const auto hold = [&keys](const json& url) {
+    if (url.is_string() && std::find(keys.begin(), keys.end(), url.get<std::string>()) == keys.end())
+      keys.push_back(url.get<std::string>());
+  };
+  for (const json& t : {json_at(row.spec, "target"), json_at(json_at(row.spec, "baseline"), "target"),
+                        json_at(json_at(row.spec, "candidate"), "target")}) {
+    hold(json_at(t, "base_url"));
+    for (const json& url : json_at(t, "base_urls")) hold(url);
+  }
   return keys;
 }
 

@@ -199,6 +199,8 @@ Result<JudgeSettings> parse_judge(const json& j) {
     return invalid(f + "/target/api", "the judge's answers are read as chat or completions answers");
   }
   out.target = std::move(*t);
+  if (!out.target.replicas.empty())
+    return invalid(f + "/target/base_urls", "the judge is one server: give its base_url");
   out.base_url = j.at("target").at("base_url").get<std::string>();
   const json& tpl = j.value("template", json());
   if (!tpl.is_string() || tpl.get_ref<const std::string&>().find("{answer}") == std::string::npos) {

@@ -43,7 +43,7 @@ std::optional<Error> parse_target_at(const json& t, const std::string& field, Ca
   auto parsed_target = llm::parse_target(t, field);
   if (!parsed_target) return parsed_target.error();
   out.target = std::move(*parsed_target);
-  out.base_url = t.at("base_url").get<std::string>();
+  out.base_url = out.target.replicas.empty() ? t.at("base_url").get<std::string>() : out.target.replicas.front().url;
   if (auto m = t.find("metrics_url"); m != t.end()) {
     if (!m->is_string()) return invalid(field + "/metrics_url", "must be a URL");
     auto parsed = llm::parse_base_url({}, m->get<std::string>(), field + "/metrics_url");
@@ -299,8 +299,26 @@ std::string target_field(const JobSpec& spec, Role role) {
   return role == Role::baseline ? "/baseline/target" : "/candidate/target";
 }
 
+namespace {
+
+// A target's host, or the first of its replicas' (target.base_urls) the allow-list refuses.
+std::optional<RefusedHost> refused_target(const llm::Target& t, const std::string& field,
+                                          const std::function<bool(std::string_view)>& allows) {
+  if (t.replicas.empty()) {
+    if (!allows(t.host)) return RefusedHost{true, field + "/base_url", t.host};
+    return std::nullopt;
+  }
+  for (std::size_t k = 0; k < t.replicas.size(); ++k) {
+    if (!allows(t.replicas[k].host))
+      return RefusedHost{true, fmt::format("{}/base_urls/{}", field, k), t.replicas[k].host};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<RefusedHost> refused_host(const JobSpec& spec, const std::function<bool(std::string_view)>& allows) {
-  if (!allows(spec.target.host)) return RefusedHost{true, target_field(spec) + "/base_url", spec.target.host};
+  if (auto r = refused_target(spec.target, target_field(spec), allows)) return r;
   for (const auto& [field, url] : side_urls(spec)) {
     const auto parsed = llm::parse_base_url({}, url, field);
     if (!parsed || !allows(parsed->host)) return RefusedHost{false, field, url};
@@ -315,7 +333,10 @@ std::vector<std::pair<std::string, std::string>> side_urls(const JobSpec& spec) 
   if (spec.prometheus) out.emplace_back(a + "/prometheus/url", spec.prometheus->url);
   if (spec.candidate) {
     const std::string b = target_field(spec, Role::candidate);
-    out.emplace_back(b + "/base_url", spec.candidate->base_url);
+    const auto& replicas = spec.candidate->target.replicas;
+    if (replicas.empty()) out.emplace_back(b + "/base_url", spec.candidate->base_url);
+    for (std::size_t k = 0; k < replicas.size(); ++k)
+      out.emplace_back(fmt::format("{}/base_urls/{}", b, k), replicas[k].url);
     if (!spec.candidate->metrics_url.empty()) out.emplace_back(b + "/metrics_url", spec.candidate->metrics_url);
     if (spec.candidate->prometheus) out.emplace_back(b + "/prometheus/url", spec.candidate->prometheus->url);
   }

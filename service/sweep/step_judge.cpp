@@ -28,18 +28,37 @@ double number(const json& j, const char* key, double fallback = 0) {
 // The failures that witness unavailability rather than load (the target refused or reset
 // connections, answered 5xx, cut streams), when they exceed the error bound: their classes
 // and when in the step they happened. nullopt when the step's failures stay within it.
-std::optional<json> outage_of(const JobSpec& spec, const loadgen::StepResult& result) {
-  const StepMetrics& m = result.metrics;
-  if (m.measured == 0) return std::nullopt;
+// The failures that witness unavailability in `m`, in all and by class.
+std::uint64_t unavailable_count(const StepMetrics& m, json* classes = nullptr) {
   std::uint64_t n = 0;
-  json classes = json::object();
   for (Outcome c : {Outcome::connect, Outcome::tls, Outcome::http_5xx, Outcome::stream_error}) {
     const auto k = m.outcomes[static_cast<std::size_t>(c)];
-    if (k) classes[std::string(to_string(c))] = k;
+    if (k && classes) (*classes)[std::string(to_string(c))] = k;
     n += k;
   }
+  return n;
+}
+
+bool beyond(std::uint64_t failed, std::uint64_t measured, double bound) {
+  return measured > 0 && static_cast<double>(failed) / static_cast<double>(measured) > bound;
+}
+
+// Of a target of several replicas, the ones whose own requests failed so beyond the bound.
+json failed_replicas(const StepMetrics& m, double bound) {
+  json out = json::array();
+  for (std::size_t k = 0; k < m.by_replica.parts.size() && k < m.by_replica.names.size(); ++k) {
+    const StepMetrics& one = m.by_replica.parts[k];
+    if (beyond(unavailable_count(one), one.measured, bound)) out.push_back(m.by_replica.names[k]);
+  }
+  return out;
+}
+
+std::optional<json> outage_of(const JobSpec& spec, const loadgen::StepResult& result) {
+  const StepMetrics& m = result.metrics;
+  json classes = json::object();
+  const std::uint64_t n = unavailable_count(m, &classes);
   const double bound = spec.slo.max_error_rate.value_or(0.001);
-  if (!(static_cast<double>(n) / static_cast<double>(m.measured) > bound)) return std::nullopt;
+  if (!beyond(n, m.measured, bound)) return std::nullopt;
   double first = std::numeric_limits<double>::infinity(), last = 0;
   for (const auto& r : result.requests) {
     if (r.outcome == Outcome::connect || r.outcome == Outcome::tls || r.outcome == Outcome::http_5xx ||
@@ -48,11 +67,13 @@ std::optional<json> outage_of(const JobSpec& spec, const loadgen::StepResult& re
       last = std::max(last, r.scheduled_ms / 1000);
     }
   }
-  return json{{"errors", classes},
-              {"failed", n},
-              {"measured", m.measured},
-              {"first_error_s", std::isfinite(first) ? json(first) : json(nullptr)},
-              {"last_error_s", std::isfinite(first) ? json(last) : json(nullptr)}};
+  json out{{"errors", classes},
+           {"failed", n},
+           {"measured", m.measured},
+           {"first_error_s", std::isfinite(first) ? json(first) : json(nullptr)},
+           {"last_error_s", std::isfinite(first) ? json(last) : json(nullptr)}};
+  if (!m.by_replica.empty()) out["replicas"] = failed_replicas(m, bound);
+  return out;
 }
 
 // The rate the orchestrator steers by: the baseline's sequential rate, the probe's steady
@@ -120,16 +141,17 @@ Saturation saturation_of(const loadgen::StepResult& result, json& evaluation) {
   return sat;
 }
 
-// Each model's own SLO verdict (target.models): does this adapter meet the SLO while the
-// others carry their share of the load.
-void put_model_verdicts(const JobSpec& spec, const StepMetrics& m, bool generator_limited, json& summary) {
-  if (!summary.contains("models")) return;
-  json& models = summary["models"];
-  for (std::size_t k = 0; k < m.by_model.size() && k < models.size(); ++k) {
-    const SloEvaluation ev = evaluate_slo(spec.slo, m.by_model[k], generator_limited);
+// Each model's (replica's) own SLO verdict, in the summary's list `key`: does this adapter
+// meet the SLO while the others carry their share of the load, does this replica.
+void put_split_verdicts(const JobSpec& spec, const StepMetrics::Split& split, const char* key, bool generator_limited,
+                        json& summary) {
+  if (!summary.contains(key)) return;
+  json& list = summary[key];
+  for (std::size_t k = 0; k < split.parts.size() && k < list.size(); ++k) {
+    const SloEvaluation ev = evaluate_slo(spec.slo, split.parts[k], generator_limited);
     const auto* lim = ev.limiting();
-    models[k]["slo_verdict"] = to_string(ev.verdict);
-    models[k]["limiting_metric"] = lim ? json(lim->name) : json(nullptr);
+    list[k]["slo_verdict"] = to_string(ev.verdict);
+    list[k]["limiting_metric"] = lim ? json(lim->name) : json(nullptr);
   }
 }
 
@@ -141,7 +163,8 @@ Verdict judge_verdict(const JobSpec& spec, const loadgen::StepResult& result, bo
   const StepMetrics& m = result.metrics;
   const SloEvaluation ev = evaluate_slo(spec.slo, m, generator_limited);
   evaluation = ev.to_json();
-  put_model_verdicts(spec, m, generator_limited, summary);
+  put_split_verdicts(spec, m.by_model, "models", generator_limited, summary);
+  put_split_verdicts(spec, m.by_replica, "replicas", generator_limited, summary);
   Verdict verdict = ev.verdict;
   const auto* lim = ev.limiting();
   o.limiting_metric = lim ? lim->name : "";

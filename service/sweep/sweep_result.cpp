@@ -61,10 +61,15 @@ std::string outage_warning(const StepOutcome& s) {
   for (const auto& [k, v] : errors.items()) {
     classes += fmt::format("{}{}: {}", classes.empty() ? "" : ", ", k, v.dump());
   }
+  std::string replicas;
+  for (const auto& r : out.value("replicas", json::array())) {
+    replicas += fmt::format("{}{}", replicas.empty() ? "; replicas failing: " : ", ",
+                            r.is_string() ? r.get<std::string>() : r.dump());
+  }
   return fmt::format(
       "target unavailable: the step at {:.3g} req/s and its re-run failed on connection, 5xx or cut-stream errors "
-      "({}; between {:.1f} s and {:.1f} s of the re-run): that verdict is about availability, not capacity",
-      s.offered_rate_rps, classes, out.value("first_error_s", 0.0), out.value("last_error_s", 0.0));
+      "({}; between {:.1f} s and {:.1f} s of the re-run{}): that verdict is about availability, not capacity",
+      s.offered_rate_rps, classes, out.value("first_error_s", 0.0), out.value("last_error_s", 0.0), replicas);
 }
 
 // Warnings that change how far the numbers can be trusted.
@@ -191,6 +196,7 @@ json check_result(const JobSpec& spec, const StepOutcome& s) {
   r["verdict"] = to_string(s.verdict);
   r["target"] = {
       {"base_url", spec.base_url}, {"model", spec.target.model}, {"api", std::string(llm::to_string(spec.target.api))}};
+  if (!spec.target.replicas.empty()) r["target"]["base_urls"] = spec.target.replica_urls();
   json cond;
   const bool closed_loop = spec.check.concurrency > 0;
   cond["mode"] = closed_loop ? "concurrency" : "rate";

@@ -361,6 +361,34 @@ TEST_CASE("llmsim: graceful shutdown lets a running stream finish and refuses ne
   CHECK(http_request(ep, "GET", "/health").transport_error);
 }
 
+namespace {
+
+// Whether a server answers /health at `ep` within ~5 s.
+bool comes_up(const boost::asio::ip::tcp::endpoint& ep) {
+  for (int i = 0; i < 300; ++i) {
+    if (http_request(ep, "GET", "/health", "", std::chrono::milliseconds(200)).status == 200) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+// The exit code of child `pid` once it exits, within ~5 s (else it is killed: -1).
+int exit_code(pid_t pid) {
+  int status = -1;
+  for (int i = 0; i < 500; ++i) {
+    if (waitpid(pid, &status, WNOHANG) == pid) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!WIFEXITED(status)) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return -1;
+  }
+  return WEXITSTATUS(status);
+}
+
+}  // namespace
+
 TEST_CASE("llmsim: the program drains on SIGTERM and exits 0") {
   // A free port: bind to 0, read it, release it for the child.
   boost::asio::io_context io;
@@ -375,12 +403,7 @@ TEST_CASE("llmsim: the program drains on SIGTERM and exits 0") {
     _exit(127);
   }
   const boost::asio::ip::tcp::endpoint ep(boost::asio::ip::make_address("127.0.0.1"), port);
-  bool up = false;
-  for (int i = 0; i < 300 && !up; ++i) {
-    up = http_request(ep, "GET", "/health", "", std::chrono::milliseconds(200)).status == 200;
-    if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  REQUIRE(up);
+  REQUIRE(comes_up(ep));
   auto running =
       std::async(std::launch::async, [&] { return post_stream(ep, "/v1/completions", completion_body(3, 40)); });
   std::this_thread::sleep_for(std::chrono::milliseconds(150));
@@ -388,12 +411,40 @@ TEST_CASE("llmsim: the program drains on SIGTERM and exits 0") {
   auto r = running.get();  // ~0.4 s of tokens still to come: they arrive
   CHECK(r.complete);
   CHECK(r.events.back().data == "[DONE]");
-  int status = -1;
-  for (int i = 0; i < 500; ++i) {
-    if (waitpid(pid, &status, WNOHANG) == pid) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(exit_code(pid) == 0);
+}
+
+TEST_CASE("llmsim: --replicas serves each replica on the next port, each counting its own requests") {
+  // Two free ports in a row: bind both, release them for the child.
+  boost::asio::io_context io;
+  std::uint16_t port = 0;
+  for (int attempt = 0; attempt < 50 && port == 0; ++attempt) {
+    boost::asio::ip::tcp::acceptor a(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
+    const auto p = a.local_endpoint().port();
+    if (p == 65535) continue;
+    boost::system::error_code ec;
+    boost::asio::ip::tcp::acceptor b(io);
+    b.open(boost::asio::ip::tcp::v4());
+    b.bind({boost::asio::ip::make_address("127.0.0.1"), static_cast<std::uint16_t>(p + 1)}, ec);
+    if (!ec) port = p;
   }
-  if (!WIFEXITED(status)) kill(pid, SIGKILL), waitpid(pid, &status, 0);
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+  REQUIRE(port != 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const std::string listen = "127.0.0.1:" + std::to_string(port);
+    execl(CAPSWEEP_LLMSIM_PATH, CAPSWEEP_LLMSIM_PATH, "--listen", listen.c_str(), "--replicas", "2", "--decode-base-ms",
+          "2", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  std::vector<boost::asio::ip::tcp::endpoint> eps;
+  for (int k = 0; k < 2; ++k)
+    eps.emplace_back(boost::asio::ip::make_address("127.0.0.1"), static_cast<std::uint16_t>(port + k));
+  for (const auto& ep : eps) CHECK(comes_up(ep));
+  // Two requests to the first replica, one to the second: each counts its own.
+  for (int n : {0, 0, 1}) CHECK(post_stream(eps[n], "/v1/completions", completion_body(3, 4)).complete);
+  const std::string success = "vllm:request_success_total{model_name=\"sim-8b\",finished_reason=\"length\"}";
+  CHECK(scrape(http_request(eps[0], "GET", "/metrics").body, success) == 2);
+  CHECK(scrape(http_request(eps[1], "GET", "/metrics").body, success) == 1);
+  REQUIRE(kill(pid, SIGTERM) == 0);
+  CHECK(exit_code(pid) == 0);
 }

@@ -77,6 +77,7 @@ Result<SimConfig> apply_json(SimConfig cfg, const nlohmann::json& j) {
     continue;                                   \
   }
     CAPSWEEP_SIM_KEY("listen", cfg.listen, std::string)
+    CAPSWEEP_SIM_KEY("replicas", cfg.replicas, std::uint64_t)
     CAPSWEEP_SIM_KEY("model", cfg.model, std::string)
     CAPSWEEP_SIM_KEY("max_num_seqs", cfg.engine.max_num_seqs, std::uint64_t)
     CAPSWEEP_SIM_KEY("kv_cache_tokens", cfg.engine.kv_cache_tokens, std::uint64_t)
@@ -139,6 +140,7 @@ Result<SimConfig> validate(const SimConfig& cfg) {
   if (cfg.reasoning_tokens > cfg.engine.max_model_len) {
     return invalid("/reasoning_tokens", "must be at most max_model_len");
   }
+  if (cfg.replicas < 1 || cfg.replicas > 16) return invalid("/replicas", "must be in [1, 16]");
   if (cfg.events_per_write < 1 || cfg.events_per_write > 4096) {
     return invalid("/events_per_write", "must be in [1, 4096]");
   }

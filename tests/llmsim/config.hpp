@@ -27,6 +27,9 @@ struct AdapterConfig {
 
 struct SimConfig {
   std::string listen = "127.0.0.1:8000";
+  // Replicas of the server, each on its own engine, listening on the port and those after it
+  // (a port of 0: each its own the system picks): a fleet addressed directly (target.base_urls).
+  std::uint32_t replicas = 1;
   std::string model = "sim-8b";
   EngineParams engine;
   std::vector<AdapterConfig> adapters;  // served beside `model`, each on an engine of its own

@@ -42,6 +42,9 @@ std::optional<int> apply_config_file(SimConfig& cfg, int argc, char** argv) {
 // The server and its continuous-batching engine.
 void add_engine_options(CLI::App& app, SimConfig& cfg) {
   app.add_option("--listen", cfg.listen, "HOST:PORT to listen on")->capture_default_str();
+  app.add_option("--replicas", cfg.replicas,
+                 "replicas, each its own engine, on PORT, PORT+1, ... (PORT 0: ports the system picks)")
+      ->capture_default_str();
   app.add_option("--model", cfg.model, "the model name served")->capture_default_str();
   app.add_option("--max-num-seqs", cfg.engine.max_num_seqs, "most sequences in a batch")->capture_default_str();
   app.add_option("--kv-cache-tokens", cfg.engine.kv_cache_tokens,

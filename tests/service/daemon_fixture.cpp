@@ -89,12 +89,66 @@ std::string raw_exchange(const boost::asio::ip::tcp::endpoint& ep, const std::st
   return answer;
 }
 
-Daemon::Daemon(fs::path db, fs::path log, std::vector<std::string> args, std::optional<unsigned long> nofile)
-    : db_(std::move(db)), log_(std::move(log)), args_(std::move(args)), nofile_(nofile) {
+std::uint16_t free_port() {
   boost::asio::io_context io;
   boost::asio::ip::tcp::acceptor probe(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
-  ep_ = probe.local_endpoint();
-  probe.close();
+  return probe.local_endpoint().port();
+}
+
+pid_t spawn_child(std::vector<std::string> argv, const fs::path& log, std::optional<unsigned long> nofile) {
+  // Everything the child needs is made before fork: the test process has threads (an
+  // in-process simulator), and a child that allocates before exec can hang on a lock one of
+  // them held at the fork.
+  std::vector<char*> raw;
+  for (auto& a : argv) raw.push_back(a.data());
+  raw.push_back(nullptr);
+  const std::string log_path = log.string();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (nofile) {
+      const rlimit lim{*nofile, *nofile};
+      ::setrlimit(RLIMIT_NOFILE, &lim);
+    }
+    const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 2);
+      ::dup2(fd, 1);
+    }
+    ::execv(raw[0], raw.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+bool serves(const boost::asio::ip::tcp::endpoint& ep, const std::string& path, std::chrono::seconds wait) {
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (http_request(ep, "GET", path, "", std::chrono::milliseconds(200)).status == 200) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+SimProcess::SimProcess(fs::path log, std::vector<std::string> args)
+    : ep_(boost::asio::ip::make_address("127.0.0.1"), free_port()) {
+  std::vector<std::string> argv{CAPSWEEP_LLMSIM_PATH, "--listen", "127.0.0.1:" + std::to_string(ep_.port())};
+  argv.insert(argv.end(), args.begin(), args.end());
+  pid_ = spawn_child(std::move(argv), log);
+  INFO(read_text(log));
+  REQUIRE(serves(ep_, "/health"));
+}
+
+void SimProcess::kill9() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+Daemon::Daemon(fs::path db, fs::path log, std::vector<std::string> args, std::optional<unsigned long> nofile)
+    : db_(std::move(db)), log_(std::move(log)), args_(std::move(args)), nofile_(nofile) {
+  ep_ = boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), free_port());
   spawn();
 }
 
@@ -110,37 +164,8 @@ void Daemon::spawn() {
   std::vector<std::string> argv{CAPSWEEPD_PATH, "--listen", "127.0.0.1:" + std::to_string(ep_.port()), "--db",
                                 db_.string()};
   argv.insert(argv.end(), args_.begin(), args_.end());
-  // Everything the child needs is made before fork: the test process has threads (an
-  // in-process simulator), and a child that allocates before exec can hang on a lock one of
-  // them held at the fork.
-  std::vector<char*> raw;
-  for (auto& a : argv) raw.push_back(a.data());
-  raw.push_back(nullptr);
-  const std::string log_path = log_.string();
-  const std::optional<unsigned long> nofile = nofile_;
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    if (nofile) {
-      const rlimit lim{*nofile, *nofile};
-      ::setrlimit(RLIMIT_NOFILE, &lim);
-    }
-    const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) {
-      ::dup2(fd, 2);
-      ::dup2(fd, 1);
-    }
-    ::execv(raw[0], raw.data());
-    ::_exit(127);
-  }
-  pid_ = pid;
-  // Bounded by time, not by tries: a sanitizer build on a loaded machine can take seconds to
-  // come up (a refused connection returns at once, so tries alone bound nothing).
-  bool up = false;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!up && std::chrono::steady_clock::now() < deadline) {
-    up = http_request(ep_, "GET", "/healthz", "", std::chrono::milliseconds(200)).status == 200;
-    if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  pid_ = spawn_child(std::move(argv), log_, nofile_);
+  const bool up = serves(ep_, "/healthz");
   INFO(read_text(log_));
   REQUIRE(up);
 }

@@ -48,6 +48,34 @@ bool job_ended(const nlohmann::json& view);
 // "http://127.0.0.1:<port>": a loopback server's base URL.
 std::string loopback_url(std::uint16_t port);
 
+// Starts `argv` (a program's path first) as a child process, its stdout and stderr appended
+// to `log`, under the open-file limit `nofile` where given; its pid.
+pid_t spawn_child(std::vector<std::string> argv, const std::filesystem::path& log,
+                  std::optional<unsigned long> nofile = std::nullopt);
+// Whether `path` at `ep` answers 200 within `wait` (bounded by time: a sanitizer build on a
+// loaded machine can take seconds to come up).
+bool serves(const boost::asio::ip::tcp::endpoint& ep, const std::string& path,
+            std::chrono::seconds wait = std::chrono::seconds(30));
+// A loopback port free when asked (bound, read and released).
+std::uint16_t free_port();
+
+// capsweep-llmsim as a process of its own (`args` after --listen), which a test can kill with
+// SIGKILL as a replica dies: its connections reset, its port refusing.
+class SimProcess {
+ public:
+  SimProcess(std::filesystem::path log, std::vector<std::string> args);
+  ~SimProcess() { kill9(); }
+  SimProcess(const SimProcess&) = delete;
+  SimProcess& operator=(const SimProcess&) = delete;
+  std::string url() const { return loopback_url(ep_.port()); }
+  const boost::asio::ip::tcp::endpoint& endpoint() const { return ep_; }
+  void kill9();
+
+ private:
+  boost::asio::ip::tcp::endpoint ep_;
+  pid_t pid_ = -1;
+};
+
 class Daemon {
  public:
   // Starts capsweepd --listen 127.0.0.1:<free port> --db <db> plus `args`; waits for /healthz.

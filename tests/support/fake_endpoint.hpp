@@ -5,6 +5,7 @@
 // counts what it saw so a test can check the engine's dispatch from the endpoint's side.
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/io_context.hpp>
@@ -27,6 +28,8 @@ struct FakeModel {
   Nanos itl = std::chrono::milliseconds(5);
   std::uint32_t tokens = 4;
   bool hang = false;  // never answer: requests end only when cancelled
+  // A target of replicas (target.base_urls): the ITL on replica k (none: `itl` on every one).
+  std::vector<Nanos> replica_itl;
   // The outcome of request `index` (from the request id's last number); ok = answer normally.
   std::function<Outcome(std::uint64_t index)> outcome_of;
   // What an answer says, as the SSE data payloads a target would send for this request body
@@ -39,6 +42,7 @@ struct FakeStats {
   std::atomic<std::uint64_t> requests{0};
   std::atomic<std::uint64_t> max_concurrent{0};
   std::atomic<std::uint64_t> cancel_calls{0};
+  std::array<std::atomic<std::uint64_t>, 8> by_replica{};  // requests each replica was sent
 };
 
 class FakeEndpoint final : public loadgen::Endpoint {
@@ -57,6 +61,8 @@ class FakeEndpoint final : public loadgen::Endpoint {
       co_return;
     }
     stats_->requests++;
+    stats_->by_replica[rec.replica % stats_->by_replica.size()]++;
+    const Nanos itl = rec.replica < model_.replica_itl.size() ? model_.replica_itl[rec.replica] : model_.itl;
     ++concurrent_;
     stats_->max_concurrent = std::max<std::uint64_t>(stats_->max_concurrent, concurrent_);
     const std::uint64_t index = std::stoull(request_id.substr(request_id.rfind('-') + 1));
@@ -68,7 +74,7 @@ class FakeEndpoint final : public loadgen::Endpoint {
       rec.outcome = planned;
     } else {
       for (std::uint32_t k = 0; alive && k < model_.tokens; ++k) {
-        if (k > 0) alive = co_await wait_for(timer, model_.itl);
+        if (k > 0) alive = co_await wait_for(timer, itl);
         if (alive) rec.chunks.push_back(Chunk{now(), 1});
       }
       if (alive) rec.output_tokens = model_.tokens;

@@ -209,8 +209,7 @@ TEST_CASE("agents: an answer of no generated tokens crosses the wire with the it
   bad.push_back(70000);  // a model's index past 65535
   refused(bad, "/r/16");
   bad = j;
-  bad.push_back(1);
-  bad.push_back(1);  // 18 elements
+  for (int k = 0; k < 3; ++k) bad.push_back(1U);  // 19 elements: past the replica's
   refused(bad, "/r");
   bad = j;
   bad[10] = 2;  // a chunk of 0 tokens is only a tokenless answer's
@@ -235,6 +234,20 @@ TEST_CASE("agents: an answer of no generated tokens crosses the wire with the it
   CHECK(a[15] == 0);
   CHECK(loadgen::decode_record(a, "/r").value().rec.model == 2);
   CHECK(loadgen::encode_record(5, sample_record()).size() == 14);
+  // The replica it went to crosses last; out of its range, or not a number, it is refused.
+  RequestRecord replica = sample_record();
+  replica.replica = 3;
+  json rj = loadgen::encode_record(6, replica);
+  REQUIRE(rj.size() == 18);
+  CHECK(rj[16] == 0);
+  CHECK(loadgen::decode_record(rj, "/r").value().rec.replica == 3);
+  rj[17] = 70000;
+  refused(rj, "/r/17");
+  rj[17] = "3";
+  refused(rj, "/r/17");
+  rj[17] = 3;
+  rj.push_back(1);
+  refused(rj, "/r");  // nothing past the replica
 }
 
 TEST_CASE("agents: the clock estimate keeps the smallest round trip") {
@@ -650,6 +663,25 @@ TEST_CASE("agents: a record is taken once, for an index of the agent's own share
     CHECK(none.empty());
     CHECK(fresh.records() == 0);
   }
+}
+
+TEST_CASE("agents: a record's model and replica must be the target's") {
+  auto expect = std::make_shared<loadgen::StepExpectation>(*expect_times(4, 5ms));
+  expect->models = 2;
+  expect->replicas = 3;
+  loadgen::ShareLedger ledger(expect.get(), 0, 1);
+  std::vector<loadgen::IndexedRecord> kept;
+  auto fine = evidence(0, 5ms);
+  fine.rec.model = 1;
+  fine.rec.replica = 2;
+  REQUIRE(offer(ledger, {fine}, kept).empty());
+  auto stray = evidence(1, 5ms);
+  stray.rec.replica = 3;
+  CHECK(offer(ledger, {stray}, kept).find("the target has 2 model(s), 3 replica(s)") != std::string::npos);
+  auto foreign = evidence(2, 5ms);
+  foreign.rec.model = 2;
+  CHECK(!offer(ledger, {foreign}, kept).empty());
+  CHECK(kept.size() == 1);
 }
 
 TEST_CASE("agents: a record's instants must be ordered and its schedule the step's") {

@@ -510,13 +510,13 @@ TEST_CASE("a target of several models: each model's metrics beside the total, pa
   b.add(fast);
   a.merge(std::move(b));
   const StepMetrics m = std::move(a).finish();
-  REQUIRE(m.by_model.size() == 2);
+  REQUIRE(m.by_model.parts.size() == 2);
   CHECK(m.completed == 3);
-  CHECK(m.by_model[0].completed == 2);
-  CHECK(m.by_model[1].completed == 1);
-  CHECK(m.by_model[0].itl_ms.percentile(50) == Approx(4));
-  CHECK(m.by_model[1].itl_ms.percentile(50) == Approx(16));
-  CHECK(m.by_model[0].duration_s() == m.duration_s());
+  CHECK(m.by_model.parts[0].completed == 2);
+  CHECK(m.by_model.parts[1].completed == 1);
+  CHECK(m.by_model.parts[0].itl_ms.percentile(50) == Approx(4));
+  CHECK(m.by_model.parts[1].itl_ms.percentile(50) == Approx(16));
+  CHECK(m.by_model.parts[0].duration_s() == m.duration_s());
   const auto s = m.summary();
   REQUIRE(s["models"].size() == 2);
   CHECK(s["models"][0]["model"] == "fast");
@@ -528,4 +528,51 @@ TEST_CASE("a target of several models: each model's metrics beside the total, pa
   one.split_by_model({"only"});
   one.add(fast);
   CHECK_FALSE(std::move(one).finish().summary().contains("models"));
+}
+
+TEST_CASE("a target of several replicas: each replica's metrics and errors beside the total, models apart") {
+  StepAccumulator a({0s, 10s, 12s, 1.0}), b({0s, 10s, 12s, 1.0});
+  for (StepAccumulator* acc : {&a, &b}) {
+    acc->split_by_model({"base", "lora"});
+    acc->split_by_replica({"http://127.0.0.1:8001", "http://127.0.0.1:8002", "http://127.0.0.1:8003"});
+  }
+  RequestRecord first = ok_request(1s, 1010ms, 4ms, 9);
+  RequestRecord second = ok_request(2s, 2040ms, 16ms, 9);
+  second.replica = 1;
+  second.model = 1;
+  RequestRecord refused;
+  refused.scheduled = 3s;
+  refused.finished = 3001ms;
+  refused.outcome = Outcome::connect;
+  refused.replica = 2;
+  a.add(first);
+  a.add(second);
+  b.add(refused);
+  b.add(first);
+  a.end_window(9s, 11s);
+  a.merge(std::move(b));
+  const StepMetrics m = std::move(a).finish();
+  REQUIRE(m.by_replica.parts.size() == 3);
+  CHECK(m.measured == 4);
+  CHECK(m.by_replica.parts[0].completed == 2);
+  CHECK(m.by_replica.parts[1].completed == 1);
+  CHECK(m.by_replica.parts[2].completed == 0);
+  CHECK(m.by_replica.parts[2].outcomes[static_cast<std::size_t>(Outcome::connect)] == 1);
+  CHECK(m.by_replica.parts[2].duration_s() == Approx(9));
+  CHECK(m.by_model.parts[1].completed == 1);
+  const auto s = m.summary();
+  REQUIRE(s["replicas"].size() == 3);
+  CHECK(s["replicas"][2]["replica"] == "http://127.0.0.1:8003");
+  CHECK(s["replicas"][1]["median_itl_ms"].get<double>() == Approx(16));
+  CHECK(s["replicas"][2]["failed"] == 1);
+  CHECK(s["models"].size() == 2);
+  // A record naming a replica the target has not is in the total alone.
+  StepAccumulator c({0s, 10s, 12s, 1.0});
+  c.split_by_replica({"http://a:1", "http://b:1"});
+  RequestRecord stray = first;
+  stray.replica = 7;
+  c.add(stray);
+  const StepMetrics n = std::move(c).finish();
+  CHECK(n.completed == 1);
+  CHECK(n.by_replica.parts[0].completed + n.by_replica.parts[1].completed == 0);
 }

@@ -494,3 +494,56 @@ TEST_CASE("cancelling a split step stops every part") {
   CHECK(run.runner->progress().in_flight == 0);
   CHECK(r->requests.size() < 10000);
 }
+
+namespace {
+
+// A fake target of three replicas behind `model` (each replica's ITL as the model says).
+std::unique_ptr<loadgen::StepRunner> replicas_runner(FakeModel model, std::shared_ptr<FakeStats> stats,
+                                                     llm::Balance balance) {
+  llm::Target t = testing::loopback_target(1);
+  for (int k = 0; k < 3; ++k)
+    t.replicas.push_back(
+        {"http://127.0.0.1:" + std::to_string(k + 1), "http", "127.0.0.1", static_cast<std::uint16_t>(k + 1), ""});
+  t.balance = balance;
+  return std::make_unique<loadgen::StepRunner>(t, testing::fixed_workload(16, 4),
+                                               testing::fake_endpoint(std::move(model), std::move(stats)));
+}
+
+}  // namespace
+
+TEST_CASE("round robin spreads a step split over parts within 1 request per replica, each replica's figures kept") {
+  auto stats = std::make_shared<FakeStats>();
+  FakeModel m;
+  m.ttft = 2ms;
+  m.itl = 1ms;
+  m.tokens = 2;
+  auto runner = replicas_runner(m, stats, llm::Balance::round_robin);
+  auto spec = rate_step(2500, 400ms);  // 1,000 sent by 3 engine parts
+  spec.engine_threads = 3;
+  auto r = runner->run(spec);
+  REQUIRE(r.has_value());
+  REQUIRE(r->requests.size() == 1000);
+  const std::uint64_t a = stats->by_replica[0], b = stats->by_replica[1], c = stats->by_replica[2];
+  CHECK(a + b + c == 1000);
+  CHECK(std::max({a, b, c}) - std::min({a, b, c}) <= 1);
+  REQUIRE(r->metrics.by_replica.parts.size() == 3);
+  CHECK(r->metrics.by_replica.names[2] == "http://127.0.0.1:3");
+  for (std::size_t k = 0; k < 3; ++k) CHECK(r->metrics.by_replica.parts[k].measured == stats->by_replica[k]);
+  for (const auto& n : runner->progress().replica_in_flight) CHECK(n == 0);  // each one left its replica
+}
+
+TEST_CASE("least in flight sends more to the replica that answers sooner") {
+  auto stats = std::make_shared<FakeStats>();
+  FakeModel m;
+  m.ttft = 5ms;
+  m.tokens = 5;
+  m.replica_itl = {2ms, 40ms, 40ms};  // ~13 ms on replica 0, ~165 ms on the others
+  auto runner = replicas_runner(m, stats, llm::Balance::least_in_flight);
+  auto r = runner->run(rate_step(100, 2s));
+  REQUIRE(r.has_value());
+  CHECK(r->metrics.completed == 200);
+  // The slow replicas hold their requests ~12 times longer: each takes a request only while
+  // the fast one has as many in flight, which it seldom has.
+  CHECK(stats->by_replica[0] > 3 * stats->by_replica[1]);
+  CHECK(stats->by_replica[0] > 3 * stats->by_replica[2]);
+}

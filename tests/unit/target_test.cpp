@@ -153,3 +153,51 @@ TEST_CASE("target: bad models name the field") {
   for (int i = 0; i < 17; ++i) many["models"].push_back({{"name", "m" + std::to_string(i)}});
   CHECK(parse_target(many).error().field == "/target/models");
 }
+
+TEST_CASE("target: base_urls are replicas, each its own URL parts, balanced as asked") {
+  auto t = parse_target(json::parse(
+      R"({"base_urls": ["http://10.0.0.1:8000", "https://[::1]:9443/v2/"], "balance": "least_in_flight", "model": "m"})"));
+  REQUIRE(t.has_value());
+  CHECK(t->replica_count() == 2);
+  CHECK(t->balance == Balance::least_in_flight);
+  CHECK(t->host == "10.0.0.1");  // the first replica's parts are the target's own
+  CHECK(t->port == 8000);
+  const Target second = t->at_replica(1);
+  CHECK(second.scheme == "https");
+  CHECK(second.host == "::1");
+  CHECK(second.port == 9443);
+  CHECK(second.base_path == "/v2");
+  CHECK(second.model == "m");
+  CHECK(second.replicas.empty());
+  CHECK(t->replica_urls() == std::vector<std::string>{"http://10.0.0.1:8000", "https://[::1]:9443/v2/"});
+  auto rr = parse_target(json::parse(R"({"base_urls": ["http://a:1", "http://b:1"], "model": "m"})"));
+  CHECK(rr->balance == Balance::round_robin);
+  // One replica, or one base_url: no split.
+  auto single = parse_target(json::parse(R"({"base_urls": ["http://a:1"], "model": "m"})"));
+  CHECK(single->replica_count() == 1);
+  CHECK(single->replica_urls().empty());
+  CHECK(parse_target(json::parse(R"({"base_url": "http://a:1", "model": "m"})"))->replica_count() == 1);
+}
+
+TEST_CASE("target: bad base_urls and balance name the field") {
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {R"({"model": "m"})", "/target/base_url"},
+      {R"({"base_url": "http://a:1", "base_urls": ["http://b:1"], "model": "m"})", "/target/base_urls"},
+      {R"({"base_urls": [], "model": "m"})", "/target/base_urls"},
+      {R"({"base_urls": "http://a:1", "model": "m"})", "/target/base_urls"},
+      {R"({"base_urls": ["http://a:1", 5], "model": "m"})", "/target/base_urls/1"},
+      {R"({"base_urls": ["http://a:1", "ftp://b"], "model": "m"})", "/target/base_urls/1"},
+      {R"({"base_urls": ["http://a:1", "http://a:1/"], "model": "m"})", "/target/base_urls/1"},
+      {R"({"base_urls": ["http://a:1"], "balance": "random", "model": "m"})", "/target/balance"},
+      {R"({"base_urls": ["http://a:1"], "balance": 1, "model": "m"})", "/target/balance"},
+  };
+  for (const auto& [text, field] : cases) {
+    INFO(text);
+    auto r = parse_target(json::parse(text));
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.error().field == field);
+  }
+  json many = {{"base_urls", json::array()}, {"model", "m"}};
+  for (int i = 0; i <= 64; ++i) many["base_urls"].push_back("http://h:" + std::to_string(i + 1));
+  CHECK(parse_target(many).error().field == "/target/base_urls");
+}

@@ -8,9 +8,10 @@ using json = nlohmann::json;
 
 TEST_CASE("llmsim config: JSON keys apply onto the defaults") {
   auto cfg = apply_json(SimConfig{}, json::parse(R"({"model": "m", "max_num_seqs": 8,
-      "decode_base_ms": 5.5, "cold_start_mode": "503", "ready_lies": true, "error_rate": 0.1})"))
+      "decode_base_ms": 5.5, "cold_start_mode": "503", "ready_lies": true, "error_rate": 0.1, "replicas": 3})"))
                  .value();
   CHECK(cfg.model == "m");
+  CHECK(cfg.replicas == 3);
   CHECK(cfg.engine.max_num_seqs == 8);
   CHECK(cfg.engine.decode_base_ms == 5.5);
   CHECK(cfg.cold_start_mode == ColdStartMode::unavailable);
@@ -46,6 +47,8 @@ TEST_CASE("llmsim config: bad settings name the key") {
       {R"({"overrun_max_tokens_rate": 1.01})", "/overrun_max_tokens_rate"},
       {R"({"nondeterminism_rate": -0.5})", "/nondeterminism_rate"},
       {R"({"wrong_answer_rate": 7})", "/wrong_answer_rate"},
+      {R"({"replicas": 0})", "/replicas"},
+      {R"({"replicas": 17})", "/replicas"},
   };
   for (const auto& [text, field] : ranges) {
     INFO(text);
