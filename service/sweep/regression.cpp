@@ -1,6 +1,7 @@
 #include "sweep/regression.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -51,6 +52,22 @@ const StepOutcome* find_step(const std::vector<StepOutcome>& steps, StepKind kin
   return nullptr;
 }
 
+// A look at the evidence: after `rounds` complete rounds, spending `alpha`.
+struct Look {
+  int rounds;
+  double alpha;
+};
+
+int max_rounds(const JobSpec& spec) {
+  return std::max(spec.regression.rounds, spec.regression.max_rounds);
+}
+
+// Sequential rounds look after rounds, rounds + 1, ... max_rounds: alpha is spent evenly over
+// the looks (Bonferroni), so the chance of any false verdict over all of them stays within it.
+double alpha_per_look(const JobSpec& spec) {
+  return spec.regression.alpha / (max_rounds(spec) - spec.regression.rounds + 1);
+}
+
 StepOrder run_order(const JobSpec& spec, Role role, int round, bool first) {
   const RegressionSettings& r = spec.regression;
   StepOrder o;
@@ -66,12 +83,13 @@ StepOrder run_order(const JobSpec& spec, Role role, int round, bool first) {
   return o;
 }
 
-// A metric's value in each run of one side, in round order; nullopt where a run lacks it.
-std::vector<std::optional<double>> run_values(const std::vector<StepOutcome>& steps, const JobSpec& spec, Role role,
+// A metric's value in each run of one side of the first `rounds` rounds, in round order;
+// nullopt where a run lacks it.
+std::vector<std::optional<double>> run_values(const std::vector<StepOutcome>& steps, int rounds, Role role,
                                               const std::string& key, bool per_request = false) {
-  std::vector<std::optional<double>> out(static_cast<std::size_t>(spec.regression.rounds));
+  std::vector<std::optional<double>> out(static_cast<std::size_t>(rounds));
   for (const auto& s : steps) {
-    if (s.kind != StepKind::run || s.role != role || s.round < 0 || s.round >= spec.regression.rounds) continue;
+    if (s.kind != StepKind::run || s.role != role || s.round < 0 || s.round >= rounds) continue;
     auto it = s.summary.find(key);
     if (it == s.summary.end() || !it->is_number()) continue;
     double v = it->get<double>();
@@ -105,18 +123,21 @@ json result_json(const WelchResult& w, Worse worse) {
 // with paired rounds (`pa`, `pb`), the spread of the per-round ratios (a round's load moves
 // both of its runs alike and cancels); otherwise the baseline's own runs (a rate in its
 // per-request form). Beyond the threshold this measurement cannot judge the metric: never a
-// pass, a fail only beyond that spread.
+// pass, a fail only beyond that spread. The spread is of the first `rounds` rounds (the
+// planned ones), whatever rounds were added: a range grows with the runs it spans.
 ChangeVerdict judge_spread(const GateMetric& m, const JobSpec& spec, const std::vector<StepOutcome>& steps,
                            const std::vector<double>* pa, const std::vector<double>* pb, const WelchResult& chosen,
                            ChangeVerdict v, json& j, std::vector<std::string>& warnings) {
   const std::string& spread_key = m.spread_key.empty() ? m.key : m.spread_key;
+  const int rounds = spec.regression.rounds;
   const double baseline_spread =
-      spread_pct(present(run_values(steps, spec, Role::baseline, spread_key, m.spread_per_offered)));
+      spread_pct(present(run_values(steps, rounds, Role::baseline, spread_key, m.spread_per_offered)));
   j["baseline_spread_pct"] = rounded(baseline_spread);
   double spread = baseline_spread;
   if (pa && pb) {
     std::vector<double> ratios;
-    for (std::size_t i = 0; i < pa->size(); ++i) ratios.push_back((*pb)[i] / (*pa)[i]);
+    for (std::size_t i = 0; i < pa->size() && i < static_cast<std::size_t>(rounds); ++i)
+      ratios.push_back((*pb)[i] / (*pa)[i]);
     spread = spread_pct(ratios);
     j["spread_of"] = "per-round ratios";
   } else {
@@ -139,11 +160,11 @@ ChangeVerdict judge_spread(const GateMetric& m, const JobSpec& spec, const std::
 // One metric's verdict with every number it rests on. The test is paired when every round has
 // both runs (they had the identical schedule and prompts): Student's t on the per-round
 // ratios; otherwise Welch's t on the per-run values. Welch's result is shown either way.
-json metric_verdict(const GateMetric& m, const JobSpec& spec, const std::vector<StepOutcome>& steps,
+json metric_verdict(const GateMetric& m, const JobSpec& spec, const std::vector<StepOutcome>& steps, Look look,
                     std::vector<std::string>& warnings) {
-  const double alpha = spec.regression.alpha;
-  const auto a_rounds = run_values(steps, spec, Role::baseline, m.key);
-  const auto b_rounds = run_values(steps, spec, Role::candidate, m.key);
+  const double alpha = look.alpha;
+  const auto a_rounds = run_values(steps, look.rounds, Role::baseline, m.key);
+  const auto b_rounds = run_values(steps, look.rounds, Role::candidate, m.key);
   const auto a = present(a_rounds), b = present(b_rounds);
   json j{{"baseline_runs", a},
          {"candidate_runs", b},
@@ -356,6 +377,73 @@ json side_of(const llm::Target& t, const std::string& base_url) {
   return {{"base_url", base_url}, {"model", t.model}, {"api", std::string(llm::to_string(t.api))}};
 }
 
+// Whether both runs of each of the first `rounds` rounds are stored.
+bool rounds_done(const std::vector<StepOutcome>& steps, int rounds) {
+  for (int round = 0; round < rounds; ++round) {
+    for (Role role : {Role::baseline, Role::candidate}) {
+      if (!find_step(steps, StepKind::run, role, round)) return false;
+    }
+  }
+  return true;
+}
+
+// The metrics' standing after `rounds` rounds: the failed ones, and the undecided ones (their
+// interval straddles the threshold, and the run-to-run spread does not rule them out of
+// judging: more rounds cannot change that). Settled once one failed (the regression fails
+// whatever the others say) or none is undecided.
+struct Standing {
+  std::vector<std::string> failed, undecided, unjudgeable;
+  bool settled() const noexcept { return !failed.empty() || undecided.empty(); }
+};
+
+Standing standing(const JobSpec& spec, const std::vector<StepOutcome>& steps, int rounds) {
+  Standing out;
+  std::vector<std::string> ignored;
+  for (const auto& m : spec.regression.metrics) {
+    const json v = metric_verdict(m, spec, steps, {rounds, alpha_per_look(spec)}, ignored);
+    if (v["verdict"] == "fail") out.failed.push_back(m.key);
+    if (v["verdict"] != "inconclusive") continue;
+    (v.value("a_to_a_exceeds_threshold", false) ? out.unjudgeable : out.undecided).push_back(m.key);
+  }
+  return out;
+}
+
+// The rounds this regression runs: `rounds`, then (sequential) one more at a time while the
+// last complete round leaves the metrics unsettled, up to max_rounds. The same from the stored
+// steps however often asked: a resumed job goes on where it was.
+int rounds_planned(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
+  int planned = spec.regression.rounds;
+  while (planned < max_rounds(spec) && rounds_done(steps, planned) && !standing(spec, steps, planned).settled())
+    ++planned;
+  return planned;
+}
+
+// How the rounds were spent (sequential regressions): how many ran, the error each look
+// spent, and why they stopped.
+json sequential_of(const JobSpec& spec, const std::vector<StepOutcome>& steps, int rounds) {
+  const Standing st = standing(spec, steps, rounds);
+  std::string why =
+      fmt::format("max_rounds ({}) reached with {} undecided", max_rounds(spec), fmt::join(st.undecided, ", "));
+  if (!st.failed.empty()) {
+    why = fmt::format("{} failed after {} rounds", fmt::join(st.failed, ", "), rounds);
+  } else if (st.undecided.empty() && !st.unjudgeable.empty()) {
+    why = fmt::format(
+        "after {} rounds every metric is decided but {}, whose run-to-run spread exceeds its threshold "
+        "(more rounds cannot judge it)",
+        rounds, fmt::join(st.unjudgeable, ", "));
+  } else if (st.undecided.empty()) {
+    why = fmt::format("every metric decided after {} rounds", rounds);
+  }
+  return {{"min_rounds", spec.regression.rounds},
+          {"max_rounds", max_rounds(spec)},
+          {"rounds_run", rounds},
+          {"looks", rounds - spec.regression.rounds + 1},
+          {"alpha_per_look", alpha_per_look(spec)},
+          {"undecided", st.undecided},
+          {"unjudgeable", st.unjudgeable},
+          {"stopped", why}};
+}
+
 }  // namespace
 
 std::vector<Role> round_order(const JobSpec& spec, int round) {
@@ -369,7 +457,8 @@ std::vector<Role> round_order(const JobSpec& spec, int round) {
 
 Action next_regression_action(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
   bool first = steps.empty();
-  for (int round = 0; round < spec.regression.rounds; ++round) {
+  const int rounds = rounds_planned(spec, steps);
+  for (int round = 0; round < rounds; ++round) {
     for (Role role : round_order(spec, round)) {
       const StepOutcome* s = find_step(steps, StepKind::run, role, round);
       if (!s) return run_order(spec, role, round, first);
@@ -397,7 +486,7 @@ Action next_regression_action(const JobSpec& spec, const std::vector<StepOutcome
 
 Plan regression_progress(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
   Plan p;
-  p.steps_planned = 2 * spec.regression.rounds + static_cast<int>(quality_passes(spec).size());
+  p.steps_planned = 2 * rounds_planned(spec, steps) + static_cast<int>(quality_passes(spec).size());
   const Action next = next_regression_action(spec, steps);
   p.phase = std::holds_alternative<StepOrder>(next) ? std::get<StepOrder>(next).phase : "done";
   return p;
@@ -424,9 +513,9 @@ QualityTally quality_tally_from(const json& summary) {
 namespace {
 
 // The conditions a regression ran under: rate, arrivals, lengths, rounds and their order.
-json regression_conditions(const JobSpec& spec) {
+json regression_conditions(const JobSpec& spec, int rounds) {
   json order = json::array();
-  for (int round = 0; round < spec.regression.rounds; ++round) {
+  for (int round = 0; round < rounds; ++round) {
     json o = json::array();
     for (Role role : round_order(spec, round)) o.push_back(to_string(role));
     order.push_back(std::move(o));
@@ -446,7 +535,7 @@ json regression_conditions(const JobSpec& spec) {
           {"duration_s", to_s(spec.regression.duration)},
           {"warmup_s", to_s(spec.regression.warmup)},
           {"cooldown_s", to_s(spec.regression.cooldown)},
-          {"rounds", spec.regression.rounds},
+          {"rounds", rounds},
           {"order", std::move(order)},
           {"alpha", spec.regression.alpha}};
 }
@@ -480,8 +569,10 @@ json regression_result(const JobSpec& spec, const std::vector<StepOutcome>& step
   }
   json metrics = json::object();
   std::string worst = "pass";
+  const int rounds = rounds_planned(spec, steps);
+  const bool sequential = max_rounds(spec) > spec.regression.rounds;
   for (const auto& m : spec.regression.metrics) {
-    json v = metric_verdict(m, spec, steps, warnings);
+    json v = metric_verdict(m, spec, steps, {rounds, alpha_per_look(spec)}, warnings);
     if (severity(v["verdict"].get<std::string>()) > severity(worst)) worst = v["verdict"].get<std::string>();
     metrics[m.key] = std::move(v);
   }
@@ -510,7 +601,8 @@ json regression_result(const JobSpec& spec, const std::vector<StepOutcome>& step
   r["verdict"] = worst;
   r["baseline"] = side_of(spec.target, spec.base_url);
   if (spec.candidate) r["candidate"] = side_of(spec.candidate->target, spec.candidate->base_url);
-  r["conditions"] = regression_conditions(spec);
+  r["conditions"] = regression_conditions(spec, rounds);
+  if (sequential) r["sequential"] = sequential_of(spec, steps, rounds);
   r["runs"] = runs_table(spec, steps);
   r["warnings"] = warnings;
   r["basis"] = spec.basis;

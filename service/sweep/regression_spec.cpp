@@ -83,9 +83,13 @@ Result<RegressionSettings> parse_regression(const json& j, bool trace) {
       .seconds("warmup_s", r.warmup, true)
       .seconds("cooldown_s", r.cooldown, true)
       .integer("rounds", r.rounds, 2, 50)
+      .integer("max_rounds", r.max_rounds, 2, 50)
       .integer("max_concurrency", r.max_concurrency, 0, 100'000)
       .seconds("drain_timeout_s", r.drain_timeout);
   if (rd.error()) return *rd.error();
+  if (j.contains("max_rounds") && r.max_rounds < r.rounds) {
+    return invalid(f + "/max_rounds", fmt::format("must be at least rounds ({}): the rounds run first", r.rounds));
+  }
   auto alpha = fields::number_in(j, "alpha", f, r.alpha, 1e-6, 0.5);
   if (!alpha) return alpha.error();
   r.alpha = *alpha;

@@ -135,6 +135,9 @@ struct RegressionSettings {
   Nanos warmup = std::chrono::seconds(10);
   Nanos cooldown{0};  // pause before every run but the first
   int rounds = 3;
+  // Sequential rounds: after `rounds`, one more round at a time while some metric is
+  // undecided, up to this many; alpha is spent evenly over the looks. 0: `rounds`, fixed.
+  int max_rounds = 0;
   RunOrder order = RunOrder::alternate;
   std::vector<GateMetric> metrics;  // the thresholds judged
   double alpha = 0.05;

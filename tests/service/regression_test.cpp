@@ -180,6 +180,47 @@ TEST_CASE("regression: A vs an identical A' passes every metric and every qualit
   CHECK(roles == std::set<std::string>{"baseline", "candidate"});
 }
 
+TEST_CASE(
+    "regression: sequential rounds: a 25%-slower B fails at the first look - A vs A' never fails, adding rounds") {
+  SimFixture a(default_sim()), a2(default_sim()), b(slower(1.25));
+  TempDir dir;
+  Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
+  json spec = regression_job(base_of(a), base_of(b), "sequential A vs B");
+  spec["regression"]["rounds"] = 3;
+  spec["regression"]["max_rounds"] = 8;
+  spec["regression"]["duration_s"] = 6;
+  spec["regression"]["rate_rps"] = 20;
+  // TTFT at 20% as in the A vs A' job above: the simulator's ~25 ms TTFT moves 10% with a
+  // few ms of scheduling jitter on a loaded machine.
+  spec["regression"]["thresholds"]["ttft_p95_rise_pct"] = 20;
+  const json slow = run_job(d, spec)["result"];
+  INFO(verdicts_of(slow));
+  CHECK(slow["verdict"] == "fail");
+  CHECK(slow["metrics"]["p95_itl_ms"]["verdict"] == "fail");
+  CHECK(slow["sequential"]["rounds_run"] == 3);
+  CHECK(slow["sequential"]["alpha_per_look"].get<double>() == Approx(0.05 / 6));
+  CHECK(slow["runs"].size() == 6);
+  spec["candidate"]["target"]["base_url"] = base_of(a2);
+  spec["name"] = "sequential A vs A'";
+  const json v = run_job(d, spec);
+  const json& same = v["result"];
+  INFO(verdicts_of(same));
+  INFO(same["sequential"].dump());
+  const int n = same["sequential"]["rounds_run"].get<int>();
+  WARN("A vs A': " << same["verdict"] << " after " << n << " rounds: " << same["sequential"]["stopped"]);
+  CHECK(same["verdict"] != "fail");
+  CHECK(n >= 3);
+  CHECK(n <= 8);
+  // Every round ran both sides, and a round past the third only after a look that left a
+  // metric undecided: the job stops at the first look that settles it.
+  const json steps = d.get_json("/v1/sweeps/" + v["id"].get<std::string>() + "/steps")["steps"];
+  CHECK(steps.size() == 2 * static_cast<std::size_t>(n));
+  if (n < 8 && same["generator_limited"] == false) {
+    CHECK(same["verdict"] == "pass");
+    CHECK(same["sequential"]["stopped"] == fmt::format("every metric decided after {} rounds", n));
+  }
+}
+
 TEST_CASE("regression: a slower candidate that breaks JSON fails on ITL p95, TPOT and the JSON rate") {
   // 25% longer decode iterations and 10% of JSON answers broken: both are reported.
   llmsim::SimConfig b = slower(1.25);

@@ -2,6 +2,8 @@
 // fabricated steps (read back from their stored form, as after a restart).
 #include "sweep/regression.hpp"
 
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 #include <functional>
 #include <map>
@@ -331,4 +333,62 @@ TEST_CASE("regression: a judge gates the verdict only once its scores agree with
   CHECK(r["judge"]["calibration"]["scored"] == 5);
   CHECK(r["judge"]["calibration"]["calibrated"] == false);
   CHECK(r["verdict"] == "pass");
+}
+
+TEST_CASE("regression: sequential rounds go on until every metric is decided, spending alpha over the looks") {
+  // The candidate's TTFT per round around no change: noisy in the first three rounds, steadier
+  // after. ITL and goodput are the baseline's exactly.
+  const double noise[] = {1.04, 0.97, 1.03, 1.0, 1.01, 0.99, 1.0, 1.01, 0.99, 1.0, 1.01, 0.99};
+  const auto values = [&](Role role, int r) { return latencies(20 * (role == Role::candidate ? noise[r] : 1.0), 10); };
+  std::vector<StepOrder> orders;
+  const json fixed = run(regression_spec(3), values, orders);
+  CHECK(fixed["metrics"]["p95_ttft_ms"]["verdict"] == "inconclusive");  // three rounds cannot tell
+  CHECK_FALSE(fixed.contains("sequential"));
+  JobSpec spec = regression_spec(3);
+  spec.regression.max_rounds = 10;
+  orders.clear();
+  const json r = run(spec, values, orders);
+  INFO(r.dump());
+  CHECK(r["verdict"] == "pass");
+  const int n = r["sequential"]["rounds_run"].get<int>();
+  CHECK(n > 3);
+  CHECK(n < 10);
+  CHECK(orders.size() == 2 * static_cast<std::size_t>(n));
+  CHECK(r["sequential"]["stopped"] == fmt::format("every metric decided after {} rounds", n));
+  CHECK(r["sequential"]["looks"] == n - 2);
+  CHECK(r["sequential"]["alpha_per_look"].get<double>() == Approx(0.05 / 8));
+  CHECK(r["metrics"]["p95_ttft_ms"]["alpha"].get<double>() == Approx(0.05 / 8));
+  CHECK(r["metrics"]["p95_ttft_ms"]["candidate_runs"].size() == static_cast<std::size_t>(n));
+  CHECK(r["conditions"]["rounds"] == n);
+  CHECK(r["runs"].size() == 2 * static_cast<std::size_t>(n));
+  // Progress plans the rounds known so far: the first look's, then one more at a time.
+  CHECK(plan_progress(spec, {}).steps_planned == 6);
+}
+
+TEST_CASE("regression: sequential rounds stop at the first look that fails, and at max_rounds when undecided") {
+  JobSpec spec = regression_spec(3);
+  spec.regression.max_rounds = 8;
+  std::vector<StepOrder> orders;
+  const json slow = run(
+      spec,
+      [](Role role, int r) {
+        const double f = role == Role::candidate ? 1.25 * (1 + 0.01 * r) : 1.0;
+        return latencies(20 * f, 10 * f);
+      },
+      orders);
+  CHECK(slow["verdict"] == "fail");
+  CHECK(slow["sequential"]["rounds_run"] == 3);
+  CHECK(slow["sequential"]["stopped"].get<std::string>().find("failed after 3 rounds") != std::string::npos);
+  CHECK(orders.size() == 6);
+  // A TTFT 9% higher, +-1.5% a round: never within the 10% threshold's reach, never beyond it.
+  orders.clear();
+  const json near = run(
+      spec,
+      [](Role role, int r) { return latencies(20 * (role == Role::candidate ? (r % 2 ? 1.075 : 1.105) : 1.0), 10); },
+      orders);
+  CHECK(near["verdict"] == "inconclusive");
+  CHECK(near["sequential"]["rounds_run"] == 8);
+  CHECK(near["sequential"]["undecided"] == json::array({"p95_ttft_ms"}));
+  CHECK(near["sequential"]["stopped"] == "max_rounds (8) reached with p95_ttft_ms undecided");
+  CHECK(orders.size() == 16);
 }

@@ -390,6 +390,7 @@ TEST_CASE("spec: a regression job parses both targets, its thresholds, quality a
   CHECK(s.candidate->base_url == "http://127.0.0.1:8001");
   CHECK(s.regression.rate_rps == 8);
   CHECK(s.regression.order == sweep::RunOrder::shuffled);
+  CHECK(s.regression.max_rounds == 0);  // fixed rounds unless asked
   // goodput, TTFT, ITL by default, E2EL asked; ITL's threshold as given.
   REQUIRE(s.regression.metrics.size() == 4);
   CHECK(s.regression.metrics[0].key == "request_goodput");
@@ -415,6 +416,10 @@ TEST_CASE("spec: regression errors name the field") {
   CHECK(first_error(with(r, "/candidate/target/base_url", "ftp://x")) == "/candidate/target/base_url");
   CHECK(first_error(without(r, "/regression", "rate_rps")) == "/regression/rate_rps");
   CHECK(first_error(with(r, "/regression/rounds", 1)) == "/regression/rounds");
+  CHECK(first_error(with(r, "/regression/max_rounds", 2)) == "/regression/max_rounds");  // below rounds (3)
+  CHECK(first_error(with(r, "/regression/max_rounds", 51)) == "/regression/max_rounds");
+  CHECK(first_error(with(r, "/regression/max_rounds", "9")) == "/regression/max_rounds");
+  CHECK(first_error(with(r, "/regression/max_rounds", 9)).empty());
   CHECK(first_error(with(r, "/regression/order", "random")) == "/regression/order");
   CHECK(first_error(with(r, "/regression/alpha", 0.9)) == "/regression/alpha");
   CHECK(first_error(with(r, "/regression/thresholds", json{{"itl_p95_rise_pct", -1}})) ==

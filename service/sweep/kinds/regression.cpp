@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "sweep/kinds.hpp"
 
 namespace capsweep::sweep {
@@ -39,11 +41,12 @@ std::optional<Error> check_regression_limits(const ServiceLimits& l, const JobSp
     return invalid("/quality/concurrency",
                    fmt::format("exceeds the service's limit of {} connections", l.max_connections_per_sweep));
   }
-  const double total_s = 2.0 * r.rounds * (run_s + to_s(r.cooldown));
+  const int most = std::max(r.rounds, r.max_rounds);
+  const double total_s = 2.0 * most * (run_s + to_s(r.cooldown));
   if (total_s > l.max_total_sweep_s) {
-    return invalid("/regression/rounds",
+    return invalid(r.max_rounds > r.rounds ? "/regression/max_rounds" : "/regression/rounds",
                    fmt::format("{} rounds of two {:.0f}-s runs take {:.0f} s; the service's limit is {} s per job",
-                               r.rounds, run_s + to_s(r.cooldown), total_s, l.max_total_sweep_s));
+                               most, run_s + to_s(r.cooldown), total_s, l.max_total_sweep_s));
   }
   return std::nullopt;
 }
