@@ -178,6 +178,14 @@ std::string record_text(const json& sweep) {
 
 }  // namespace
 
+// How a sequential regression spent its rounds ("" for fixed rounds).
+std::string sequential_text(const json& r) {
+  const json& q = at(r, "sequential");
+  if (!q.is_object()) return "";
+  return fmt::format("  rounds: {} (at most {}, alpha {} a look)\n", terminal_safe(text_of(q, "stopped", "?")),
+                     num(at(q, "max_rounds"), "{:g}"), num(at(q, "alpha_per_look"), "{:.3g}"));
+}
+
 std::string compare_text(const json& sweep) {
   const json& r = at(sweep, "result");
   const json& c = at(r, "conditions");
@@ -232,6 +240,7 @@ std::string compare_text(const json& sweep) {
                        num(at(j, "candidate_mean"), "{:.2f}"), signed_pct(at(j, "change_pct")),
                        upper(text_of(j, "verdict", "?")), gating);
   }
+  out += sequential_text(r);
   for (const auto& w : at(r, "warnings")) {
     if (w.is_string()) out += "  warning: " + terminal_safe(w.get<std::string>()) + "\n";
   }

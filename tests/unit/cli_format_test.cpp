@@ -105,6 +105,12 @@ TEST_CASE("cli format: a sweep and a regression over a trace say how they replay
   CHECK(compare_text(regression).find(") at 14 req/s (a trace scaled to it), 2 rounds") != std::string::npos);
   regression["result"]["conditions"]["trace"] = nullptr;
   CHECK(compare_text(regression).find(") at 14 req/s, 2 rounds") != std::string::npos);
+  CHECK(compare_text(regression).find("rounds: ") == std::string::npos);  // fixed rounds: nothing to say
+  regression["result"]["sequential"] = {
+      {"stopped", "every metric decided after 5 rounds"}, {"max_rounds", 10}, {"alpha_per_look", 0.05 / 8}};
+  CHECK(compare_text(regression)
+            .find("  rounds: every metric decided after 5 rounds (at most 10, alpha 0.00625 a look)") !=
+        std::string::npos);
 }
 
 TEST_CASE("cli format: every kind's verdict prints the whole record - labels, arrivals, server gauges, basis") {
