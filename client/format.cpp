@@ -178,6 +178,21 @@ std::string record_text(const json& sweep) {
 
 }  // namespace
 
+// A regression's quality table: each check's rates, drop, p and verdict ("" for none).
+std::string quality_text(const json& quality) {
+  if (!quality.is_object() || quality.empty()) return "";
+  std::string out = fmt::format("  {:<20} {:>10} {:>10} {:>6} {:>9} {:>9}  {}\n", "quality", "baseline", "candidate",
+                                "n", "drop", "p", "verdict");
+  auto pct = [](const json& v) { return v.is_number() ? fmt::format("{:.1f}%", 100 * v.get<double>()) : "-"; };
+  for (const auto& [check, q] : quality.items()) {
+    out += fmt::format("  {:<20} {:>10} {:>10} {:>6} {:>9} {:>9}  {}\n", terminal_safe(check),
+                       pct(at(q, "baseline_rate")), pct(at(q, "candidate_rate")), num(at(q, "n"), "{:g}"),
+                       at(q, "drop_pp").is_number() ? fmt::format("{:.1f} pp", at(q, "drop_pp").get<double>()) : "-",
+                       num(at(q, "p_value"), "{:.2g}"), upper(text_of(q, "verdict", "?")));
+  }
+  return out;
+}
+
 // How a sequential regression spent its rounds ("" for fixed rounds).
 std::string sequential_text(const json& r) {
   const json& q = at(r, "sequential");
@@ -215,18 +230,7 @@ std::string compare_text(const json& sweep) {
                        upper(text_of(m, "verdict", "?")),
                        at(m, "a_to_a_exceeds_threshold") == true ? " (A-A spread)" : "");
   }
-  const json& quality = at(r, "quality");
-  if (quality.is_object() && !quality.empty()) {
-    out += fmt::format("  {:<20} {:>10} {:>10} {:>6} {:>9} {:>9}  {}\n", "quality", "baseline", "candidate", "n",
-                       "drop", "p", "verdict");
-    auto pct = [](const json& v) { return v.is_number() ? fmt::format("{:.1f}%", 100 * v.get<double>()) : "-"; };
-    for (const auto& [check, q] : quality.items()) {
-      out += fmt::format("  {:<20} {:>10} {:>10} {:>6} {:>9} {:>9}  {}\n", terminal_safe(check),
-                         pct(at(q, "baseline_rate")), pct(at(q, "candidate_rate")), num(at(q, "n"), "{:g}"),
-                         at(q, "drop_pp").is_number() ? fmt::format("{:.1f} pp", at(q, "drop_pp").get<double>()) : "-",
-                         num(at(q, "p_value"), "{:.2g}"), upper(text_of(q, "verdict", "?")));
-    }
-  }
+  out += quality_text(at(r, "quality"));
   if (const json& j = at(r, "judge"); j.is_object()) {
     const json& cal = at(j, "calibration");
     const json& ci = at(cal, "ci");
