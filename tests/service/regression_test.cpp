@@ -370,6 +370,13 @@ TEST_CASE("regression: bad specs get a 4xx naming the field - nothing is stored 
          j["regression"]["duration_s"] = 3000;
        },
        400, "/regression/rounds"},
+      {"max_rounds below rounds", [](json& j) { j["regression"]["max_rounds"] = 3; }, 400, "/regression/max_rounds"},
+      {"sequential rounds past the time the service gives a job",
+       [](json& j) {
+         j["regression"]["max_rounds"] = 50;
+         j["regression"]["duration_s"] = 3000;
+       },
+       400, "/regression/max_rounds"},
       {"a sweep block", [](json& j) { j["sweep"] = json::object(); }, 400, "/sweep"},
       {"an unknown dataset",
        [](json& j) {
