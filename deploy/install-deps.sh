@@ -9,7 +9,7 @@ packages=(
   nlohmann-json3-dev libsqlite3-dev sqlite3 libfmt-dev catch2
   libvalijson-dev libre2-dev libssl-dev libcli11-dev libyaml-cpp-dev
   clang libclang-rt-14-dev clang-format
-  curl procps wrk
+  curl procps wrk python3-aiohttp
   debootstrap systemd iproute2 util-linux
   chromium fonts-dejavu-core prometheus
 )

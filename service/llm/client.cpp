@@ -22,6 +22,7 @@
 #include <unordered_set>
 
 #include "core/text.hpp"
+#include "llm/http_body.hpp"
 #include "llm/openai_stream.hpp"
 #include "llm/sse.hpp"
 
@@ -171,6 +172,53 @@ std::string error_body_message(std::string_view body) {
 // send as an agent's record.
 std::string error_answer_message(unsigned status, std::string_view body) {
   return printable_ascii(fmt::format("HTTP {}: {}", status, error_body_message(body.substr(0, 4096))));
+}
+
+// A streamed answer's body as the client reads it: its framing, its events and what they
+// said, or (not a 2xx) the first bytes of the error it carries.
+struct BodyRead {
+  BodyRead(BodyDecoder f, std::size_t max_event_bytes, unsigned s) : framing(f), sse(max_event_bytes), status(s) {}
+  BodyDecoder framing;
+  SseParser sse;
+  unsigned status = 0;
+  StreamTally tally;
+  std::string error_body;
+  std::uint64_t bytes = 0;  // decoded so far: a hostile target may stream without end
+  bool stray = false;       // bytes came after the answer's end
+  bool ok() const noexcept { return status >= 200 && status < 300; }
+};
+
+// The time limits of a body being read (the read timeout between reads, the request's
+// deadline, a user's patience for a first token), kept lazily: each read only moves `due`;
+// the timer wakes at the old due, finds the new one and sleeps again, and only a due that has
+// passed cancels the read. A timer re-armed at every read would cost more than the read.
+struct Watchdog : std::enable_shared_from_this<Watchdog> {
+  Watchdog(const asio::any_io_executor& ex, beast::tcp_stream& s) : timer(ex), stream(&s) {}
+  asio::steady_timer timer;
+  beast::tcp_stream* stream;
+  SteadyClock::time_point due;
+  bool fired = false, stopped = false;
+
+  void start(SteadyClock::time_point when) {
+    due = when;
+    timer.expires_at(due);
+    timer.async_wait([self = shared_from_this()](const beast::error_code& ec) { self->woke(ec); });
+  }
+  void woke(const beast::error_code& ec) {
+    if (ec || stopped) return;
+    if (SteadyClock::now() < due) return start(due);
+    fired = true;
+    beast::error_code ignored;
+    stream->socket().cancel(ignored);
+  }
+  void stop() {
+    stopped = true;
+    timer.cancel();
+  }
+};
+
+std::string_view as_view(const beast::flat_buffer& b) {
+  return {static_cast<const char*>(b.data().data()), b.data().size()};
 }
 
 struct Client::Impl : std::enable_shared_from_this<Impl> {
@@ -348,8 +396,7 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
                                  RequestRecord& rec, SteadyClock::time_point origin, bool& reusable) {
     const auto deadline = SteadyClock::now() + target.request_timeout;
     if (!co_await write_request(stream, c, req, rec, origin, deadline)) co_return;
-    bhttp::response_parser<bhttp::buffer_body> parser;
-    parser.body_limit(boost::none);
+    bhttp::response_parser<bhttp::empty_body> parser;  // the head only: the body is read below
     arm(c, read_deadline(rec, origin, deadline));
     auto [hec, hn] = co_await bhttp::async_read_header(stream, c.buffer, parser, use_tuple);
     if (hec) {
@@ -357,59 +404,108 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
       co_return;
     }
     const unsigned status = parser.get().result_int();
-    const bool ok_status = status >= 200 && status < 300;
-
-    SseParser sse(target.max_sse_event_bytes);
-    std::uint64_t body_bytes = 0;  // a hostile target may not stream without end
-    StreamTally tally;
-    tally.read = api_row(target.api).read_chunk;
-    std::string error_body;
-    char chunk[4096];  // parsed body bytes, fed to the SSE parser as they arrive
-    while (!parser.is_done()) {
-      parser.get().body().data = chunk;
-      parser.get().body().size = sizeof chunk;
-      arm(c, read_deadline(rec, origin, deadline));
-      auto [rec_ec, n] = co_await bhttp::async_read_some(stream, c.buffer, parser, use_tuple);
-      const std::size_t got = sizeof chunk - parser.get().body().size;
-      const Nanos now = SteadyClock::now() - origin;  // arrival of this piece
-      if (rec_ec == bhttp::error::need_buffer) rec_ec = {};
-      body_bytes += got;
-      if (body_bytes > target.max_response_bytes) {
-        rec.outcome = ok_status ? Outcome::stream_error : status_outcome(status);
-        co_return;  // the connection is not reused: the rest of the answer is unread
-      }
-      if (got > 0) {
-        if (!ok_status) {
-          if (error_body.size() < 4096) error_body.append(chunk, std::min(got, 4096 - error_body.size()));
-        } else if (!sse.feed(std::string_view(chunk, got),
-                             [&](std::string_view data) { tally.on_event(data, now, rec); })) {
-          tally.failed = true;
-          tally.error_message = "an event exceeded the size limit";
-        } else if (!sse.error_field().empty()) {
-          tally.on_error_field(sse.error_field());
-        }
-      }
-      if (rec_ec) {
-        rec.outcome = ok_status && gave_up(rec_ec, rec, origin)
-                          ? Outcome::abandoned
-                          : io_failure(rec_ec, ok_status ? Outcome::stream_error : status_outcome(status));
-        co_return;
-      }
-      if (tally.failed) break;
-      if (ok_status && read_enough(rec, tally) && !parser.is_done()) {
-        // The user stops reading: the connection is closed, so the server sees it go.
-        rec.outcome = Outcome::abandoned;
-        co_return;
-      }
-    }
-    if (!ok_status) {
+    BodyRead b(framing(parser), target.max_sse_event_bytes, status);
+    b.tally.read = api_row(target.api).read_chunk;
+    const bool whole = co_await read_body(stream, c, b, rec, origin, deadline);
+    if (!whole) co_return;  // rec.outcome says why
+    if (!b.ok()) {
       rec.outcome = status_outcome(status);
-      rec.error_message = error_answer_message(status, error_body);
-      reusable = parser.is_done() && parser.keep_alive();
+      rec.error_message = error_answer_message(status, b.error_body);
+      reusable = b.framing.done() && !b.stray && parser.keep_alive();
       co_return;
     }
-    tally.settle(rec);
-    reusable = !tally.failed && parser.keep_alive();
+    b.tally.settle(rec);
+    reusable = !b.tally.failed && b.framing.done() && !b.stray && parser.keep_alive();
+  }
+
+  // An answer's framing by its head: chunked, a Content-Length, none (no body), or until close.
+  static BodyDecoder framing(const bhttp::response_parser<bhttp::empty_body>& head) {
+    if (head.chunked()) return BodyDecoder::chunked();
+    if (head.content_length()) return BodyDecoder::length(*head.content_length());
+    if (head.is_done()) return BodyDecoder::length(0);
+    return BodyDecoder::until_close();
+  }
+
+  // Decodes bytes of the body that arrived at `now`; false once the reading must stop (the
+  // body is too long, or the stream failed).
+  bool take(BodyRead& b, std::string_view wire, Nanos now, RequestRecord& rec) const {
+    const std::size_t used = b.framing.feed(wire, [&](std::string_view data) {
+      b.bytes += data.size();
+      if (b.bytes > target.max_response_bytes) return;
+      if (!b.ok()) {
+        if (b.error_body.size() < 4096) b.error_body.append(data.substr(0, 4096 - b.error_body.size()));
+      } else if (!b.tally.failed &&
+                 !b.sse.feed(data, [&](std::string_view event) { b.tally.on_event(event, now, rec); })) {
+        b.tally.failed = true;
+        b.tally.error_message = "an event exceeded the size limit";
+      } else if (!b.sse.error_field().empty()) {
+        b.tally.on_error_field(b.sse.error_field());
+      }
+    });
+    b.stray = b.stray || used < wire.size();  // bytes past the answer's end: the connection is not reused
+    return b.bytes <= target.max_response_bytes && !b.tally.failed;
+  }
+
+  // Reads the body from the socket itself, each read decoded whole; true when it ended (or
+  // the stream failed, in b.tally) and the answer can be settled, false with rec.outcome set
+  // when the reading stopped before.
+  template <class Stream>
+  asio::awaitable<bool> read_body(Stream& stream, Connection& c, BodyRead& b, RequestRecord& rec,
+                                  SteadyClock::time_point origin, SteadyClock::time_point deadline) {
+    const auto dog = std::make_shared<Watchdog>(executor, c.lowest());
+    c.lowest().expires_never();  // the watchdog keeps the time from here
+    const auto start = SteadyClock::now();
+    bool going = take(b, as_view(c.buffer), start - origin, rec);
+    c.buffer.consume(c.buffer.size());
+    dog->start(due_after(start, rec, origin, deadline));
+    char buf[8192];
+    while (going && !b.framing.done() && !b.framing.failed()) {
+      if (b.ok() && read_enough(rec, b.tally)) {
+        // The user stops reading: the connection is closed, so the server sees it go.
+        rec.outcome = Outcome::abandoned;
+        break;
+      }
+      auto [ec, n] = co_await read_some(stream, buf, sizeof buf);
+      const auto now = SteadyClock::now();  // the arrival of these bytes
+      if (n > 0) going = take(b, std::string_view(buf, n), now - origin, rec);
+      dog->due = due_after(now, rec, origin, deadline);  // past the first token, patience no longer counts
+      if (ec == asio::error::eof || ec == ssl::error::stream_truncated) {
+        b.framing.end_of_input();
+      } else if (ec) {
+        if (dog->fired) ec = beast::error::timeout;
+        rec.outcome = b.ok() && gave_up(ec, rec, origin)
+                          ? Outcome::abandoned
+                          : io_failure(ec, b.ok() ? Outcome::stream_error : status_outcome(b.status));
+        break;
+      }
+    }
+    dog->stop();
+    if (rec.outcome == Outcome::abandoned || (rec.outcome != Outcome::ok && !b.framing.failed())) co_return false;
+    if (b.bytes > target.max_response_bytes || b.framing.failed()) {
+      // The connection is not reused: the rest of the answer is unread, or its framing broke.
+      rec.outcome = b.ok() ? Outcome::stream_error : status_outcome(b.status);
+      if (b.framing.failed()) rec.error_message = b.framing.error();
+      co_return false;
+    }
+    co_return true;
+  }
+
+  // When the next read must have come, for a read that ended at `now`.
+  SteadyClock::time_point due_after(SteadyClock::time_point now, const RequestRecord& rec,
+                                    SteadyClock::time_point origin, SteadyClock::time_point deadline) const {
+    return std::min(now + target.read_timeout, read_deadline(rec, origin, deadline));
+  }
+
+  // One read of the socket under the stream (a TLS stream's decrypted bytes), past Beast's
+  // per-operation timer: the watchdog keeps the time.
+  template <class Stream>
+  static asio::awaitable<std::tuple<beast::error_code, std::size_t>> read_some(Stream& stream, char* buf,
+                                                                               std::size_t size) {
+    if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
+      co_return co_await stream.socket().async_read_some(asio::buffer(buf, size), use_tuple);
+    } else {
+      co_return co_await stream.async_read_some(asio::buffer(buf, size), use_tuple);
+    }
   }
 
   // Non-streaming completion: the answer arrives whole; its arrival is both first and last token.

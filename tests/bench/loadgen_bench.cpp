@@ -7,19 +7,26 @@
 //  (d) non-streaming requests per second beside wrk on the same endpoint;
 //  (e) the highest Poisson rate held at K = 1 and K = 2 engine threads, against a fast SSE server.
 //
-// Usage: capsweep-bench-loadgen [--quick] [--parts abcde]
+//  (f) token events per CPU-second of the client process, beside vLLM's Python client loop
+//      (tests/bench/python_client.py), 2,000 streams of 256 tokens all at once;
+//  (g) schedule lag at 10,000 Poisson req/s with 16-token answers, at K = 1 and K = 2.
+//
+// Usage: capsweep-bench-loadgen [--quick] [--parts abcdefg]
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -270,14 +277,135 @@ void part_e(bool quick) {
       ceiling[1], ceiling[2], ceiling[1] > 0 ? ceiling[2] / ceiling[1] : 0.0);
 }
 
+double process_cpu_s() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+struct ClientRun {
+  double events = 0, cpu_s = 0, wall_s = 0;
+  std::uint64_t completed = 0;
+  double per_cpu_s() const { return cpu_s > 0 ? events / cpu_s : 0.0; }
+};
+
+// capsweep's engine: `requests` streams of `tokens` all at once; this process's CPU seconds
+// (every thread) while the step runs.
+ClientRun capsweep_client(std::uint16_t port, std::uint32_t requests, std::uint32_t tokens) {
+  loadgen::StepRunner runner(target(port), workload(16, tokens));
+  loadgen::StepSpec s;
+  s.arrival = {ArrivalProcess::all_at_once, 0, 1};
+  s.requests = requests;
+  s.duration = 1s;
+  s.drain_timeout = 120s;
+  const double cpu0 = process_cpu_s();
+  const auto wall0 = std::chrono::steady_clock::now();
+  auto r = runner.run(s).value();
+  ClientRun out;
+  out.cpu_s = process_cpu_s() - cpu0;
+  out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  out.events = static_cast<double>(r.metrics.output_tokens_in_window);
+  out.completed = r.metrics.completed;
+  return out;
+}
+
+// The Python client (tests/bench/python_client.py) under Debian's python3 with aiohttp; its
+// own CPU seconds after its imports. Empty when it could not run.
+std::optional<ClientRun> python_client(std::uint16_t port, std::uint32_t requests, std::uint32_t tokens) {
+  const std::string cmd = fmt::format("/usr/bin/python3 {}/python_client.py {} {} {} 2>/dev/null", CAPSWEEP_BENCH_DIR,
+                                      port, requests, tokens);
+  std::string out;
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char line[512];
+    while (fgets(line, sizeof line, p)) out += line;
+    pclose(p);
+  }
+  const auto j = nlohmann::json::parse(out, nullptr, false);
+  if (!j.is_object()) return std::nullopt;
+  return ClientRun{j.value("events", 0.0), j.value("cpu_s", 0.0), j.value("wall_s", 0.0),
+                   j.value("completed", std::uint64_t{0})};
+}
+
+// (f): CPU per streamed token against vLLM's Python client's loop, the same answers from the
+// same server, the two clients alternating (three runs each); nothing pinned. Two servers:
+// one that paces every stream (a token every `pace`), and one that writes each answer's events
+// back to back as fast as it can.
+void part_f(bool quick, std::chrono::milliseconds pace) {
+  const std::uint32_t requests = quick ? 100 : 2000, tokens = quick ? 32 : 256;
+  fmt::print("(f) {} requests x {} tokens all at once; CPU seconds of the client process, events per CPU-second\n",
+             requests, tokens);
+  bench::unpin();
+  for (const bool paced : {true, false}) {
+    fmt::print("    server: {}\n",
+               paced ? fmt::format("every stream's next event every {} ms, each its own write "
+                                   "and chunk",
+                                   pace.count())
+                     : std::string("each answer's events back to back, each its own write and chunk"));
+    bench::FastSseServer sim({tokens, paced ? std::chrono::microseconds(pace) : 0us, true});
+    std::vector<double> ours, theirs;
+    for (int run = 0; run < (quick ? 1 : 3); ++run) {
+      const ClientRun c = capsweep_client(sim.port(), requests, tokens);
+      fmt::print("      capsweep engine: {:>8.0f} events, {} completed, {:.2f} CPU-s, {:.2f} s: {:>9.0f}\n", c.events,
+                 c.completed, c.cpu_s, c.wall_s, c.per_cpu_s());
+      ours.push_back(c.per_cpu_s());
+      const auto py = python_client(sim.port(), requests, tokens);
+      if (!py) {
+        fmt::print("      Python client: not run (/usr/bin/python3 with aiohttp is needed)\n");
+        continue;
+      }
+      fmt::print("      Python client:   {:>8.0f} events, {} completed, {:.2f} CPU-s, {:.2f} s: {:>9.0f}\n", py->events,
+                 py->completed, py->cpu_s, py->wall_s, py->per_cpu_s());
+      theirs.push_back(py->per_cpu_s());
+    }
+    std::sort(ours.begin(), ours.end());
+    std::sort(theirs.begin(), theirs.end());
+    if (!theirs.empty() && theirs[theirs.size() / 2] > 0)
+      fmt::print("      medians: capsweep {:.0f}, Python {:.0f} events/CPU-s: ratio {:.2f}\n", ours[ours.size() / 2],
+                 theirs[theirs.size() / 2], ours[ours.size() / 2] / theirs[theirs.size() / 2]);
+  }
+  fmt::print("\n");
+}
+
+// (g): schedule lag of a Poisson step at 10,000 req/s with 16-token prompts and answers, at
+// K = 1 and K = 2 engine parts alternating, three runs each; the server shares the cores.
+void part_g(bool quick) {
+  const double rate = quick ? 2000 : 10000;
+  fmt::print("(g) Poisson {:.0f} req/s, 16-token prompts and answers (one write per answer), nothing pinned\n", rate);
+  bench::unpin();
+  bench::FastSseServer sim({16, 0us});
+  fmt::print("    {:>2} {:>10} {:>12} {:>12} {:>12} {:>12} {:>14} {:>8}\n", "K", "achieved", "lag p50 ms", "lag p99 ms",
+             "lag max ms", "busiest CPU", "events/CPU-s", "errors");
+  for (int run = 0; run < (quick ? 1 : 3); ++run) {
+    for (std::uint32_t k : {1u, 2u}) {
+      loadgen::StepRunner runner(target(sim.port()), workload(16, 16));
+      loadgen::StepSpec s;
+      s.arrival = {ArrivalProcess::poisson, rate, 1};
+      s.duration = quick ? 1s : 5s;
+      s.warmup = 1s;
+      s.drain_timeout = 10s;
+      s.engine_threads = k;
+      auto r = runner.run(s).value();
+      const auto events = static_cast<double>(r.metrics.output_tokens_in_window);
+      fmt::print("    {:>2} {:>10.1f} {:>12.3f} {:>12.3f} {:>12.3f} {:>11.0f}% {:>14.0f} {:>8}\n", r.engine_parts,
+                 r.metrics.achieved_rate_rps(), r.metrics.schedule_lag_ms.percentile(50),
+                 r.metrics.schedule_lag_ms.percentile(99), r.metrics.schedule_lag_ms.max(), 100 * r.generator_cpu,
+                 r.generator_cpu_s > 0 ? events / r.generator_cpu_s : 0.0, r.metrics.failed());
+    }
+  }
+  fmt::print("\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   bool quick = false;
-  std::string parts = "abcde";
+  int pace_ms = 20;
+  std::string parts = "abcdefg";
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
     if (std::strcmp(argv[i], "--parts") == 0 && i + 1 < argc) parts = argv[++i];
+    if (std::strcmp(argv[i], "--pace-ms") == 0 && i + 1 < argc) pace_ms = std::atoi(argv[++i]);
   }
   bench::raise_fd_limit();
   bench::pin_to_cpu(1);
@@ -286,5 +414,7 @@ int main(int argc, char** argv) {
   if (parts.find('c') != std::string::npos) part_c(quick);
   if (parts.find('d') != std::string::npos) part_d(quick);
   if (parts.find('e') != std::string::npos) part_e(quick);
+  if (parts.find('f') != std::string::npos) part_f(quick, std::chrono::milliseconds(pace_ms));
+  if (parts.find('g') != std::string::npos) part_g(quick);
   return 0;
 }

@@ -19,9 +19,11 @@
 //      and measured requests, and the answer (max SLO rate and its bracket) side by side; on
 //      llmsim's default model (~36 req/s, TTFT p95 and ITL p95 bounds) and on a slow one
 //      (two sequences, 3.1 s a request: ~0.64 req/s, p50 bounds).
+//  (g) capsweepd's engine at 10,000 Poisson req/s (16-token answers from a fast SSE server):
+//      schedule lag p50/p99/max of each check and capsweepd's CPU per token event.
 // capsweep-llmsim and capsweepd run as child processes on loopback.
 //
-// Usage: capsweep-bench-service [--quick] [--parts abcdef] [--rate R] [--seconds S] [--minutes M]
+// Usage: capsweep-bench-service [--quick] [--parts abcdefg] [--rate R] [--seconds S] [--minutes M]
 //                               [--scenario-rate R]
 
 #include <fcntl.h>
@@ -43,10 +45,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench/fast_sse_server.hpp"
 #include "support/http_client.hpp"
 
 using namespace capsweep::testing;
@@ -627,6 +631,61 @@ void part_f(const fs::path& dir, double step_s, bool quick) {
   }
 }
 
+// CPU seconds a process has used (utime + stime of /proc/PID/stat).
+double process_cpu_s(pid_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));  // after "pid (comm) "
+  std::string f;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> f; ++i) {
+    if (i == 14 || i == 15) ticks += std::stod(f);
+  }
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// (g): capsweepd's engine at a high rate, measured from outside: Poisson checks of 16-token
+// prompts and answers against the fast SSE server (a process of its own, one write per
+// answer), each check's schedule lag from its stored step and capsweepd's CPU per token.
+void part_g(const fs::path& dir, double rate, double seconds, int runs) {
+  fmt::print(
+      "(g) capsweepd: Poisson checks at {:.0f} req/s for {:.0f} s (1 s warm-up), 16-token answers, against a "
+      "fast SSE server; nothing pinned\n",
+      rate, seconds);
+  capsweep::bench::FastSseServer sim({16, std::chrono::microseconds(0), false});
+  const std::uint16_t ap = free_port();
+  Child d({CAPSWEEPD_PATH, "--listen", fmt::format("127.0.0.1:{}", ap), "--db", (dir / "g.db").string()}, dir / "g.log",
+          ap, "/healthz");
+  fmt::print("    {:>4} {:>10} {:>12} {:>12} {:>12} {:>16} {:>18}\n", "run", "achieved", "lag p50 ms", "lag p99 ms",
+             "lag max ms", "capsweepd CPU-s", "events/CPU-s");
+  for (int run = 1; run <= runs; ++run) {
+    const std::string base = fmt::format("http://127.0.0.1:{}", sim.port());
+    json spec = {{"name", "engine"},
+                 {"kind", "check"},
+                 {"target", {{"base_url", base}, {"model", "sim-8b"}}},
+                 {"workload",
+                  {{"prompt_tokens", {{"dist", "fixed"}, {"value", 16}}},
+                   {"output_tokens", {{"dist", "fixed"}, {"value", 16}}}}},
+                 {"slo", {{"ttft_ms", {{"p95", 800}}}, {"itl_ms", {{"p95", 50}}}}},
+                 {"check", {{"rate_rps", rate}, {"duration_s", seconds}, {"warmup_s", 1}}}};
+    const double cpu0 = process_cpu_s(d.pid());
+    const std::string id = submit(ap, spec);
+    const json done = wait_done(ap, id, std::chrono::seconds(static_cast<long>(seconds) + 120));
+    const double cpu = process_cpu_s(d.pid()) - cpu0;
+    const json steps = get_json(ap, "/v1/sweeps/" + id + "/steps")["steps"];
+    if (!steps.is_array() || steps.empty()) {
+      fmt::print("    {:>4} (no step: the job ended {})\n", run, done.value("status", "?"));
+      continue;
+    }
+    const json& sm = steps[0]["summary"];
+    const double tokens = sm.value("total_output_tokens", 0.0);
+    fmt::print("    {:>4} {:>10.1f} {:>12.3f} {:>12.3f} {:>12.3f} {:>16.2f} {:>18.0f}\n", run,
+               sm.value("achieved_rate_rps", 0.0), sm.value("p50_schedule_lag_ms", 0.0),
+               sm.value("p99_schedule_lag_ms", 0.0), sm.value("max_schedule_lag_ms", 0.0), cpu,
+               cpu > 0 ? tokens / cpu : 0.0);
+  }
+}
+
 int main(int argc, char** argv) {
   bool quick = false;
   std::string parts = "abcd";  // e on request: 300 pollers need the machine to themselves
@@ -647,7 +706,7 @@ int main(int argc, char** argv) {
       scenario_rate = std::stod(argv[++i]);
     else {
       fmt::print(stderr,
-                 "usage: capsweep-bench-service [--quick] [--parts abcdef] [--rate R] [--seconds S] [--minutes M] "
+                 "usage: capsweep-bench-service [--quick] [--parts abcdefg] [--rate R] [--seconds S] [--minutes M] "
                  "[--scenario-rate R]\n");
       return 2;
     }
@@ -667,6 +726,7 @@ int main(int argc, char** argv) {
     if (parts.find('d') != std::string::npos) part_d(dir, minutes, scenario_rate);
     if (parts.find('e') != std::string::npos) part_e(dir, quick ? 50 : 200, quick ? 3 : seconds, quick ? 150 : 300);
     if (parts.find('f') != std::string::npos) part_f(dir, quick ? 5 : 30, quick);
+    if (parts.find('g') != std::string::npos) part_g(dir, quick ? 1000 : 10000, quick ? 2 : 5, quick ? 1 : 3);
   } catch (const std::exception& e) {
     fmt::print(stderr, "capsweep-bench-service: {}\n", e.what());
     fs::remove_all(dir);
