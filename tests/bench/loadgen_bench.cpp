@@ -382,7 +382,7 @@ void part_g(bool quick) {
       loadgen::StepSpec s;
       s.arrival = {ArrivalProcess::poisson, rate, 1};
       s.duration = quick ? 1s : 5s;
-      s.warmup = 1s;
+      s.warmup = quick ? 200ms : 1s;
       s.drain_timeout = 10s;
       s.engine_threads = k;
       auto r = runner.run(s).value();
