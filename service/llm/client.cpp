@@ -211,6 +211,10 @@ struct Watchdog : std::enable_shared_from_this<Watchdog> {
     beast::error_code ignored;
     stream->socket().cancel(ignored);
   }
+  void restart() {
+    fired = false;
+    start(due);
+  }
   void stop() {
     stopped = true;
     timer.cancel();
@@ -469,6 +473,9 @@ struct Client::Impl : std::enable_shared_from_this<Impl> {
       const auto now = SteadyClock::now();  // the arrival of these bytes
       if (n > 0) going = take(b, std::string_view(buf, n), now - origin, rec);
       dog->due = due_after(now, rec, origin, deadline);  // past the first token, patience no longer counts
+      // The timer woke in the same turn as this read came, before it was handled, and found
+      // nothing to cancel: it keeps the time again.
+      if (dog->fired && !ec) dog->restart();
       if (ec == asio::error::eof || ec == ssl::error::stream_truncated) {
         b.framing.end_of_input();
       } else if (ec) {
