@@ -227,6 +227,20 @@ void part_d(bool quick) {
              wrk_rps > 0 ? ours / wrk_rps : 0.0);
 }
 
+// One Poisson step of 16-token prompts and `tokens`-token answers at `rate` on `k` engine
+// parts, after a warm-up (1 s; 200 ms quick).
+loadgen::StepResult poisson_step(std::uint16_t port, double rate, std::uint32_t tokens, std::uint32_t k,
+                                 std::chrono::seconds duration, bool quick) {
+  loadgen::StepRunner runner(target(port), workload(16, tokens));
+  loadgen::StepSpec s;
+  s.arrival = {ArrivalProcess::poisson, rate, 1};
+  s.duration = duration;
+  s.warmup = quick ? 200ms : 1s;
+  s.drain_timeout = 10s;
+  s.engine_threads = k;
+  return runner.run(s).value();
+}
+
 // (e): the highest rate each engine width holds, measured side by side in one run. Nothing is
 // pinned: the server and every generator thread share the machine's cores as they would.
 void part_e(bool quick) {
@@ -241,14 +255,7 @@ void part_e(bool quick) {
   for (std::uint32_t k : {1u, 2u}) {
     bool open = true;
     for (double rate : {8000.0, 16000.0, 24000.0, 32000.0, 40000.0, 48000.0, 56000.0, 64000.0}) {
-      loadgen::StepRunner runner(target(sim.port()), workload(16, 4));
-      loadgen::StepSpec s;
-      s.arrival = {ArrivalProcess::poisson, rate, 1};
-      s.duration = quick ? 1s : 4s;
-      s.warmup = quick ? 200ms : 1s;
-      s.drain_timeout = 10s;
-      s.engine_threads = k;
-      auto r = runner.run(s).value();
+      const auto r = poisson_step(sim.port(), rate, 4, k, quick ? 1s : 4s, quick);
       const double p99 = r.metrics.schedule_lag_ms.percentile(99);
       const auto events = static_cast<double>(r.metrics.output_tokens_in_window);
       std::string worst;  // the commonest failure, when there are failures
@@ -378,14 +385,7 @@ void part_g(bool quick) {
              "lag max ms", "busiest CPU", "events/CPU-s", "errors");
   for (int run = 0; run < (quick ? 1 : 3); ++run) {
     for (std::uint32_t k : {1u, 2u}) {
-      loadgen::StepRunner runner(target(sim.port()), workload(16, 16));
-      loadgen::StepSpec s;
-      s.arrival = {ArrivalProcess::poisson, rate, 1};
-      s.duration = quick ? 1s : 5s;
-      s.warmup = quick ? 200ms : 1s;
-      s.drain_timeout = 10s;
-      s.engine_threads = k;
-      auto r = runner.run(s).value();
+      const auto r = poisson_step(sim.port(), rate, 16, k, quick ? 1s : 5s, quick);
       const auto events = static_cast<double>(r.metrics.output_tokens_in_window);
       fmt::print("    {:>2} {:>10.1f} {:>12.3f} {:>12.3f} {:>12.3f} {:>11.0f}% {:>14.0f} {:>8}\n", r.engine_parts,
                  r.metrics.achieved_rate_rps(), r.metrics.schedule_lag_ms.percentile(50),
