@@ -415,16 +415,19 @@ TEST_CASE("llmsim: the program drains on SIGTERM and exits 0") {
 }
 
 TEST_CASE("llmsim: --replicas serves each replica on the next port, each counting its own requests") {
-  // Two free ports in a row: bind both, release them for the child.
+  // Two free ports in a row: bind both, release them for the child. The second is bound as
+  // llmsim binds it (address reuse), so a connection of another test in TIME_WAIT on that
+  // port, which the child's bind would not mind, does not rule it out.
   boost::asio::io_context io;
   std::uint16_t port = 0;
-  for (int attempt = 0; attempt < 50 && port == 0; ++attempt) {
+  for (int attempt = 0; attempt < 200 && port == 0; ++attempt) {
     boost::asio::ip::tcp::acceptor a(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
     const auto p = a.local_endpoint().port();
     if (p == 65535) continue;
     boost::system::error_code ec;
     boost::asio::ip::tcp::acceptor b(io);
     b.open(boost::asio::ip::tcp::v4());
+    b.set_option(boost::asio::socket_base::reuse_address(true));
     b.bind({boost::asio::ip::make_address("127.0.0.1"), static_cast<std::uint16_t>(p + 1)}, ec);
     if (!ec) port = p;
   }
