@@ -136,7 +136,8 @@ class SweepManager {
                 const StepOrder& order, int index, int steps_planned);
   // Judges a step that ran to its end and stores it (its rows, its attempt ended), logs it and
   // frees its records.
-  void store_step(const std::string& id, int index, std::unique_ptr<StepExecutor> step, const std::string& started_at);
+  void store_step(const std::string& id, int index, std::unique_ptr<StepExecutor> step, const std::string& started_at,
+                  double wall_s);
   // The step's executor for its kind: a load step (manager_run.cpp), a regression's quality
   // step (manager_quality.cpp) or a scenario's step (manager_scenario.cpp). Null, with the
   // reason in `why`, when the step cannot be set up.

@@ -120,6 +120,7 @@ loadgen::LoadSettings load_settings(const JobSpec& spec, const StepOrder& order,
     // A pass needs a fixed step's length: the saturation witnesses' resolution.
     DecideSettings d = spec.step.decide;
     d.min_pass_time = std::min(spec.sweep.step_duration, order.duration);
+    d.min_time = std::min(d.min_time, order.duration);  // a scouting sweep's full steps with no "step" block
     s.decide = loadgen::DecidedStop{spec.slo, d};
   }
   return s;
@@ -431,6 +432,7 @@ bool SweepManager::run_step(const store::SweepRow& row, PreparedJob& p, const st
       id, {{"phase", order.phase}, {"step", index + 1}, {"steps_planned", steps_planned}, {"percent", percent}});
   if (active->cancel) step->control()->cancel();  // a cancel that raced the step's start
   const std::string started_at = store::utc_now();
+  const auto began = Clock::now();
   bool over_time = false;
   {
     StepDeadline deadline(*active, p.started + options_.max_total_sweep);
@@ -449,14 +451,15 @@ bool SweepManager::run_step(const store::SweepRow& row, PreparedJob& p, const st
     finish(id, "failed", nullptr, failure);
     return false;
   }
-  store_step(id, index, std::move(step), started_at);
+  store_step(id, index, std::move(step), started_at, std::chrono::duration<double>(Clock::now() - began).count());
   return true;
 }
 
 void SweepManager::store_step(const std::string& id, int index, std::unique_ptr<StepExecutor> step,
-                              const std::string& started_at) {
+                              const std::string& started_at, double wall_s) {
   {
     StoredStep stored = step->judge();
+    stored.row.outcome["wall_s"] = wall_s;  // warm-up, measured part and drain: how the job's time went
     stored.row.index = index;
     stored.row.started_at = started_at;
     stored.row.finished_at = store::utc_now();

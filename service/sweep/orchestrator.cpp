@@ -16,12 +16,12 @@ namespace {
 using json = nlohmann::json;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// The measured length of a fixed-rate step at `rate`: `factor` times the spec's step length,
-// stretched so the step holds the samples its percentile bounds need (samples_needed().sized)
-// as far as sweep.max_step_duration_s allows.
-Nanos sized_duration(const JobSpec& spec, double rate, int factor) {
+// The measured length of a fixed-rate step at `rate`: `base`, stretched so the step holds the
+// samples its percentile bounds need (samples_needed().sized) as far as
+// sweep.max_step_duration_s allows.
+Nanos sized_duration(const JobSpec& spec, double rate, Nanos base) {
   const SweepSettings& s = spec.sweep;
-  Nanos d = s.step_duration * factor;
+  Nanos d = base;
   const auto need = samples_needed(spec.slo);
   if (need.sized > 0 && rate > 0 && std::isfinite(rate)) {
     // Sessions arrive at `rate`; each sends its turns (a dataset's conversations: at least one).
@@ -37,7 +37,7 @@ Nanos sized_duration(const JobSpec& spec, double rate, int factor) {
     }
   }
   const Nanos most = s.max_step_duration - s.warmup;
-  if (d > most) d = std::max(most, s.step_duration);
+  if (d > most) d = std::max(most, std::min(base, s.step_duration));
   return d;
 }
 
@@ -45,21 +45,39 @@ Nanos sized_duration(const JobSpec& spec, double rate, int factor) {
 // default twice the fixed-length step's, within sweep.max_step_duration_s.
 Nanos decided_max(const JobSpec& spec, double rate, int factor) {
   const Nanos most = spec.sweep.max_step_duration - spec.sweep.warmup;
-  const Nanos want = spec.step.max ? *spec.step.max * factor : sized_duration(spec, rate, factor) * 2;
+  const Nanos want =
+      spec.step.max ? *spec.step.max * factor : sized_duration(spec, rate, spec.sweep.step_duration * factor) * 2;
   return std::max(std::min(want, most), std::min(spec.sweep.step_duration, most));
 }
 
-StepOrder fixed_order(const JobSpec& spec, StepKind kind, std::string phase, double rate, int factor) {
+}  // namespace
+
+StepOrder rate_step_order(const JobSpec& spec, StepKind kind, std::string phase, double rate, int factor) {
   StepOrder o;
   o.kind = kind;
   o.phase = std::move(phase);
   o.rate_rps = rate;
   o.decided = spec.step.stop == StepStop::decided;
-  o.duration = o.decided ? decided_max(spec, rate, factor) : sized_duration(spec, rate, factor);
+  o.duration =
+      o.decided ? decided_max(spec, rate, factor) : sized_duration(spec, rate, spec.sweep.step_duration * factor);
   o.warmup = spec.sweep.warmup;
   o.concurrency = spec.sweep.max_concurrency;
   return o;
 }
+
+StepOrder scout_step_order(const JobSpec& spec, double rate) {
+  StepOrder o;
+  o.kind = StepKind::refine;
+  o.phase = "scout";
+  o.scout = true;
+  o.rate_rps = rate;
+  o.duration = sized_duration(spec, rate, spec.sweep.scout_duration);
+  o.warmup = spec.sweep.scout_warmup;
+  o.concurrency = spec.sweep.max_concurrency;
+  return o;
+}
+
+namespace {
 
 // Folds a re-run into the first result at its rate still waiting for one.
 void fold_rerun(Analysis& a, const StepOutcome& again) {
@@ -81,11 +99,12 @@ void fold_rerun(Analysis& a, const StepOutcome& again) {
 
 // A failing rate below a passing one is non-monotone evidence (an outage, a noisy neighbour):
 // it is re-run once before it may define the bracket.
+// Scouts are never re-run: their fails only steer the search, and their passes claim nothing.
 void ask_non_monotone_reruns(Analysis& a) {
   for (auto& r : a.fixed) {
-    if (r.verdict == Verdict::pass || r.via_rerun || r.rerun_for != RerunReason::none) continue;
+    if (r.scout || r.verdict == Verdict::pass || r.via_rerun || r.rerun_for != RerunReason::none) continue;
     const bool passed_above = std::any_of(a.fixed.begin(), a.fixed.end(), [&](const RateResult& o) {
-      return o.verdict == Verdict::pass && o.rate > r.rate;
+      return !o.scout && o.verdict == Verdict::pass && o.rate > r.rate;
     });
     if (passed_above) r.rerun_for = RerunReason::non_monotone;
   }
@@ -96,6 +115,8 @@ void ask_non_monotone_reruns(Analysis& a) {
 Analysis analyse(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
   Analysis a;
   for (const StepOutcome& s : steps) {
+    const std::string phase = s.summary.value("phase", std::string(to_string(s.kind)));
+    a.wall_by_phase[phase] += s.wall_s;
     if (s.kind == StepKind::baseline) {
       a.baseline = &s;
       continue;
@@ -110,6 +131,12 @@ Analysis analyse(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
     }
     ++a.fixed_steps_run;
     a.generator_limited |= s.generator_limited;
+    if (s.scout) {
+      // Inconclusive counts as failing, and is not re-run: the search moves below it.
+      a.fixed.push_back({s.offered_rate_rps, s.verdict == Verdict::pass ? Verdict::pass : Verdict::fail, &s});
+      a.fixed.back().scout = true;
+      continue;
+    }
     if (s.rerun) {
       fold_rerun(a, s);
       continue;
@@ -135,13 +162,13 @@ Analysis analyse(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
     if (r.rerun_for == RerunReason::none || r.via_rerun) continue;
     // An inconclusive step gets twice the time; the others the same length again.
     a.pending_rerun =
-        fixed_order(spec, r.step->kind, "rerun", r.rate, r.rerun_for == RerunReason::inconclusive ? 2 : 1);
+        rate_step_order(spec, r.step->kind, "rerun", r.rate, r.rerun_for == RerunReason::inconclusive ? 2 : 1);
     a.pending_rerun->rerun = true;
     break;
   }
   if (a.baseline && a.probe) {
     a.range = ladder_range(a.baseline->measured_rate_rps, a.probe->measured_rate_rps);
-    a.ladder = ladder_plan(spec.sweep, a.range);
+    if (spec.sweep.search == SweepSearch::ladder) a.ladder = ladder_plan(spec.sweep, a.range);
   }
   return a;
 }
@@ -149,11 +176,19 @@ Analysis analyse(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
 Bracket bracket_of(const Analysis& a) {
   Bracket b;
   for (const auto& r : a.fixed) {
-    if (r.verdict != Verdict::pass && (!b.fail || r.rate < b.fail->rate)) b.fail = &r;
+    if (!r.scout && r.verdict != Verdict::pass && (!b.fail || r.rate < b.fail->rate)) b.fail = &r;
   }
   for (const auto& r : a.fixed) {
-    if (r.verdict == Verdict::pass && (!b.fail || r.rate < b.fail->rate) && (!b.pass || r.rate > b.pass->rate)) {
+    if (!r.scout && r.verdict == Verdict::pass && (!b.fail || r.rate < b.fail->rate) &&
+        (!b.pass || r.rate > b.pass->rate)) {
       b.pass = &r;
+    }
+  }
+  // A scout's fail above the claimed pass (or with none) bounds the answer too.
+  for (const auto& r : a.fixed) {
+    if (r.scout && r.verdict != Verdict::pass && (!b.pass || r.rate > b.pass->rate) &&
+        (!b.fail || r.rate < b.fail->rate)) {
+      b.fail = &r;
     }
   }
   return b;
@@ -168,8 +203,6 @@ int trailing_failures(const Analysis& a) {
   }
   return n;
 }
-
-namespace {}  // namespace
 
 LadderRange ladder_range(double r_sync, double r_max) {
   LadderRange r{r_sync, r_max, false};
@@ -261,7 +294,7 @@ Action after_ladder(const JobSpec& spec, const Analysis& a, std::vector<std::str
     }
     double next = tried_max * s.escalation_factor;
     if (s.max_rate_rps) next = std::min(next, *s.max_rate_rps);
-    return fixed_order(spec, StepKind::ladder, "escalate", next, 1);
+    return rate_step_order(spec, StepKind::ladder, "escalate", next, 1);
   }
   if (!b.pass) {
     // Nothing passed below the lowest failing rate: halve down, to a floor of r_lo / 8.
@@ -270,10 +303,10 @@ Action after_ladder(const JobSpec& spec, const Analysis& a, std::vector<std::str
       warnings.push_back("no rate down to " + std::to_string(next * 2) + " req/s met the SLO");
       return Finish{sweep_result(spec, a, warnings)};
     }
-    return fixed_order(spec, StepKind::refine, "refine", next, 1);
+    return rate_step_order(spec, StepKind::refine, "refine", next, 1);
   }
   if (auto next = bisect(b.pass->rate, b.fail->rate, s.tolerance)) {
-    return fixed_order(spec, StepKind::refine, "refine", *next, 1);
+    return rate_step_order(spec, StepKind::refine, "refine", *next, 1);
   }
   return Finish{sweep_result(spec, a, warnings)};
 }
@@ -297,9 +330,10 @@ Action next_rate_action(const JobSpec& spec, const std::vector<StepOutcome>& ste
     return Finish{sweep_result(spec, a, warnings)};
   }
   if (a.pending_rerun) return *a.pending_rerun;
+  if (s.search == SweepSearch::scout) return next_scout_action(spec, a);
   // Ladder: the planned rates in order, until `stop_after_failures` fail in a row.
   if (a.ladder_done < static_cast<int>(a.ladder.size()) && trailing_failures(a) < s.stop_after_failures) {
-    return fixed_order(spec, StepKind::ladder, "ladder", a.ladder[a.ladder_done], 1);
+    return rate_step_order(spec, StepKind::ladder, "ladder", a.ladder[a.ladder_done], 1);
   }
   return after_ladder(spec, a, warnings);
 }
@@ -316,6 +350,10 @@ Plan rate_progress(const JobSpec& spec, const std::vector<StepOutcome>& steps) {
     return p;
   }
   p.phase = std::get<StepOrder>(action).phase;
+  if (s.search == SweepSearch::scout && a.baseline && a.probe) {
+    p.steps_planned = done + std::max(scout_progress(spec, a), 1);
+    return p;
+  }
   int remaining = 0;
   if (!a.baseline)
     remaining += 2;

@@ -58,9 +58,16 @@ std::optional<JobKind> parse_job_kind(std::string_view s) noexcept;
 // A rate sweep finds the highest request rate within the SLO; a concurrency sweep runs one
 // closed-loop step per number of users and finds the most users within the SLO.
 enum class SweepMode { rate, concurrency };
+// How a rate sweep looks for its answer. ladder: K full-length rates up to the probe's, then
+// escalation and bisection of full-length steps. scout: short steps locate the bracket, and
+// only full-length steps may claim a passing rate (sweep/scout.hpp).
+enum class SweepSearch { ladder, scout };
 
 struct SweepSettings {
   SweepMode mode = SweepMode::rate;
+  SweepSearch search = SweepSearch::ladder;
+  Nanos scout_duration = std::chrono::seconds(15);            // measured part of a scout step
+  Nanos scout_warmup = std::chrono::seconds(5);               // its warm-up (at most warmup)
   std::vector<std::uint32_t> levels{1, 2, 4, 8, 16, 32, 64};  // concurrency mode: users per step
   std::optional<LengthDist> think_time_ms;                    // concurrency mode: each user's pause after an answer
   int steps = 6;                                              // ladder rates K

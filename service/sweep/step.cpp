@@ -70,6 +70,8 @@ json StepOutcome::to_json() const {
     j["role"] = to_string(*role);
     j["round"] = round;
   }
+  if (scout) j["scout"] = true;
+  if (wall_s > 0) j["wall_s"] = wall_s;
   return j;
 }
 
@@ -88,6 +90,8 @@ std::optional<StepOutcome> StepOutcome::from_json(const json& j) {
     s.saturated = j.value("saturated", false);
     s.unavailable = j.value("unavailable", false);
     s.generator_limited = j.value("generator_limited", false);
+    s.scout = j.value("scout", false);
+    s.wall_s = j.value("wall_s", 0.0);
     s.measured_rate_rps = j.value("measured_rate_rps", 0.0);
     s.users = j.value("users", std::uint32_t{0});
     s.completion_ratio = j.value("completion_ratio", 1.0);

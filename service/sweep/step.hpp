@@ -32,6 +32,8 @@ struct StepOutcome {
   bool saturated = false;
   bool unavailable = false;  // failed on connection/5xx/cut-stream errors: availability, not capacity
   bool generator_limited = false;
+  bool scout = false;            // a short step of a scouting search: its pass is never claimed
+  double wall_s = 0;             // the step's wall time, warm-up and drain included (0: not stored)
   double measured_rate_rps = 0;  // baseline: r_sync; probe: r_max; else completions per second
   std::uint32_t users = 0;       // closed-loop steps (level): the users kept in flight
   double completion_ratio = 1;   // completions / scheduled in the window
@@ -54,7 +56,7 @@ struct StepOutcome {
 // One step to run.
 struct StepOrder {
   StepKind kind = StepKind::ladder;
-  std::string phase;    // "baseline", "probe", "ladder", "escalate", "refine", "check", "level"
+  std::string phase;    // "baseline", "probe", "ladder", "escalate", "refine", "scout", "confirm", "check", "level"
   double rate_rps = 0;  // fixed-rate steps and check (inf for all_at_once)
   Nanos duration{0};    // measured part (0: count-based)
   Nanos warmup{0};
@@ -62,6 +64,7 @@ struct StepOrder {
   std::uint32_t concurrency = 0;          // baseline and closed loops: users; else a cap (0: none)
   bool closed_loop = false;               // a check of N users (concurrency), not a rate
   bool rerun = false;
+  bool scout = false;        // a short step that only locates the bracket (sweep.search "scout")
   std::optional<Role> role;  // regression steps: which side runs (none: the job's target)
   int round = 0;             // regression: the round of a run, the pass of a quality step
   Nanos pause_before{0};     // wait this long before the step (a regression's cooldown)

@@ -306,6 +306,7 @@ JudgedStep judge_step(const JobSpec& spec, const StepOrder& order, const loadgen
   const StepMetrics& m = result.metrics;
   o.kind = order.kind;
   o.rerun = order.rerun;
+  o.scout = order.scout;
   o.role = order.role;
   o.round = order.round;
   o.offered_rate_rps = (order.kind == StepKind::baseline || order.kind == StepKind::probe) ? 0 : order.rate_rps;

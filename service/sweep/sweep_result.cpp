@@ -116,7 +116,7 @@ void add_warnings(const JobSpec& spec, const Analysis& a, const Bracket& b, std:
         floor_rps, longest_s, need.decidable, need.percentile_name));
   }
   for (const auto& f : a.fixed) {
-    if (f.verdict == Verdict::pass && b.fail && f.rate > b.fail->rate) {
+    if (!f.scout && f.verdict == Verdict::pass && b.fail && f.rate > b.fail->rate) {
       warnings.push_back(
           "non-monotone: a rate above the lowest failing rate passed; the answer is the highest rate with no failure "
           "below it");
@@ -179,6 +179,7 @@ json sweep_result(const JobSpec& spec, const Analysis& a, std::vector<std::strin
   r["concurrency_at_max_slo"] = conc;
   r["ladder"] = {{"lo_rps", a.range.lo}, {"hi_rps", a.range.hi}, {"rates", a.ladder}};
   r["steps_run"] = a.fixed_steps_run + 2;
+  r["search"] = search_block(spec, a);
   r["tolerance"] = spec.sweep.tolerance;
   if (spec.arrival.process == ArrivalProcess::trace) {
     // Each rate step replayed the trace looped at that mean rate: its bursts kept, its speed the step's.

@@ -21,9 +21,15 @@
 //      (two sequences, 3.1 s a request: ~0.64 req/s, p50 bounds).
 //  (g) capsweepd's engine at 10,000 Poisson req/s (16-token answers from a fast SSE server):
 //      schedule lag p50/p99/max of each check and capsweepd's CPU per token event.
+//  (h) time to a verdict: today's default sweep (the ladder of 60-s steps) against the scouting
+//      search (sweep.search "scout") on the same spec and seed, three runs each, on llmsim's
+//      default model with two SLOs (its saturation limits; an ITL bound limits below it), all
+//      twelve sweeps side by side, each with its own simulator and capsweepd: wall time, steps,
+//      measured requests, answer and bracket, and whether each scouting answer lies in the
+//      trial band the ladder runs give and below every rate seen to saturate.
 // capsweep-llmsim and capsweepd run as child processes on loopback.
 //
-// Usage: capsweep-bench-service [--quick] [--parts abcdefg] [--rate R] [--seconds S] [--minutes M]
+// Usage: capsweep-bench-service [--quick] [--parts abcdefgh] [--rate R] [--seconds S] [--minutes M]
 //                               [--scenario-rate R]
 
 #include <fcntl.h>
@@ -40,9 +46,12 @@
 #include <boost/asio/write.hpp>
 #include <cctype>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -552,6 +561,7 @@ struct SweepRun {
   json result;
   int steps = 0, decided = 0, at_max = 0;
   std::size_t measured = 0;
+  std::string trail;  // each fixed-rate step: its phase's letter, rate and verdict (+ pass, - not)
 };
 
 SweepRun run_sweep(std::uint16_t api, const json& spec) {
@@ -566,6 +576,12 @@ SweepRun run_sweep(std::uint16_t api, const json& spec) {
   for (const auto& st : steps.value("steps", json::array())) {
     ++run.steps;
     run.measured += st["summary"].value("measured", std::size_t{0});
+    const std::string phase = st.value("phase", "");
+    if (st["offered_rate_rps"].is_number() && !phase.empty()) {
+      const char letter = phase == "rerun" ? 'X' : static_cast<char>(std::toupper(phase[0]));
+      run.trail += fmt::format("{}{}{:.3g}{}", run.trail.empty() ? "" : " ", letter,
+                               st["offered_rate_rps"].get<double>(), st.value("verdict", "") == "pass" ? '+' : '-');
+    }
     if (st["summary"].contains("stop")) {
       const std::string by = st["summary"]["stop"].value("by", "");
       run.decided += by == "decided";
@@ -629,6 +645,156 @@ void part_f(const fs::path& dir, double step_s, bool quick) {
     print_sweep("decided", run_sweep(ap, spec));
     fs::remove(dir / "f.db");
   }
+}
+
+// The machine's busy share of its CPU time since the last call (/proc/stat).
+struct MachineCpu {
+  double busy = 0, total = 0;
+  double share() {
+    std::ifstream in("/proc/stat");
+    std::string cpu;
+    double v[10] = {};
+    in >> cpu;
+    for (double& x : v) in >> x;
+    double all = 0;
+    for (double x : v) all += x;
+    const double idle = v[3] + v[4];
+    const double d_busy = (all - idle) - busy, d_total = all - total;
+    busy = all - idle;
+    total = all;
+    return d_total > 0 ? d_busy / d_total : 0;
+  }
+};
+
+struct SearchRun {
+  std::string target, mode;
+  int run = 0;
+  SweepRun sweep;
+  std::string error;
+};
+
+// One sweep of `spec` (its search and seed set) against a simulator of its own, by a capsweepd
+// of its own, so runs can go side by side without sharing a target.
+void search_run(const fs::path& dir, const std::vector<std::string>& sim_args, json spec, SearchRun& out) {
+  static std::mutex starting;  // one pair starts at a time: two threads never pick one free port
+  try {
+    const std::string tag = fmt::format("h-{}-{}-{}", out.target, out.mode, out.run);
+    std::unique_lock lock(starting);
+    const std::uint16_t sp = free_port();
+    std::vector<std::string> args{CAPSWEEP_LLMSIM_PATH, "--listen", fmt::format("127.0.0.1:{}", sp)};
+    args.insert(args.end(), sim_args.begin(), sim_args.end());
+    Child sim(args, dir / (tag + "-sim.log"), sp, "/health");
+    const std::uint16_t ap = free_port();
+    Child d({CAPSWEEPD_PATH, "--listen", fmt::format("127.0.0.1:{}", ap), "--db", (dir / (tag + ".db")).string()},
+            dir / (tag + ".log"), ap, "/healthz");
+    lock.unlock();
+    const std::string base = fmt::format("http://127.0.0.1:{}", sp);
+    spec["target"]["base_url"] = base;
+    spec["target"]["metrics_url"] = base + "/metrics";
+    out.sweep = run_sweep(ap, spec);
+  } catch (const std::exception& e) {
+    out.error = e.what();
+  }
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+double number_in(const json& j, const char* key) {
+  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : std::nan("");
+}
+
+void print_search_runs(const std::vector<SearchRun>& runs, const std::string& target) {
+  std::vector<double> wall[2];
+  double band_lo = std::numeric_limits<double>::infinity(), band_hi = 0, saturation = band_lo;
+  for (const auto& r : runs) {
+    if (r.target != target) continue;
+    if (!r.error.empty()) {
+      fmt::print("    run {} {:<6} failed: {}\n", r.run, r.mode, r.error);
+      continue;
+    }
+    const json& res = r.sweep.result;
+    const json& search = res["search"];
+    fmt::print(
+        "    run {} {:<6} {:>6.0f} s  {:>2} steps ({:>2} short)  {:>6} measured requests  max SLO rate {:.4g}  "
+        "bracket {}  saturation seen at {}\n",
+        r.run, r.mode, r.sweep.wall_s, r.sweep.steps, search.value("scout_steps", 0), r.sweep.measured,
+        number_in(res, "max_slo_rate_rps"), res["slo_bracket_rps"].dump(), res["saturation_rate_rps"].dump());
+    fmt::print("      {}\n", r.sweep.trail);
+    wall[r.mode == "scout"].push_back(r.sweep.wall_s);
+    const double sat = number_in(res, "saturation_rate_rps");
+    if (std::isfinite(sat)) saturation = std::min(saturation, sat);
+    if (r.mode != "ladder") continue;
+    band_lo = std::min(band_lo, number_in(res, "max_slo_rate_rps"));
+    const json& fail = res["slo_bracket_rps"][1];
+    if (fail.is_number()) band_hi = std::max(band_hi, fail.get<double>());
+  }
+  const double ml = median_of(wall[0]), ms = median_of(wall[1]);
+  fmt::print("    median wall time: ladder {:.0f} s, scout {:.0f} s: {:.2f} of the ladder's\n", ml, ms,
+             ml > 0 ? ms / ml : 0);
+  int in_band = 0, above_saturation = 0, scouts = 0;
+  for (const auto& r : runs) {
+    if (r.target != target || r.mode != "scout" || !r.error.empty()) continue;
+    ++scouts;
+    const double a = number_in(r.sweep.result, "max_slo_rate_rps");
+    in_band += a >= band_lo * (1 - 1e-9) && a < band_hi;
+    above_saturation += a >= saturation;
+  }
+  fmt::print(
+      "    trial band (the ladder runs' lowest answer to their highest failing rate): [{:.4g}, {:.4g}); scout answers "
+      "in it: {} of {}; at or above the lowest rate any run saw saturate ({:.4g}): {}\n",
+      band_lo, band_hi, in_band, scouts, saturation, above_saturation);
+  std::fflush(stdout);
+}
+
+// (h) the ladder (today's default search) against the scouting search, both on the same spec
+// and seed, three runs each, all side by side: every sweep has its own simulator and capsweepd.
+void part_h(const fs::path& dir, bool quick, int runs) {
+  struct Target {
+    std::string name, about;
+    json slo;
+  };
+  const std::vector<Target> targets{
+      {"ttft",
+       "llmsim's default model, TTFT p95 <= 800 ms and ITL p95 <= 50 ms (its saturation limits)",
+       {{"ttft_ms", {{"p95", 800}}}, {"itl_ms", {{"p95", 50}}}}},
+      {"itl",
+       "llmsim's default model, TTFT p95 <= 800 ms and ITL p95 <= 20 ms (the ITL bound limits, below saturation)",
+       {{"ttft_ms", {{"p95", 800}}}, {"itl_ms", {{"p95", 20}}}}},
+  };
+  const json sweep = quick ? json{{"steps", 3}, {"step_duration_s", 6}, {"warmup_s", 2}} : json::object();
+  fmt::print(
+      "(h) the ladder against the scouting search (sweep.search \"scout\"), {} run(s) each, {} sweeps side by "
+      "side, {}\n",
+      runs, targets.size() * 2 * static_cast<std::size_t>(runs),
+      quick ? "6-s steps" : "the default 60-s steps after 10-s warm-ups");
+  std::vector<SearchRun> results;
+  for (const auto& t : targets) {
+    for (int i = 1; i <= runs; ++i) {
+      for (const char* mode : {"ladder", "scout"}) results.push_back({t.name, mode, i, {}, {}});
+    }
+  }
+  MachineCpu cpu;
+  cpu.share();
+  std::vector<std::thread> threads;
+  for (auto& r : results) {
+    const auto& t = *std::find_if(targets.begin(), targets.end(), [&](const Target& x) { return x.name == r.target; });
+    json spec = job(0, "search " + r.mode);
+    spec["slo"] = t.slo;
+    spec["sweep"] = sweep;
+    spec["sweep"]["search"] = r.mode;
+    spec["workload"]["seed"] = 100 + r.run;
+    threads.emplace_back([&dir, spec, &r] { search_run(dir, {}, spec, r); });
+  }
+  for (auto& th : threads) th.join();
+  const double busy = cpu.share();
+  for (const auto& t : targets) {
+    fmt::print("  {}\n", t.about);
+    print_search_runs(results, t.name);
+  }
+  fmt::print("  the machine's CPU was {:.0f}% busy over the runs\n", 100 * busy);
 }
 
 // CPU seconds a process has used (utime + stime of /proc/PID/stat).
@@ -706,7 +872,7 @@ int main(int argc, char** argv) {
       scenario_rate = std::stod(argv[++i]);
     else {
       fmt::print(stderr,
-                 "usage: capsweep-bench-service [--quick] [--parts abcdefg] [--rate R] [--seconds S] [--minutes M] "
+                 "usage: capsweep-bench-service [--quick] [--parts abcdefgh] [--rate R] [--seconds S] [--minutes M] "
                  "[--scenario-rate R]\n");
       return 2;
     }
@@ -727,6 +893,7 @@ int main(int argc, char** argv) {
     if (parts.find('e') != std::string::npos) part_e(dir, quick ? 50 : 200, quick ? 3 : seconds, quick ? 150 : 300);
     if (parts.find('f') != std::string::npos) part_f(dir, quick ? 5 : 30, quick);
     if (parts.find('g') != std::string::npos) part_g(dir, quick ? 1000 : 10000, quick ? 2 : 5, quick ? 1 : 3);
+    if (parts.find('h') != std::string::npos) part_h(dir, quick, quick ? 1 : 3);
   } catch (const std::exception& e) {
     fmt::print(stderr, "capsweep-bench-service: {}\n", e.what());
     fs::remove_all(dir);

@@ -185,6 +185,68 @@ TEST_CASE("capsweepd: a full sweep finds llmsim's capacity within 15% of its mod
   }
 }
 
+TEST_CASE(
+    "capsweepd: a scouting sweep claims only a full-length step, within llmsim's model, and says where its time went") {
+  // The model of the test above: llmsim saturates at 35.7 req/s for this workload.
+  SimFixture sim(default_sim());
+  const llmsim::EngineParams e;
+  const double model_rate =
+      e.max_num_seqs /
+      (64 *
+       (e.decode_base_ms + e.decode_per_seq_ms * e.max_num_seqs + e.prefill_ms_per_token * 200 * e.max_num_seqs / 64) /
+       1000);
+  TempDir dir;
+  Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
+  json spec = sweep_spec(sim, 4, 8, 2);
+  spec["sweep"]["search"] = "scout";  // scouts of 2 s after 1 s (a quarter and a half)
+  const std::string id = submit(d, spec);
+  const json done = d.wait_for(id, job_ended, 240s);
+  INFO(done.dump(1));
+  REQUIRE(done["status"] == "succeeded");
+  validate_result(done);
+  const json& r = done["result"];
+  const double max = r["max_slo_rate_rps"].get<double>();
+  CHECK(max < 1.15 * model_rate);  // an 8-s step resolves overloads above ~12% (docs/jobs.md)
+  bool generator_limited = false;
+  for (const auto& w : r["warnings"])
+    generator_limited |= w.get<std::string>().find("generator-limited") != std::string::npos;
+  if (!generator_limited) CHECK(max > 0.85 * model_rate);
+  if (r["saturation_rate_rps"].is_number()) CHECK(r["saturation_rate_rps"].get<double>() > max);
+  const json& search = r["search"];
+  CHECK(search["mode"] == "scout");
+  CHECK(search["scout_steps"].get<int>() >= 2);
+  CHECK(search["full_steps"].get<int>() >= 1);
+  // The answer is a full-length step's pass; scouts ran their short length.
+  const json steps = d.get_json("/v1/sweeps/" + id + "/steps");
+  bool claimed = false;
+  double wall = 0;
+  int scouts = 0;
+  for (const auto& s : steps["steps"]) {
+    const std::string phase = s["phase"];
+    const double measured = s["summary"]["duration_s"].get<double>();
+    if (phase == "scout") {
+      ++scouts;
+      CHECK(measured < 4);
+    }
+    if ((phase == "confirm" || phase == "refine") && s["verdict"] == "pass" &&
+        s["offered_rate_rps"].get<double>() == Approx(max)) {
+      claimed = true;
+      CHECK(measured > 7);
+    }
+  }
+  CHECK(claimed);
+  CHECK(scouts == search["scout_steps"].get<int>());
+  for (const auto& [phase, secs] : search["time_s"].items()) {
+    if (phase != "total") wall += secs.get<double>();
+  }
+  CHECK(search["time_s"]["total"].get<double>() == Approx(wall));
+  CHECK(search["time_s"]["scout"].get<double>() > 0);
+  CHECK(search["time_s"]["confirm"].get<double>() > 8);
+  const json& interval = search["resolution"]["capacity_interval_rps"];
+  CHECK(interval[0].get<double>() < max);
+  CHECK(interval[1] == r["slo_bracket_rps"][1]);
+}
+
 TEST_CASE("capsweepd: check jobs pass below capacity and fail above it, recording the criterion") {
   SimFixture sim(default_sim());
   TempDir dir;

@@ -543,3 +543,159 @@ TEST_CASE(
   // The baseline and the probe count requests: never decided.
   CHECK_FALSE(std::get<StepOrder>(next_action(decided, {})).decided);
 }
+
+namespace {
+
+JobSpec scout_spec() {
+  JobSpec s = sweep_spec();
+  s.sweep.search = SweepSearch::scout;
+  s.sweep.step_duration = std::chrono::seconds(60);
+  s.sweep.warmup = std::chrono::seconds(10);
+  s.sweep.scout_duration = std::chrono::seconds(15);
+  s.sweep.scout_warmup = std::chrono::seconds(5);
+  return s;
+}
+
+// A fabricated server whose capacity is `capacity` for a full-length step, while a short step
+// still passes up to `capacity * (1 + flatter)` (its queue has not built yet). Its p95 TTFT
+// against an 800-ms bound rises with the rate and crosses the bound at the rate a step passes to.
+StepOutcome judged_step(const StepOrder& order, double capacity, double flatter) {
+  const double limit = order.scout ? capacity * (1 + flatter) : capacity;
+  StepOrder plain = order;
+  StepOutcome o = fixed_step(
+      plain, [limit](double rate, bool) { return rate <= limit ? Verdict::pass : Verdict::fail; }, capacity);
+  o.scout = order.scout;
+  const double ttft = 800 * std::pow(order.rate_rps / limit, 3);
+  o.evaluation = {
+      {"criteria", json::array({{{"name", "p95_ttft_ms"}, {"bound", 800}, {"comparison", "<="}, {"measured", ttft}}})}};
+  o.summary["duration_s"] = to_s(order.duration);
+  o.summary["phase"] = order.phase;
+  o.wall_s = to_s(order.duration + order.warmup);
+  return o;
+}
+
+struct Timed {
+  Run run;
+  double seconds = 0;  // warm-up + measured of every fixed-rate step
+  int full = 0, scouts = 0;
+};
+
+Timed simulate_timed(const JobSpec& spec, double r_sync, double r_max, double capacity, double flatter) {
+  Timed t;
+  t.run.steps = {baseline(r_sync), probe(r_max)};
+  for (int guard = 0; guard < 200; ++guard) {
+    t.run.last = next_action(spec, t.run.steps);
+    const auto* order = std::get_if<StepOrder>(&t.run.last);
+    if (!order) return t;
+    t.run.orders.push_back(*order);
+    t.run.steps.push_back(judged_step(*order, capacity, flatter));
+    t.seconds += to_s(order->duration + order->warmup);
+    ++(order->scout ? t.scouts : t.full);
+  }
+  FAIL("the sweep did not finish in 200 steps");
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("orchestrator: a scouting sweep starts with a short step at the probe's rate") {
+  const JobSpec spec = scout_spec();
+  const auto a = next_action(spec, {baseline(2), probe(30)});
+  REQUIRE(std::holds_alternative<StepOrder>(a));
+  const auto& o = std::get<StepOrder>(a);
+  CHECK(o.scout);
+  CHECK(o.phase == "scout");
+  CHECK(o.rate_rps == Approx(30));
+  CHECK(o.duration == spec.sweep.scout_duration);
+  CHECK(o.warmup == spec.sweep.scout_warmup);
+  const Plan p = rate_progress(spec, {baseline(2), probe(30)});
+  CHECK(p.phase == "scout");
+  CHECK(p.steps_planned > 3);
+}
+
+TEST_CASE("orchestrator: a scouting sweep claims only a full-length pass, however much its scouts flatter") {
+  for (double flatter : {0.0, 0.04, 0.12}) {
+    for (double capacity : {23.3, 29.0, 11.0, 4.5}) {
+      CAPTURE(flatter, capacity);
+      const JobSpec spec = scout_spec();
+      const Timed t = simulate_timed(spec, 2, 30, capacity, flatter);
+      const json& r = result_of(t.run.last);
+      REQUIRE(r["max_slo_rate_rps"].is_number());
+      const double max = r["max_slo_rate_rps"].get<double>();
+      const double fail = r["slo_bracket_rps"][1].get<double>();
+      CHECK(max <= capacity);
+      CHECK(fail > capacity);
+      CHECK((fail - max) / max <= spec.sweep.tolerance + 1e-9);
+      // The answer is a full-length step's pass.
+      bool claimed_by_full = false;
+      for (const auto& s : t.run.steps)
+        claimed_by_full |= !s.scout && s.offered_rate_rps == max && s.verdict == Verdict::pass;
+      CHECK(claimed_by_full);
+      CHECK(r["search"]["mode"] == "scout");
+      CHECK(r["search"]["scout_steps"] == t.scouts);
+      CHECK(r["search"]["full_steps"] == t.full);
+      CHECK(r["search"]["time_s"]["scout"].get<double>() == Approx(t.scouts * 20.0));
+      CHECK(r["search"]["resolution"]["capacity_interval_rps"][1].get<double>() == Approx(fail));
+      CHECK(r["warnings"].empty());
+      // The same server swept by the ladder (its steps' planned lengths, no early ends): where
+      // scouts do not flatter, the scouting sweep's steps cost at most a half; where they flatter
+      // by a 15-s step's resolution (~4%), less than the ladder's.
+      JobSpec ladder = spec;
+      ladder.sweep.search = SweepSearch::ladder;
+      const Timed l = simulate_timed(ladder, 2, 30, capacity, flatter);
+      CHECK(result_of(l.run.last)["search"]["mode"] == "ladder");
+      if (flatter == 0) CHECK(t.seconds <= 0.5 * l.seconds);
+      if (flatter < 0.05) CHECK(t.seconds < l.seconds);
+      if (flatter == 0) CHECK(t.full == 1);  // the confirm of the highest scout pass
+    }
+  }
+}
+
+TEST_CASE("orchestrator: a scouting sweep escalates while scouts pass and confirms the cap") {
+  const JobSpec spec = scout_spec();
+  const Timed t = simulate_timed(spec, 2, 30, 1000, 0);
+  const json& r = result_of(t.run.last);
+  CHECK(r["max_slo_rate_rps"].get<double>() == Approx(100));  // sweep.max_rate_rps
+  CHECK(r["slo_bracket_rps"][1].is_null());
+  REQUIRE(r["warnings"].size() == 1);
+  for (const auto& o : t.run.orders) CHECK(o.rate_rps <= 100);
+  CHECK(t.full == 1);
+  CHECK_FALSE(t.run.orders.back().scout);
+}
+
+TEST_CASE("orchestrator: a scouting sweep where nothing passes steps down and answers no rate") {
+  const JobSpec spec = scout_spec();
+  const Timed t = simulate_timed(spec, 2, 30, 0.01, 0);
+  const json& r = result_of(t.run.last);
+  CHECK(r["max_slo_rate_rps"].is_null());
+  CHECK(t.full == 0);  // nothing to confirm
+  CHECK(t.run.orders.back().rate_rps >= 2.0 / 8);
+  CHECK_FALSE(r["warnings"].empty());
+}
+
+TEST_CASE("orchestrator: a full step's inconclusive confirm is re-run, a scout's never") {
+  const JobSpec spec = scout_spec();
+  std::vector<StepOutcome> steps{baseline(2), probe(30)};
+  StepOrder scout = std::get<StepOrder>(next_action(spec, steps));
+  StepOutcome s = judged_step(scout, 20, 0);
+  s.verdict = Verdict::inconclusive;
+  steps.push_back(s);
+  const auto after_scout = std::get<StepOrder>(next_action(spec, steps));
+  CHECK(after_scout.scout);  // counted as failing: the search moves below it
+  CHECK(after_scout.rate_rps < scout.rate_rps);
+  CHECK_FALSE(after_scout.rerun);
+}
+
+TEST_CASE("orchestrator: a scout's flags and wall time round-trip through the stored JSON") {
+  StepOutcome o;
+  o.kind = StepKind::refine;
+  o.scout = true;
+  o.wall_s = 21.5;
+  const auto back = StepOutcome::from_json(o.to_json()).value();
+  CHECK(back.scout);
+  CHECK(back.wall_s == 21.5);
+  StepOutcome plain;
+  const auto j = plain.to_json();
+  CHECK_FALSE(j.contains("scout"));
+  CHECK_FALSE(StepOutcome::from_json(j).value().scout);
+}

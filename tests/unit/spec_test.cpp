@@ -126,6 +126,38 @@ TEST_CASE("spec: malformed specs name the failing field") {
   CHECK(first_error(with(d, "/slo/confidence", 0.3)) == "/slo/confidence");  // [0.5, 1)
   CHECK(first_error(with(d, "/slo/goodput", json{{"ttft_sent_ms", 500}, {"e2el_sent_ms", 4000}})).empty());
   CHECK(first_error(with(d, "/slo/goodput", json{{"ttft_sent_ms", 0}})) == "/slo/goodput/ttft_sent_ms");
+  CHECK(first_error(with(d, "/sweep/search", "binary")) == "/sweep/search");
+  CHECK(first_error(with(d, "/sweep/scout_s", 5)) == "/sweep/scout_s");  // the ladder has no scouts
+  const json scout = with(d, "/sweep/search", "scout");
+  CHECK(first_error(scout).empty());
+  CHECK(first_error(with(scout, "/sweep/scout_s", 0)) == "/sweep/scout_s");
+  CHECK(first_error(with(scout, "/sweep/scout_s", 1e6)) == "/sweep/scout_s");  // over the schema's maximum
+  CHECK(first_error(with(with(scout, "/sweep/scout_s", 61), "/sweep/step_duration_s", 60)) == "/sweep/scout_s");
+  const json long_steps = with(with(scout, "/sweep/step_duration_s", 60), "/sweep/warmup_s", 10);
+  CHECK(first_error(long_steps).empty());
+  CHECK(first_error(with(long_steps, "/sweep/scout_warmup_s", 20)) == "/sweep/scout_warmup_s");
+  CHECK(first_error(with(with(scout, "/sweep/mode", "concurrency"), "/sweep/scout_s", 2)) == "/sweep/search");
+}
+
+TEST_CASE("spec: a scouting search's step lengths, given and by default") {
+  json spec = with(demo(), "/sweep/search", "scout");
+  spec["sweep"]["step_duration_s"] = 60;
+  spec["sweep"]["warmup_s"] = 10;
+  validator().apply_defaults(spec);
+  auto js = sweep::parse_job_spec(spec).value();
+  CHECK(js.sweep.search == sweep::SweepSearch::scout);
+  CHECK(js.sweep.scout_duration == std::chrono::seconds(15));
+  CHECK(js.sweep.scout_warmup == std::chrono::seconds(5));
+  spec["sweep"]["step_duration_s"] = 8;
+  spec["sweep"]["warmup_s"] = 2;
+  js = sweep::parse_job_spec(spec).value();
+  CHECK(js.sweep.scout_duration == std::chrono::seconds(2));  // a quarter of a short step
+  CHECK(js.sweep.scout_warmup == std::chrono::seconds(1));
+  spec["sweep"]["scout_s"] = 3.5;
+  spec["sweep"]["scout_warmup_s"] = 0;
+  js = sweep::parse_job_spec(spec).value();
+  CHECK(js.sweep.scout_duration == std::chrono::milliseconds(3500));
+  CHECK(js.sweep.scout_warmup == Nanos{0});
 }
 
 TEST_CASE("spec: check jobs need a rate, or a count with all_at_once") {

@@ -34,6 +34,33 @@ Result<std::vector<std::uint32_t>> parse_levels(const json& lv, const std::strin
   return levels;
 }
 
+// sweep.search ("ladder" | "scout") and a scouting search's step lengths: by default a quarter
+// of the full step's measured part (at most 15 s) after half its warm-up (at most 5 s).
+std::optional<Error> parse_search(const json& j, const std::string& f, SweepSettings& s) {
+  if (auto m = j.find("search"); m != j.end()) {
+    if (*m == "ladder")
+      s.search = SweepSearch::ladder;
+    else if (*m == "scout")
+      s.search = SweepSearch::scout;
+    else
+      return invalid(f + "/search", "must be \"ladder\" or \"scout\"");
+  }
+  if (s.search == SweepSearch::scout && s.mode != SweepMode::rate)
+    return invalid(f + "/search", "\"scout\" applies to rate sweeps; a concurrency sweep runs its levels");
+  s.scout_duration = std::min<Nanos>(std::chrono::seconds(15), s.step_duration / 4);
+  s.scout_warmup = std::min<Nanos>(std::chrono::seconds(5), s.warmup / 2);
+  fields::Reader r(j, f);
+  r.seconds("scout_s", s.scout_duration).seconds("scout_warmup_s", s.scout_warmup, true);
+  if (r.error()) return *r.error();
+  for (const char* key : {"scout_s", "scout_warmup_s"}) {
+    if (j.contains(key) && s.search != SweepSearch::scout)
+      return invalid(f + "/" + key, "applies to \"search\": \"scout\" only");
+  }
+  if (s.scout_duration > s.step_duration) return invalid(f + "/scout_s", "must be at most step_duration_s");
+  if (s.scout_warmup > s.warmup) return invalid(f + "/scout_warmup_s", "must be at most warmup_s");
+  return std::nullopt;
+}
+
 Result<SweepSettings> parse_sweep(const json& j) {
   const std::string f = "/sweep";
   SweepSettings s;
@@ -62,6 +89,7 @@ Result<SweepSettings> parse_sweep(const json& j) {
     else
       return invalid(f + "/mode", "must be \"rate\" or \"concurrency\"");
   }
+  if (auto e = parse_search(j, f, s)) return *e;
   if (auto lv = j.find("levels"); lv != j.end()) {
     if (s.mode != SweepMode::concurrency) return invalid(f + "/levels", "applies to \"mode\": \"concurrency\" only");
     auto levels = parse_levels(*lv, f + "/levels");
