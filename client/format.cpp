@@ -341,6 +341,36 @@ std::string windows_table(const json& windows) {
   return out;
 }
 
+namespace {
+
+// A sweep's search in two lines: where the capacity lies (the answer's step's resolution) and
+// how the sweep's time went; empty for results that predate it.
+std::string search_text(const json& search) {
+  if (!search.is_object()) return {};
+  std::string out;
+  const json& res = at(search, "resolution");
+  if (res.is_object() && at(res, "capacity_interval_rps").is_array()) {
+    const json& iv = at(res, "capacity_interval_rps");
+    out += fmt::format("\n  capacity between {} and {} req/s (a {}-s step may miss an overload under {}%)", num(iv[0]),
+                       num(iv[1]), num(at(res, "step_s"), "{:.0f}"), num(at(res, "undetected_overload_pct"), "{:.1f}"));
+  }
+  const json& time = at(search, "time_s");
+  std::string phases;
+  if (time.is_object()) {
+    for (const auto& [phase, secs] : time.items())
+      if (phase != "total" && secs.is_number())
+        phases += fmt::format("{}{} {:.0f} s", phases.empty() ? "" : ", ", phase, secs.get<double>());
+  }
+  out += fmt::format(
+      "\n  search: {}, {} full-length steps{}; {} s ({})", terminal_safe(text_of(search, "mode", "?")),
+      num(at(search, "full_steps"), "{:g}"),
+      search.contains("scout_steps") ? fmt::format(" and {} scouts", num(at(search, "scout_steps"), "{:g}")) : "",
+      num(at(time, "total"), "{:.0f}"), phases);
+  return out;
+}
+
+}  // namespace
+
 std::string verdict_text(const json& sweep) {
   const std::string status = text_of(sweep, "status", "");
   if (status == "failed") return "FAILED: " + text_of(sweep, "error", "(no reason recorded)");
@@ -387,6 +417,7 @@ std::string verdict_text(const json& sweep) {
     out += fmt::format("\n  bracket: passes at {} req/s, fails at {} req/s", num(b[0]), num(b[1]));
   if (at(r, "saturation_rate_rps").is_number())
     out += fmt::format("\n  saturation from {:.1f} req/s", at(r, "saturation_rate_rps").get<double>());
+  out += search_text(at(r, "search"));
   const json& c = at(r, "concurrency_at_max_slo");
   if (c.is_object()) {
     out += fmt::format("\n  in flight at the max rate: {} (Little's law), {} (server running+waiting)",

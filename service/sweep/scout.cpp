@@ -80,9 +80,15 @@ std::optional<double> crossing(const StepOutcome& lo, const StepOutcome& hi) {
 }
 
 // The next scout between a pass and a fail: at the crossing, kept within the middle 60% so each
-// scout narrows the bracket; the geometric middle where there is no crossing.
-double between(const RateResult& pass, const RateResult& fail) {
-  if (auto t = crossing(*pass.step, *fail.step)) return pass.rate + std::clamp(*t, 0.2, 0.8) * (fail.rate - pass.rate);
+// scout narrows the bracket; the geometric middle where there is no crossing, and after two
+// scouts in a row on one side (an interpolation stuck on the flat side of a curve narrows the
+// bracket from that side only: the Illinois rule's remedy).
+double between(const Analysis& a, const RateResult& pass, const RateResult& fail) {
+  const std::size_t n = a.fixed.size();
+  const bool one_side = n >= 2 && a.fixed[n - 1].scout && a.fixed[n - 2].scout &&
+                        (a.fixed[n - 1].verdict == Verdict::pass) == (a.fixed[n - 2].verdict == Verdict::pass);
+  const auto t = crossing(*pass.step, *fail.step);
+  if (t && !one_side) return pass.rate + std::clamp(*t, 0.2, 0.8) * (fail.rate - pass.rate);
   return std::sqrt(pass.rate * fail.rate);
 }
 
@@ -102,11 +108,14 @@ StepOrder confirm(const JobSpec& spec, double rate) {
   return full_step(spec, "confirm", rate);
 }
 
-// Nothing failed yet: scout higher, or confirm the cap once a scout passed there.
+// Nothing failed yet: scout higher, or confirm the cap once a scout passed there. The probe's
+// rate estimates saturation, so the first scout above it looks just above (two tolerances);
+// later ones escalate by escalation_factor.
 Action upward(const JobSpec& spec, const Analysis& a, const ScoutState& st) {
   const SweepSettings& s = spec.sweep;
   const bool at_cap = s.max_rate_rps && st.tried_max >= *s.max_rate_rps * (1 - 1e-9);
-  if (!at_cap) return scout_step_order(spec, capped(s, st.tried_max * s.escalation_factor));
+  const double factor = a.fixed.size() == 1 ? std::min(s.escalation_factor, 1 + 2 * s.tolerance) : s.escalation_factor;
+  if (!at_cap) return scout_step_order(spec, capped(s, st.tried_max * factor));
   if (st.full_pass && st.full_pass->rate >= st.tried_max * (1 - 1e-9)) {
     return Finish{sweep_result(spec, a, {"every rate up to sweep.max_rate_rps passed: the capacity is above it"})};
   }
@@ -114,17 +123,19 @@ Action upward(const JobSpec& spec, const Analysis& a, const ScoutState& st) {
 }
 
 // Nothing passed below the lowest fail: scout lower, down to a floor of the ladder range's low
-// end / 8. Below a saturated fail by 10% (the probe's rate is near the knee), below a fail on a
-// latency bound where the severity, interpolated from the baseline, crosses 1 (within 0.5x to
-// 0.9x); after two fails, half the lowest.
+// end / 8. Below a fail on a latency bound: where the severity, interpolated from the baseline,
+// crosses 1 (within 0.5x to 0.9x). Below a saturated fail: 10% lower the first time (the
+// probe's rate is near the knee), half after that.
 Action downward(const JobSpec& spec, const Analysis& a, const ScoutState& st) {
   const double from = std::min(st.tried_min, st.fail->rate);
-  double next = from * 0.5;
-  if (st.scout_fails + st.full_fails <= 2) {
-    next = from * 0.9;
-    const auto t = crossing(*a.baseline, *st.fail->step);
-    const double r_sync = a.baseline->measured_rate_rps;
-    if (t && r_sync < from) next = std::clamp(r_sync + *t * (from - r_sync), 0.5 * from, 0.9 * from);
+  double next = from * (st.scout_fails + st.full_fails <= 1 ? 0.9 : 0.5);
+  const RateResult* lowest = st.fail;
+  for (const auto& r : a.fixed) {
+    if (r.verdict != Verdict::pass && r.rate < lowest->rate) lowest = &r;
+  }
+  const double r_sync = a.baseline->measured_rate_rps;
+  if (const auto t = crossing(*a.baseline, *lowest->step); t && r_sync < from) {
+    next = std::clamp(r_sync + *t * (from - r_sync), 0.5 * from, 0.9 * from);
   }
   if (next < a.range.lo / 8) {
     return Finish{sweep_result(spec, a, {fmt::format("no rate down to {:.3g} req/s met the SLO", from)})};
@@ -172,7 +183,7 @@ Action next_scout_action(const JobSpec& spec, const Analysis& a) {
   }
   if (!st.pass) return downward(spec, a, st);
   // The fail is a scout's: narrow the bracket with scouts, then confirm its highest pass.
-  if (!narrow(st.pass->rate, st.fail->rate)) return scout_step_order(spec, between(*st.pass, *st.fail));
+  if (!narrow(st.pass->rate, st.fail->rate)) return scout_step_order(spec, between(a, *st.pass, *st.fail));
   if (st.pass->scout) return confirm(spec, st.pass->rate);
   return Finish{sweep_result(spec, a, {})};
 }

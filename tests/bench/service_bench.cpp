@@ -562,6 +562,7 @@ struct SweepRun {
   int steps = 0, decided = 0, at_max = 0;
   std::size_t measured = 0;
   std::string trail;  // each fixed-rate step: its phase's letter, rate and verdict (+ pass, - not)
+  std::vector<std::pair<double, bool>> full_trials;  // full-length fixed-rate steps: rate, passed
 };
 
 SweepRun run_sweep(std::uint16_t api, const json& spec) {
@@ -581,6 +582,8 @@ SweepRun run_sweep(std::uint16_t api, const json& spec) {
       const char letter = phase == "rerun" ? 'X' : static_cast<char>(std::toupper(phase[0]));
       run.trail += fmt::format("{}{}{:.3g}{}", run.trail.empty() ? "" : " ", letter,
                                st["offered_rate_rps"].get<double>(), st.value("verdict", "") == "pass" ? '+' : '-');
+      if (phase != "scout")
+        run.full_trials.emplace_back(st["offered_rate_rps"].get<double>(), st.value("verdict", "") == "pass");
     }
     if (st["summary"].contains("stop")) {
       const std::string by = st["summary"]["stop"].value("by", "");
@@ -706,9 +709,26 @@ double number_in(const json& j, const char* key) {
   return j.contains(key) && j[key].is_number() ? j[key].get<double>() : std::nan("");
 }
 
-void print_search_runs(const std::vector<SearchRun>& runs, const std::string& target) {
+// The band of answers a bisection of full-length trials to the tolerance can give, from the
+// trials seen: [lowest failing rate / (1 + tolerance), highest passing rate]. A sweep's answer
+// is a passing trial whose failing neighbour lies within the tolerance above it, so it can be
+// no lower than the first and no higher than the second.
+struct Band {
+  double lo = std::numeric_limits<double>::infinity(), hi = 0;
+  void add(const SweepRun& r, double tolerance) {
+    for (const auto& [rate, passed] : r.full_trials) {
+      if (passed)
+        hi = std::max(hi, rate);
+      else
+        lo = std::min(lo, rate / (1 + tolerance));
+    }
+  }
+  bool holds(double a) const { return a >= lo * (1 - 1e-9) && a <= hi * (1 + 1e-9); }
+};
+
+void print_search_runs(const std::vector<SearchRun>& runs, const std::string& target, double saturation) {
   std::vector<double> wall[2];
-  double band_lo = std::numeric_limits<double>::infinity(), band_hi = 0, saturation = band_lo;
+  Band all, ladder;
   for (const auto& r : runs) {
     if (r.target != target) continue;
     if (!r.error.empty()) {
@@ -719,33 +739,32 @@ void print_search_runs(const std::vector<SearchRun>& runs, const std::string& ta
     const json& search = res["search"];
     fmt::print(
         "    run {} {:<6} {:>6.0f} s  {:>2} steps ({:>2} short)  {:>6} measured requests  max SLO rate {:.4g}  "
-        "bracket {}  saturation seen at {}\n",
+        "bracket {}\n",
         r.run, r.mode, r.sweep.wall_s, r.sweep.steps, search.value("scout_steps", 0), r.sweep.measured,
-        number_in(res, "max_slo_rate_rps"), res["slo_bracket_rps"].dump(), res["saturation_rate_rps"].dump());
+        number_in(res, "max_slo_rate_rps"), res["slo_bracket_rps"].dump());
     fmt::print("      {}\n", r.sweep.trail);
     wall[r.mode == "scout"].push_back(r.sweep.wall_s);
-    const double sat = number_in(res, "saturation_rate_rps");
-    if (std::isfinite(sat)) saturation = std::min(saturation, sat);
-    if (r.mode != "ladder") continue;
-    band_lo = std::min(band_lo, number_in(res, "max_slo_rate_rps"));
-    const json& fail = res["slo_bracket_rps"][1];
-    if (fail.is_number()) band_hi = std::max(band_hi, fail.get<double>());
+    all.add(r.sweep, 0.05);
+    if (r.mode == "ladder") ladder.add(r.sweep, 0.05);
   }
   const double ml = median_of(wall[0]), ms = median_of(wall[1]);
   fmt::print("    median wall time: ladder {:.0f} s, scout {:.0f} s: {:.2f} of the ladder's\n", ml, ms,
              ml > 0 ? ms / ml : 0);
-  int in_band = 0, above_saturation = 0, scouts = 0;
+  int in_all = 0, in_ladder = 0, above = 0, n = 0;
   for (const auto& r : runs) {
     if (r.target != target || r.mode != "scout" || !r.error.empty()) continue;
-    ++scouts;
+    ++n;
     const double a = number_in(r.sweep.result, "max_slo_rate_rps");
-    in_band += a >= band_lo * (1 - 1e-9) && a < band_hi;
-    above_saturation += a >= saturation;
+    in_all += all.holds(a);
+    in_ladder += ladder.holds(a);
+    above += a > saturation;
   }
   fmt::print(
-      "    trial band (the ladder runs' lowest answer to their highest failing rate): [{:.4g}, {:.4g}); scout answers "
-      "in it: {} of {}; at or above the lowest rate any run saw saturate ({:.4g}): {}\n",
-      band_lo, band_hi, in_band, scouts, saturation, above_saturation);
+      "    trial band of 60-s trials (lowest failing rate / 1.05 to highest passing rate), from every run's full "
+      "steps: "
+      "[{:.4g}, {:.4g}], scout answers in it: {} of {}; from the ladder runs' alone: [{:.4g}, {:.4g}], {} of {}; "
+      "above the model's saturation ({:.4g} req/s): {}\n",
+      all.lo, all.hi, in_all, n, ladder.lo, ladder.hi, in_ladder, n, saturation, above);
   std::fflush(stdout);
 }
 
@@ -765,6 +784,10 @@ void part_h(const fs::path& dir, bool quick, int runs) {
        {{"ttft_ms", {{"p95", 800}}}, {"itl_ms", {{"p95", 20}}}}},
   };
   const json sweep = quick ? json{{"steps", 3}, {"step_duration_s", 6}, {"warmup_s", 2}} : json::object();
+  // llmsim's default model for this workload (P = 200, O = 64): an iteration of a full batch of
+  // N = 64 lasts 8 + 0.25 N + 0.02 P N / O ms, and N / (O T) requests end per second.
+  const double t_ms = 8 + 0.25 * 64 + 0.02 * 200 * 64 / 64.0;
+  const double saturation = 64 / (64 * t_ms / 1000);
   fmt::print(
       "(h) the ladder against the scouting search (sweep.search \"scout\"), {} run(s) each, {} sweeps side by "
       "side, {}\n",
@@ -792,7 +815,7 @@ void part_h(const fs::path& dir, bool quick, int runs) {
   const double busy = cpu.share();
   for (const auto& t : targets) {
     fmt::print("  {}\n", t.about);
-    print_search_runs(results, t.name);
+    print_search_runs(results, t.name, saturation);
   }
   fmt::print("  the machine's CPU was {:.0f}% busy over the runs\n", 100 * busy);
 }

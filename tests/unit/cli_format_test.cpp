@@ -37,6 +37,33 @@ TEST_CASE("cli format: a sweep's verdict line leads with the rate, the SLO, knee
   CHECK(verdict_text({{"status", "running"}}) == "not finished (running)");
 }
 
+TEST_CASE("cli format: a sweep's verdict says where the capacity lies and where the time went") {
+  json sweep = {
+      {"status", "succeeded"},
+      {"result",
+       {{"kind", "sweep"},
+        {"max_slo_rate_rps", 34.2},
+        {"slo_bracket_rps", {34.2, 35.9}},
+        {"baseline", {{"rate_rps", 1.5}}},
+        {"probe", {{"rate_rps", 37.0}}},
+        {"search",
+         {{"mode", "scout"},
+          {"full_steps", 1},
+          {"scout_steps", 5},
+          {"time_s", {{"baseline", 6.2}, {"probe", 5.1}, {"scout", 118.4}, {"confirm", 71.9}, {"total", 201.6}}},
+          {"resolution",
+           {{"step_s", 60.0}, {"undetected_overload_pct", 1.64}, {"capacity_interval_rps", {33.65, 35.9}}}}}}}}};
+  const std::string v = verdict_text(sweep);
+  CHECK(v.find("capacity between 33.6 and 35.9 req/s (a 60-s step may miss an overload under 1.6%)") !=
+        std::string::npos);
+  CHECK(v.find("search: scout, 1 full-length steps and 5 scouts; 202 s (baseline 6 s, confirm 72 s, probe 5 s, scout "
+               "118 s)") != std::string::npos);
+  sweep["result"]["search"]["resolution"] = nullptr;  // no pass: no interval
+  CHECK(verdict_text(sweep).find("capacity between") == std::string::npos);
+  sweep["result"].erase("search");  // a result from before the block
+  CHECK(verdict_text(sweep).find("search:") == std::string::npos);
+}
+
 TEST_CASE("cli format: a check's verdict names each criterion") {
   const json check = {
       {"status", "succeeded"},
