@@ -197,8 +197,10 @@ TEST_CASE(
        1000);
   TempDir dir;
   Daemon d(dir.path("capsweep.db"), dir.path("capsweepd.log"));
-  json spec = sweep_spec(sim, 4, 8, 2);
-  spec["sweep"]["search"] = "scout";  // scouts of 2 s after 1 s (a quarter and a half)
+  // Full steps of 20 s; scouts of 5 s after 1 s (a quarter and a half), stretched like any step
+  // to hold the ~340 requests a p95 verdict needs (about 10 s at 35 req/s).
+  json spec = sweep_spec(sim, 4, 20, 2);
+  spec["sweep"]["search"] = "scout";
   const std::string id = submit(d, spec);
   const json done = d.wait_for(id, job_ended, 240s);
   INFO(done.dump(1));
@@ -206,7 +208,7 @@ TEST_CASE(
   validate_result(done);
   const json& r = done["result"];
   const double max = r["max_slo_rate_rps"].get<double>();
-  CHECK(max < 1.15 * model_rate);  // an 8-s step resolves overloads above ~12% (docs/jobs.md)
+  CHECK(max < 1.15 * model_rate);  // a 20-s step resolves overloads above ~5% (docs/jobs.md)
   bool generator_limited = false;
   for (const auto& w : r["warnings"])
     generator_limited |= w.get<std::string>().find("generator-limited") != std::string::npos;
@@ -226,12 +228,12 @@ TEST_CASE(
     const double measured = s["summary"]["duration_s"].get<double>();
     if (phase == "scout") {
       ++scouts;
-      CHECK(measured < 4);
+      CHECK(measured < 15);
     }
     if ((phase == "confirm" || phase == "refine") && s["verdict"] == "pass" &&
         s["offered_rate_rps"].get<double>() == Approx(max)) {
       claimed = true;
-      CHECK(measured > 7);
+      CHECK(measured > 19);
     }
   }
   CHECK(claimed);
@@ -241,7 +243,7 @@ TEST_CASE(
   }
   CHECK(search["time_s"]["total"].get<double>() == Approx(wall));
   CHECK(search["time_s"]["scout"].get<double>() > 0);
-  CHECK(search["time_s"]["confirm"].get<double>() > 8);
+  CHECK(search["time_s"]["confirm"].get<double>() > 20);
   const json& interval = search["resolution"]["capacity_interval_rps"];
   CHECK(interval[0].get<double>() < max);
   CHECK(interval[1] == r["slo_bracket_rps"][1]);
