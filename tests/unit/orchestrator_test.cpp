@@ -684,6 +684,21 @@ TEST_CASE("orchestrator: a full step's inconclusive confirm is re-run, a scout's
   CHECK(after_scout.scout);  // counted as failing: the search moves below it
   CHECK(after_scout.rate_rps < scout.rate_rps);
   CHECK_FALSE(after_scout.rerun);
+  // Scout on to the confirm, and make the confirm inconclusive: it is re-run, twice as long.
+  StepOrder next = after_scout;
+  for (int guard = 0; guard < 20 && next.scout; ++guard) {
+    steps.push_back(judged_step(next, 20, 0));
+    next = std::get<StepOrder>(next_action(spec, steps));
+  }
+  REQUIRE(next.phase == "confirm");
+  CHECK(next.decided);  // a fail may end it early; a pass needs its whole length
+  StepOutcome c = judged_step(next, 20, 0);
+  c.verdict = Verdict::inconclusive;
+  steps.push_back(c);
+  const auto rerun = std::get<StepOrder>(next_action(spec, steps));
+  CHECK(rerun.rerun);
+  CHECK(rerun.rate_rps == next.rate_rps);
+  CHECK(rerun.duration == 2 * next.duration);
 }
 
 TEST_CASE("orchestrator: a scout's flags and wall time round-trip through the stored JSON") {
